@@ -1,0 +1,55 @@
+# Developer and CI entry points of the trained_precision fork. See README.md and CONTRIBUTING.md.
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+# Pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is the CPU build these machines carry.
+TORCH ?= torch==2.13.0
+EXTRAS ?= tp-testing,optimi,tp-demo
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+
+.PHONY: venv install test check fork export fork-install smoke demo bench clean
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+
+# The venv with CPU torch, the fork built as a wheel (isolated build), and its test extras.
+venv: $(VPY)
+	$(VPY) -m pip install -q $(TORCH)
+
+install: venv
+	rm -rf dist && $(VPY) -m pip wheel -q --no-deps -w dist .
+	$(VPY) -m pip install -q "$$(ls dist/transformers-*.whl)[$(EXTRAS)]" $(TORCH)
+	$(VPY) -m pip install -q --no-deps --force-reinstall dist/transformers-*.whl
+
+# The test command of README.md and .ci/run.
+test: install
+	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml $(PYTEST_ARGS) .
+
+# Repo consistency: the patch series applies exactly; our files pass ruff.
+check: $(VPY)
+	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
+	$(VPY) tools/patchset.py check
+	$(VPY) -m ruff check setup.py tools utils tests src benchmarks examples
+	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
+
+# Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.
+fork: $(VPY)
+	$(VPY) tools/patchset.py fork
+	$(MAKE) fork-install
+
+fork-install: venv
+	$(VPY) -m pip install -q -e ".[$(EXTRAS)]" $(TORCH)
+
+export: $(VPY)
+	$(VPY) tools/patchset.py export
+	$(VPY) tools/patchset.py check
+
+# The installed wheel works in a fresh venv without torch (also run by .ci/run).
+smoke: $(VPY)
+	bash tools/smoke_install.sh
+
+clean:
+	rm -rf build dist .cache *.egg-info

@@ -1,0 +1,61 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+`trained_precision`: which precision a checkpoint was trained in, and what follows from it (RFC #11209).
+
+Submodules are imported lazily so that `configuration_utils.py` can use the vocabulary without importing torch.
+"""
+
+import importlib
+
+from .vocabulary import (
+    BF16,
+    FP16,
+    FP32,
+    PRECISION_ALIASES,
+    PRECISIONS,
+    UNKNOWN,
+    InvalidTrainedPrecisionError,
+    dtype_to_precision,
+    is_valid_precision,
+    normalize_precision,
+    precision_to_dtype,
+)
+
+
+# public name -> submodule that defines it (filled in as features land)
+_LAZY = {}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+__all__ = [
+    "BF16",
+    "FP16",
+    "FP32",
+    "PRECISIONS",
+    "PRECISION_ALIASES",
+    "UNKNOWN",
+    "InvalidTrainedPrecisionError",
+    "dtype_to_precision",
+    "is_valid_precision",
+    "normalize_precision",
+    "precision_to_dtype",
+    *_LAZY,
+]

@@ -1,0 +1,66 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+`PreTrainedConfig.trained_precision`: how values are accepted in code and read from `config.json`.
+
+Code that assigns a value gets it normalised (`torch.bfloat16` -> `"bf16"`) or a `ValueError` naming the valid
+values. A `config.json` written elsewhere may hold anything: an unrecognised value there loads as `"unknown"` with
+one warning, so that no checkpoint stops loading because of this field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..utils import logging
+from .vocabulary import UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+
+
+logger = logging.get_logger(__name__)
+
+#: The attribute name on every config.
+FIELD = "trained_precision"
+
+
+def normalize_config_value(value: Any) -> str:
+    """Used by `PreTrainedConfig.__setattr__`: the canonical name, or a `ValueError` that lists the valid values."""
+    return normalize_precision(value)
+
+
+def sanitize_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """
+    Returns `config_dict` with every `trained_precision` (also in nested sub-config dicts) made loadable: aliases
+    are normalised, unrecognised values become `"unknown"` with a warning. The input dict is not modified.
+    """
+    if not isinstance(config_dict, dict):
+        return config_dict
+    result = None
+    for key, value in config_dict.items():
+        new = value
+        if key == FIELD:
+            try:
+                new = normalize_precision(value)
+            except InvalidTrainedPrecisionError as e:
+                logger.warning_once(
+                    f"Ignoring the `{FIELD}` of this configuration and treating it as '{UNKNOWN}': {e} "
+                    f"Fix the value in the checkpoint's config.json to silence this warning."
+                )
+                new = UNKNOWN
+        elif isinstance(value, dict):
+            new = sanitize_config_dict(value)
+        if new is not value:
+            if result is None:
+                result = dict(config_dict)
+            result[key] = new
+    return config_dict if result is None else result

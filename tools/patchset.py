@@ -1,0 +1,724 @@
+#!/usr/bin/env python3
+# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+"""
+The patch-set machinery of this fork: build a patched `transformers` from the pinned upstream release, and keep
+`patches/` in sync with a git working copy.
+
+The repository holds no upstream code. Upstream reaches the build as the build requirement pinned in
+`pyproject.toml` (`transformers==X.Y.Z`); this module copies its files, overlays ours (`src/transformers/**`) and
+applies `patches/series` strictly: every hunk must match at exactly its stated line with exactly its context, or
+the build stops naming the patch, the file and the hunk.
+
+Commands (run `python tools/patchset.py --help`):
+
+    check     series and patch files match one to one, every patch applies exactly to the pristine upstream
+    tree      write the patched package tree into a folder (what the wheel contains)
+    fork      make `fork/`: a git repo with upstream as its first commit and one commit per patch
+    export    regenerate `patches/` from the commits in `fork/`
+    version   print the version the build would give the wheel
+
+Nothing here imports `transformers`: upstream is located through `importlib.metadata` (an installed, unmodified
+distribution whose RECORD hashes are checked) or through its wheel file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import dataclasses
+import email.parser
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PATCHES_DIR = ROOT / "patches"
+SERIES = PATCHES_DIR / "series"
+OVERLAY = ROOT / "src"
+PACKAGE = "transformers"
+PATCH_PREFIX = "src/"  # patches use upstream's repo layout: a/src/transformers/...
+CACHE = ROOT / ".cache"
+DEFAULT_FORK = ROOT / "fork"
+FIXED_DATE = "2000-01-01T00:00:00+0000"
+NOTICE_MARKER = "# Modified by the trained_precision fork"
+
+
+class PatchsetError(Exception):
+    """A build or check failure with a message meant for the person running it."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclasses.dataclass
+class Config:
+    upstream_version: str
+    release: int
+    extras: dict[str, list[str]]
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import tomli as tomllib
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def read_config(root: Path = ROOT) -> Config:
+    """Reads the pin (from `[build-system].requires`), the fork release number and our extras from pyproject.toml."""
+    data = _load_toml(root / "pyproject.toml")
+    pins = [r for r in data["build-system"]["requires"] if re.match(rf"^{PACKAGE}\s*==", r)]
+    if len(pins) != 1:
+        raise PatchsetError(f"pyproject.toml: [build-system].requires needs exactly one `{PACKAGE}==X.Y.Z` pin")
+    version = pins[0].split("==", 1)[1].strip()
+    tool = data.get("tool", {}).get("patchset", {})
+    return Config(upstream_version=version, release=int(tool.get("release", 1)), extras=tool.get("extras", {}))
+
+
+def git_sha(root: Path = ROOT) -> str | None:
+    """The short commit of a git checkout at `root`, or None outside git."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def fork_version(config: Config, root: Path = ROOT) -> str:
+    """`X.Y.Z+tp.N`, plus `.g<sha>` from git (so pip reinstalls a moved branch), or the version of an sdist's PKG-INFO."""
+    pkg_info = root / "PKG-INFO"
+    if pkg_info.exists() and not (root / ".git").exists():
+        return email.parser.Parser().parsestr(pkg_info.read_text())["Version"]
+    version = f"{config.upstream_version}+tp.{config.release}"
+    sha = git_sha(root)
+    return f"{version}.g{sha}" if sha else version
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Upstream sources
+
+
+class Upstream:
+    """The pristine upstream package: a mapping `transformers/...` -> bytes, plus its METADATA and entry points."""
+
+    def __init__(self, files: dict[str, Path | bytes], metadata: str, entry_points: str, version: str):
+        self.files = files
+        self.metadata = metadata
+        self.entry_points = entry_points
+        self.version = version
+
+    def read(self, relpath: str) -> bytes:
+        item = self.files[relpath]
+        return item if isinstance(item, bytes) else item.read_bytes()
+
+
+def _record_digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _check_version(found: str, expected: str, where: str) -> None:
+    if found != expected:
+        raise PatchsetError(
+            f"found {PACKAGE} {found} in {where}, need the pristine {expected} pinned in pyproject.toml. "
+            f"Build with isolation (the default), or install `{PACKAGE}=={expected}` in the build environment."
+        )
+
+
+def _upstream_file(name: str) -> bool:
+    return name.startswith(f"{PACKAGE}/") and "__pycache__" not in name and not name.endswith(".pyc")
+
+
+def upstream_from_installed(expected_version: str) -> Upstream:
+    """Locates the installed upstream distribution without importing it, and checks its version and RECORD hashes."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(PACKAGE)
+    except metadata.PackageNotFoundError:
+        raise PatchsetError(
+            f"{PACKAGE}=={expected_version} is not installed in the build environment; it is the build requirement "
+            "that provides upstream's code (see pyproject.toml)."
+        ) from None
+    _check_version(dist.version, expected_version, "the build environment")
+    files: dict[str, Path | bytes] = {}
+    bad = []
+    for entry in dist.files or []:
+        name = entry.as_posix()
+        if not _upstream_file(name):
+            continue
+        path = Path(entry.locate())
+        if entry.hash is None:
+            bad.append(f"{name} (no hash in RECORD)")
+            continue
+        data = path.read_bytes()
+        if _record_digest(data) != f"{entry.hash.mode}={entry.hash.value}":
+            bad.append(name)
+        files[name] = path
+    if bad:
+        raise PatchsetError(
+            f"the installed {PACKAGE} {dist.version} differs from its RECORD (modified install?): "
+            + ", ".join(bad[:5])
+            + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        )
+    if not files:
+        raise PatchsetError(f"the installed {PACKAGE} {dist.version} lists no files in its RECORD")
+    return Upstream(files, dist.read_text("METADATA") or "", dist.read_text("entry_points.txt") or "", dist.version)
+
+
+def upstream_from_wheel(wheel: Path, expected_version: str) -> Upstream:
+    """Reads upstream from its wheel file, checking the version and every RECORD hash."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist_info = next((n.split("/")[0] for n in names if n.endswith(".dist-info/RECORD")), None)
+        if dist_info is None:
+            raise PatchsetError(f"{wheel}: not a wheel (no RECORD)")
+        metadata = zf.read(f"{dist_info}/METADATA").decode()
+        version = email.parser.Parser().parsestr(metadata)["Version"]
+        _check_version(version, expected_version, str(wheel))
+        record = {row[0]: row[1] for row in csv.reader(io.StringIO(zf.read(f"{dist_info}/RECORD").decode())) if row}
+        files: dict[str, Path | bytes] = {}
+        for name in names:
+            if not _upstream_file(name) or name.endswith("/"):
+                continue
+            data = zf.read(name)
+            if record.get(name) != _record_digest(data):
+                raise PatchsetError(f"{wheel}: {name} does not match its RECORD hash")
+            files[name] = data
+        ep_name = f"{dist_info}/entry_points.txt"
+        entry_points = zf.read(ep_name).decode() if ep_name in names else ""
+    return Upstream(files, metadata, entry_points, version)
+
+
+def cached_upstream_wheel(version: str) -> Path:
+    """The upstream wheel in `.cache/`, downloaded once with pip (honours pip's configured index)."""
+    CACHE.mkdir(exist_ok=True)
+    wheel = CACHE / f"{PACKAGE}-{version}-py3-none-any.whl"
+    if not wheel.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+             f"{PACKAGE}=={version}", "-d", str(CACHE)],
+            check=True,
+        )  # fmt: skip
+    if not wheel.exists():
+        raise PatchsetError(f"pip did not produce {wheel.name}")
+    return wheel
+
+
+def load_upstream(config: Config, source: str = "auto") -> Upstream:
+    """`installed` (the build), `wheel` (developer tools), or `auto`: installed when it is the pristine pin."""
+    if source == "installed":
+        return upstream_from_installed(config.upstream_version)
+    if source == "auto":
+        try:
+            return upstream_from_installed(config.upstream_version)
+        except PatchsetError:
+            pass
+    return upstream_from_wheel(cached_upstream_wheel(config.upstream_version), config.upstream_version)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Series and patch parsing
+
+
+def read_series(patches_dir: Path = PATCHES_DIR) -> list[str]:
+    """Patch file names from `series` (quilt syntax: one per line, `#` comments and blank lines allowed)."""
+    series = patches_dir / "series"
+    if not series.exists():
+        raise PatchsetError(f"{series} is missing")
+    names = []
+    for line in series.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+def check_series(patches_dir: Path = PATCHES_DIR) -> list[str]:
+    """Checks that `series` and the `*.patch` files match one to one; returns the series."""
+    names = read_series(patches_dir)
+    errors = []
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        errors.append(f"listed twice in series: {', '.join(dupes)}")
+    for name in names:
+        if not (patches_dir / name).is_file():
+            errors.append(f"series lists {name}, but {patches_dir / name} does not exist")
+    on_disk = sorted(p.name for p in patches_dir.glob("*.patch"))
+    for name in on_disk:
+        if name not in names:
+            errors.append(f"{name} is not listed in {patches_dir / 'series'}: add it or delete the file")
+    if errors:
+        raise PatchsetError("patch series is inconsistent:\n  " + "\n  ".join(errors))
+    return names
+
+
+@dataclasses.dataclass
+class Hunk:
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    lines: list[bytes]  # each starts with b" ", b"-" or b"+"; no trailing newline
+    header: str
+    line_no: int  # line of the @@ header in the patch file
+    no_newline_old: bool = False
+    no_newline_new: bool = False
+
+    @property
+    def old_lines(self) -> list[bytes]:
+        return [line[1:] for line in self.lines if line[:1] in (b" ", b"-")]
+
+    @property
+    def new_lines(self) -> list[bytes]:
+        return [line[1:] for line in self.lines if line[:1] in (b" ", b"+")]
+
+
+@dataclasses.dataclass
+class FilePatch:
+    path: str  # package-relative, e.g. transformers/configuration_utils.py
+    hunks: list[Hunk]
+
+
+_HUNK_RE = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _strip_path(raw: bytes, patch_name: str) -> str | None:
+    path = raw.split(b"\t", 1)[0].strip().decode()
+    if path == "/dev/null":
+        return None
+    if not (path.startswith("a/") or path.startswith("b/")):
+        raise PatchsetError(f"{patch_name}: path {path!r} lacks the a/ or b/ prefix (use git format-patch)")
+    path = path[2:]
+    if not path.startswith(PATCH_PREFIX + PACKAGE + "/"):
+        raise PatchsetError(f"{patch_name}: {path} is outside {PATCH_PREFIX}{PACKAGE}/")
+    return path[len(PATCH_PREFIX) :]
+
+
+def parse_patch(data: bytes, patch_name: str) -> list[FilePatch]:
+    """Parses a unified or `git format-patch` diff. Only modifications of existing files are allowed."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    result: list[FilePatch] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(b"diff --git "):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith((b"--- ", b"diff --git ")):
+                header = lines[j]
+                if header.startswith((b"new file mode", b"deleted file mode", b"rename ", b"copy ", b"old mode")):
+                    raise PatchsetError(
+                        f"{patch_name}:{j + 1}: {header.decode(errors='replace')!r}: patches may only modify "
+                        "existing upstream files; put new files under src/transformers/"
+                    )
+                if header.startswith(b"Binary files") or header.startswith(b"GIT binary patch"):
+                    raise PatchsetError(f"{patch_name}:{j + 1}: binary patches are not supported")
+                j += 1
+            i = j
+            continue
+        if line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
+            old = _strip_path(line[4:], patch_name)
+            new = _strip_path(lines[i + 1][4:], patch_name)
+            if old is None or new is None or old != new:
+                raise PatchsetError(
+                    f"{patch_name}:{i + 1}: only modifications of existing files are allowed ({old} -> {new})"
+                )
+            fp = FilePatch(new, [])
+            result.append(fp)
+            i += 2
+            while i < len(lines) and lines[i].startswith(b"@@"):
+                m = _HUNK_RE.match(lines[i])
+                if not m:
+                    raise PatchsetError(f"{patch_name}:{i + 1}: malformed hunk header")
+                old_start, old_len, new_start, new_len = (
+                    int(m.group(1)),
+                    int(m.group(2) if m.group(2) is not None else 1),
+                    int(m.group(3)),
+                    int(m.group(4) if m.group(4) is not None else 1),
+                )
+                hunk = Hunk(old_start, old_len, new_start, new_len, [], lines[i].decode(errors="replace"), i + 1)
+                i += 1
+                seen_old = seen_new = 0
+                while i < len(lines) and (seen_old < old_len or seen_new < new_len or lines[i].startswith(b"\\")):
+                    body = lines[i]
+                    tag = body[:1]
+                    if tag == b"\\":
+                        if hunk.lines and hunk.lines[-1][:1] in (b" ", b"-"):
+                            hunk.no_newline_old = True
+                        if hunk.lines and hunk.lines[-1][:1] in (b" ", b"+"):
+                            hunk.no_newline_new = True
+                    elif tag in (b" ", b"-", b"+") or body == b"":
+                        body = body if body else b" "
+                        hunk.lines.append(body)
+                        seen_old += body[:1] in (b" ", b"-")
+                        seen_new += body[:1] in (b" ", b"+")
+                    else:
+                        break
+                    i += 1
+                if seen_old != old_len or seen_new != new_len:
+                    raise PatchsetError(
+                        f"{patch_name}:{hunk.line_no}: hunk {hunk.header.split(' @@')[0]} @@ in {fp.path} is "
+                        f"truncated or miscounted ({seen_old}/{old_len} old, {seen_new}/{new_len} new lines)"
+                    )
+                fp.hunks.append(hunk)
+            if not fp.hunks:
+                raise PatchsetError(f"{patch_name}: no hunks for {fp.path}")
+            continue
+        i += 1
+    if not result:
+        raise PatchsetError(f"{patch_name}: contains no diff")
+    return result
+
+
+def _find_nearby(lines: list[bytes], needle: list[bytes], pos: int, radius: int = 200) -> int | None:
+    for delta in sorted(range(-radius, radius + 1), key=abs):
+        start = pos + delta
+        if delta and 0 <= start <= len(lines) - len(needle) and lines[start : start + len(needle)] == needle:
+            return delta
+    return None
+
+
+def apply_file_patch(content: bytes, fp: FilePatch, patch_name: str) -> bytes:
+    """Applies the hunks of `fp` to `content`, each at exactly its stated line; raises a PatchsetError otherwise."""
+    lines = content.split(b"\n")
+    had_final_newline = lines[-1] == b""
+    if had_final_newline:
+        lines.pop()
+    shift = 0  # lines added minus removed by earlier hunks of this file
+    for number, hunk in enumerate(fp.hunks, 1):
+        old = hunk.old_lines
+        start = hunk.old_start - 1 if hunk.old_len else hunk.old_start
+        if hunk.new_start - hunk.old_start != shift:
+            raise PatchsetError(
+                f"{patch_name}: hunk #{number} {hunk.header.split(' @@')[0]} @@ of {fp.path} is inconsistent with "
+                "the hunks before it (new start does not follow): regenerate the patch"
+            )
+        at = start + shift
+        if lines[at : at + len(old)] != old:
+            where = f"hunk #{number} {hunk.header.split(' @@')[0]} @@ (patch line {hunk.line_no})"
+            delta = _find_nearby(lines, old, at)
+            if delta is not None:
+                hint = f"its context is found {delta:+d} lines away: upstream moved, refresh the patch"
+            else:
+                mismatch = next(
+                    (k for k, (a, b) in enumerate(zip(lines[at : at + len(old)], old)) if a != b), len(old) - 1
+                )
+                got = lines[at + mismatch] if at + mismatch < len(lines) else b"<end of file>"
+                hint = (
+                    f"line {at + mismatch + 1} is {got.decode(errors='replace')!r}, the patch expects "
+                    f"{old[mismatch].decode(errors='replace')!r}"
+                )
+            raise PatchsetError(f"{patch_name}: {where} does not apply exactly to {fp.path}: {hint}")
+        lines[at : at + len(old)] = hunk.new_lines
+        shift += len(hunk.new_lines) - len(old)
+    final_newline = had_final_newline
+    if fp.hunks and fp.hunks[-1].no_newline_new:
+        final_newline = False
+    return b"\n".join(lines) + (b"\n" if final_newline else b"")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The package tree
+
+
+def overlay_files(overlay: Path = OVERLAY) -> dict[str, Path]:
+    """Our new files: `transformers/...` -> path. Only files git tracks or would track (no caches, no backups)."""
+    base = overlay / PACKAGE
+    found = {}
+    for path in sorted(base.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".orig", ".rej") or path.name.endswith("~"):
+            continue
+        found[path.relative_to(overlay).as_posix()] = path
+    return found
+
+
+def patched_files(
+    upstream: Upstream, names: list[str], patches_dir: Path = PATCHES_DIR, overlay: Path = OVERLAY
+) -> dict[str, bytes]:
+    """Applies the series to the upstream files it touches; returns only the changed files' new contents."""
+    ours = overlay_files(overlay)
+    changed: dict[str, bytes] = {}
+    for name in names:
+        for fp in parse_patch((patches_dir / name).read_bytes(), name):
+            if fp.path in ours:
+                raise PatchsetError(f"{name}: patches {fp.path}, which is one of our files: edit it directly")
+            if fp.path not in upstream.files:
+                raise PatchsetError(f"{name}: {fp.path} does not exist in upstream {PACKAGE} {upstream.version}")
+            current = changed.get(fp.path)
+            if current is None:
+                current = upstream.read(fp.path)
+            changed[fp.path] = apply_file_patch(current, fp, name)
+    return changed
+
+
+def _notice(names: list[str]) -> bytes:
+    return (
+        f"{NOTICE_MARKER} (patches: {', '.join(names)}); see transformers/_fork_patchset.py.\n"
+    ).encode()
+
+
+def _add_notice(path: str, content: bytes, patch_names: list[str]) -> bytes:
+    """Apache-2.0 §4(b): a modified file says so. The notice is a comment on the file's first line."""
+    if not path.endswith(".py"):
+        return content
+    return _notice(patch_names) + content
+
+
+def _set_version(init: bytes, upstream_version: str, version: str) -> bytes:
+    pattern = rb'^__version__ = "' + re.escape(upstream_version.encode()) + rb'"$'
+    new, count = re.subn(pattern, b'__version__ = "' + version.encode() + b'"', init, flags=re.M)
+    if count != 1:
+        raise PatchsetError(f"expected one `__version__ = \"{upstream_version}\"` in transformers/__init__.py")
+    return new
+
+
+def build_tree(dest: Path, config: Config, upstream: Upstream, version: str) -> dict:
+    """Writes the patched package into `dest/transformers`; returns a summary."""
+    names = check_series()
+    ours = overlay_files()
+    shadows = sorted(p for p in ours if p in upstream.files)
+    if shadows:
+        raise PatchsetError(
+            "these files of ours would shadow upstream files (change upstream files with a patch instead): "
+            + ", ".join(f"src/{p}" for p in shadows)
+        )
+    changed = patched_files(upstream, names)
+    touched_by: dict[str, list[str]] = {}
+    for name in names:
+        for fp in parse_patch((PATCHES_DIR / name).read_bytes(), name):
+            touched_by.setdefault(fp.path, [])
+            if name not in touched_by[fp.path]:
+                touched_by[fp.path].append(name)
+
+    pkg = dest / PACKAGE
+    if pkg.exists():
+        shutil.rmtree(pkg)  # in-tree builds reuse build/lib: never ship stale files
+    for rel in upstream.files:
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        data = changed.get(rel)
+        if data is None:
+            data = upstream.read(rel)
+        else:
+            data = _add_notice(rel, data, touched_by[rel])
+        if rel == f"{PACKAGE}/__init__.py":
+            data = _set_version(data, config.upstream_version, version)
+        out.write_bytes(data)
+    for rel, path in ours.items():
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out)
+    info = {
+        "upstream_version": config.upstream_version,
+        "version": version,
+        "patches": {n: hashlib.sha256((PATCHES_DIR / n).read_bytes()).hexdigest() for n in names},
+        "modified_files": {k: v for k, v in sorted(touched_by.items())},
+        "new_files": sorted(ours),
+    }
+    (pkg / "_fork_patchset.py").write_text(
+        '"""Generated at build time: what this fork changed in upstream transformers (Apache-2.0 §4(b) notice)."""\n\n'
+        f"FORK_INFO = {info!r}\n"
+    )
+    return info
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Wheel metadata
+
+
+def setup_kwargs(upstream: Upstream, config: Config) -> dict:
+    """Upstream's METADATA as setuptools keywords, plus our extras."""
+    msg = email.parser.Parser().parsestr(upstream.metadata)
+    install_requires: list[str] = []
+    extras: dict[str, list[str]] = {name: [] for name in msg.get_all("Provides-Extra") or []}
+    for req in msg.get_all("Requires-Dist") or []:
+        if ";" not in req:
+            install_requires.append(req)
+            continue
+        spec, marker = (s.strip() for s in req.split(";", 1))
+        m = re.fullmatch(r'extra\s*==\s*"([^"]+)"', marker)
+        if m:
+            extras.setdefault(m.group(1), []).append(spec)
+        elif "extra" in marker:
+            raise PatchsetError(f"cannot express upstream requirement {req!r} as a setuptools extra")
+        else:
+            install_requires.append(req)
+    for name, reqs in config.extras.items():
+        if name in extras:
+            raise PatchsetError(f"our extra {name!r} clashes with upstream's extra of the same name")
+        extras[name] = list(reqs)
+    entry_points: dict[str, list[str]] = {}
+    section = None
+    for line in upstream.entry_points.splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            entry_points[section] = []
+        elif line and section:
+            entry_points[section].append(line)
+    description = msg.get_payload() or ""
+    return {
+        "name": PACKAGE,
+        "description": msg["Summary"],
+        "long_description": description,
+        "long_description_content_type": msg.get("Description-Content-Type", "text/markdown"),
+        "author": msg.get("Author"),
+        "author_email": msg.get("Author-email"),
+        "url": msg.get("Home-page"),
+        "license": msg.get("License"),
+        "keywords": msg.get("Keywords"),
+        "classifiers": msg.get_all("Classifier") or [],
+        "python_requires": msg.get("Requires-Python"),
+        "install_requires": install_requires,
+        "extras_require": extras,
+        "entry_points": entry_points,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Developer workflow: fork / export
+
+
+def _git(args: list[str], cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(
+        GIT_AUTHOR_DATE=FIXED_DATE,
+        GIT_COMMITTER_DATE=FIXED_DATE,
+        GIT_COMMITTER_NAME="patchset",
+        GIT_COMMITTER_EMAIL="patchset@localhost",
+    )
+    env.update(kwargs.pop("env", {}))
+    return subprocess.run(["git", *args], cwd=cwd, check=True, text=True, env=env, **kwargs)
+
+
+def make_fork(fork: Path, config: Config, upstream: Upstream) -> None:
+    """Creates `fork/`: upstream as one commit (tag `upstream/X.Y.Z`), then one commit per patch (`git am`)."""
+    if fork.exists():
+        raise PatchsetError(f"{fork} exists; it may hold work. Export it first, then remove it to recreate.")
+    names = check_series()
+    fork.mkdir(parents=True)
+    try:
+        _git(["init", "-q", "-b", "patches"], fork)
+        for rel in upstream.files:
+            out = fork / PATCH_PREFIX / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(upstream.read(rel))
+        _git(["add", "-A"], fork)
+        _git(
+            ["-c", "user.name=patchset", "-c", "user.email=patchset@localhost", "commit", "-q", "-m",
+             f"Upstream {PACKAGE} {config.upstream_version}", "--author", "patchset <patchset@localhost>"],
+            fork,
+        )  # fmt: skip
+        _git(["tag", f"upstream/{config.upstream_version}"], fork)
+        for name in names:
+            # keep the author date of each patch (stable export); the committer is fixed by _git's environment
+            _git(["am", "-q", "--keep-cr", str(PATCHES_DIR / name)], fork, env={"GIT_COMMITTER_DATE": FIXED_DATE})
+        exclude = fork / ".git" / "info" / "exclude"
+        lines = ["# our new files are linked from ../src; they are never part of a patch", "__pycache__/", "*.pyc"]
+        base = OVERLAY / PACKAGE
+        for entry in sorted(base.iterdir()):
+            if entry.name == "__pycache__":
+                continue
+            link = fork / PATCH_PREFIX / PACKAGE / entry.name
+            if link.exists():
+                raise PatchsetError(f"src/{PACKAGE}/{entry.name} would shadow an upstream file")
+            link.symlink_to(os.path.relpath(entry, link.parent))
+            lines.append(f"/{PATCH_PREFIX}{PACKAGE}/{entry.name}")
+        with open(exclude, "a") as f:
+            f.write("\n".join(lines) + "\n")
+    except BaseException:
+        shutil.rmtree(fork, ignore_errors=True)
+        raise
+
+
+def export_fork(fork: Path, config: Config) -> list[str]:
+    """Regenerates `patches/*.patch` and `series` from the commits on top of `upstream/X.Y.Z` in `fork/`."""
+    if not (fork / ".git").exists():
+        raise PatchsetError(f"{fork} is not a fork checkout: run `make fork` first")
+    status = _git(["status", "--porcelain"], fork, capture_output=True).stdout
+    if status.strip():
+        raise PatchsetError(f"{fork} has uncommitted changes: commit them (one commit per patch) before exporting")
+    with tempfile.TemporaryDirectory() as tmp:
+        _git(
+            ["format-patch", "-q", "--zero-commit", "--no-signature", "--no-numbered", "--full-index", "--no-stat",
+             "-o", tmp, f"upstream/{config.upstream_version}..HEAD"],
+            fork,
+        )  # fmt: skip
+        produced = sorted(Path(tmp).glob("*.patch"))
+        for old in PATCHES_DIR.glob("*.patch"):
+            old.unlink()
+        names = []
+        for path in produced:
+            shutil.copyfile(path, PATCHES_DIR / path.name)
+            names.append(path.name)
+    header = "# Applied in this order to the pinned upstream; regenerate with `make export`.\n"
+    SERIES.write_text(header + "".join(f"{n}\n" for n in names))
+    return names
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="series <-> files, and every patch applies exactly to pristine upstream")
+    tree = sub.add_parser("tree", help="write the patched package into a folder")
+    tree.add_argument("dest", type=Path)
+    fork = sub.add_parser("fork", help="create the git fork checkout")
+    fork.add_argument("--dir", type=Path, default=DEFAULT_FORK)
+    export = sub.add_parser("export", help="regenerate patches/ from the fork checkout")
+    export.add_argument("--dir", type=Path, default=DEFAULT_FORK)
+    sub.add_parser("version", help="print the wheel version")
+    sub.add_parser("pin", help="print the pinned upstream version")
+    args = parser.parse_args(argv)
+    try:
+        config = read_config()
+        if args.command == "version":
+            print(fork_version(config))
+        elif args.command == "pin":
+            print(config.upstream_version)
+        elif args.command == "check":
+            names = check_series()
+            upstream = load_upstream(config, "wheel")
+            changed = patched_files(upstream, names)
+            shadows = sorted(p for p in overlay_files() if p in upstream.files)
+            if shadows:
+                raise PatchsetError("files of ours shadow upstream files: " + ", ".join(shadows))
+            print(f"patchset: {len(names)} patches apply exactly to {PACKAGE} {config.upstream_version}; "
+                  f"{len(changed)} upstream files modified, {len(overlay_files())} new files")  # fmt: skip
+        elif args.command == "tree":
+            info = build_tree(args.dest, config, load_upstream(config, "wheel"), fork_version(config))
+            print(f"patchset: wrote {args.dest / PACKAGE} ({info['version']})")
+        elif args.command == "fork":
+            make_fork(args.dir.resolve(), config, load_upstream(config, "wheel"))
+            print(f"patchset: {args.dir} ready (branch `patches` on tag upstream/{config.upstream_version})")
+        elif args.command == "export":
+            names = export_fork(args.dir.resolve(), config)
+            print(f"patchset: exported {len(names)} patches to {PATCHES_DIR}")
+    except PatchsetError as e:
+        print(f"patchset: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
