@@ -32,9 +32,7 @@ class BuildPatchedTree(build_py):
         if self.editable_mode or EDITABLE:
             return super().run()
         try:
-            patchset.build_tree(
-                patchset.Path(self.build_lib), config, upstream, patchset.fork_version(config)
-            )
+            patchset.build_tree(patchset.Path(self.build_lib), config, upstream, patchset.fork_version(config))
         except patchset.PatchsetError as e:
             raise SystemExit(f"patchset: error: {e}") from None
 

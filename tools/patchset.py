@@ -443,7 +443,12 @@ def overlay_files(overlay: Path = OVERLAY) -> dict[str, Path]:
     base = overlay / PACKAGE
     found = {}
     for path in sorted(base.rglob("*")):
-        if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".orig", ".rej") or path.name.endswith("~"):
+        if (
+            path.is_dir()
+            or "__pycache__" in path.parts
+            or path.suffix in (".pyc", ".orig", ".rej")
+            or path.name.endswith("~")
+        ):
             continue
         found[path.relative_to(overlay).as_posix()] = path
     return found
@@ -469,9 +474,7 @@ def patched_files(
 
 
 def _notice(names: list[str]) -> bytes:
-    return (
-        f"{NOTICE_MARKER} (patches: {', '.join(names)}); see transformers/_fork_patchset.py.\n"
-    ).encode()
+    return (f"{NOTICE_MARKER} (patches: {', '.join(names)}); see transformers/_fork_patchset.py.\n").encode()
 
 
 def _add_notice(path: str, content: bytes, patch_names: list[str]) -> bytes:
@@ -485,7 +488,7 @@ def _set_version(init: bytes, upstream_version: str, version: str) -> bytes:
     pattern = rb'^__version__ = "' + re.escape(upstream_version.encode()) + rb'"$'
     new, count = re.subn(pattern, b'__version__ = "' + version.encode() + b'"', init, flags=re.M)
     if count != 1:
-        raise PatchsetError(f"expected one `__version__ = \"{upstream_version}\"` in transformers/__init__.py")
+        raise PatchsetError(f'expected one `__version__ = "{upstream_version}"` in transformers/__init__.py')
     return new
 
 

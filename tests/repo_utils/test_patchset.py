@@ -81,7 +81,9 @@ class StrictApplyTest(PatchsetTestBase):
         self.assertIn("found -1 lines away", stderr)
 
     def test_wrong_context_line_fails(self):
-        self.edit_patch(" from .generation.configuration_utils import GenerationConfig\n", " from .generation import X\n")
+        self.edit_patch(
+            " from .generation.configuration_utils import GenerationConfig\n", " from .generation import X\n"
+        )
         stderr = self.assert_fails(CONFIG_PATCH.name, "hunk #1", "does not apply exactly")
         self.assertIn("from .generation.configuration_utils import GenerationConfig", stderr)
 
@@ -178,7 +180,9 @@ class SetupMetadataTest(unittest.TestCase):
         self.assertIn("testing", kwargs["extras_require"])  # upstream's own extras survive
         self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3"])
         self.assertIn("tp-testing", kwargs["extras_require"])
-        self.assertEqual(kwargs["entry_points"]["console_scripts"], ["transformers = transformers.cli.transformers:main"])
+        self.assertEqual(
+            kwargs["entry_points"]["console_scripts"], ["transformers = transformers.cli.transformers:main"]
+        )
         self.assertTrue(any(r.startswith("huggingface-hub") for r in kwargs["install_requires"]))
 
     def test_clashing_extra_is_refused(self):
@@ -196,7 +200,7 @@ class SetupMetadataTest(unittest.TestCase):
 @unittest.skipUnless(shutil.which("git"), "needs git")
 class ForkExportTest(PatchsetTestBase):
     def test_fork_then_export_is_byte_identical(self):
-        before = {p.name: p.read_bytes() for p in (self.repo / "patches").iterdir()}
+        before = {p.name: p.read_bytes() for p in (self.repo / "patches").iterdir() if p.is_file()}
         fork = self.tmp / "fork"
         result = run_patchset(self.repo, "fork", "--dir", str(fork))
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -205,7 +209,7 @@ class ForkExportTest(PatchsetTestBase):
         self.assertTrue((fork / "src" / "transformers" / "trained_precision").is_symlink())
         result = run_patchset(self.repo, "export", "--dir", str(fork))
         self.assertEqual(result.returncode, 0, result.stderr)
-        after = {p.name: p.read_bytes() for p in (self.repo / "patches").iterdir()}
+        after = {p.name: p.read_bytes() for p in (self.repo / "patches").iterdir() if p.is_file()}
         self.assertEqual(before, after)
 
     def test_export_refuses_uncommitted_changes(self):
