@@ -34,6 +34,8 @@ check: $(VPY)
 	$(VPY) tools/patchset.py check
 	$(VPY) -m ruff check setup.py tools utils tests src benchmarks examples
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
+	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
+	$(VPY) utils/check_trained_precision.py
 
 # Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.
 fork: $(VPY)
@@ -46,6 +48,17 @@ fork-install: venv
 export: $(VPY)
 	$(VPY) tools/patchset.py export
 	$(VPY) tools/patchset.py check
+
+# Upstream pull request: a branch in a clone of huggingface/transformers holding our change as upstream commits.
+# Moving to a new upstream release: rebase fork/, export patches/, bump the pin. See CONTRIBUTING.md.
+.PHONY: pr rebase
+pr:
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.23.0] [BRANCH=name]"; exit 2; }
+	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)")
+
+rebase:
+	@test -n "$(VERSION)" || { echo "usage: make rebase VERSION=x.y.z"; exit 2; }
+	$(PYTHON) tools/upstream_pr.py rebase "$(VERSION)"
 
 # The installed wheel works in a fresh venv without torch (also run by .ci/run).
 smoke: $(VPY)

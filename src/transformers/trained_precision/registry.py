@@ -32,12 +32,15 @@ class RegistryEntry:
     One registry row.
 
     Args:
-        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`).
-        precision (`str`): the canonical trained precision.
+        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`). Globs use
+            `*` and `?` in the repository name only; the organisation is always literal.
+        precision (`str`): the canonical trained precision (`"fp32"`, `"bf16"` or `"fp16"`).
         source (`str`): an https URL where the trainers state it.
         note (`str`): a short note, e.g. "mixed bf16, fp32 master weights".
         model_type (`str`, *optional*): the config's `model_type`, checked against upstream's `CONFIG_MAPPING`.
-        exceptions (`tuple[str, ...]`): ids a glob must not match (they have rows of their own).
+        exceptions (`tuple[str, ...]`): ids (or globs) a glob must not match; usually they have rows of their own.
+        stored_dtype (`str`, *optional*): the precision the Hub checkpoint is *stored* in, where a source says it
+            differs from the trained precision (a bf16-trained model stored in fp16).
     """
 
     model_id: str
@@ -46,6 +49,7 @@ class RegistryEntry:
     note: str = ""
     model_type: str | None = None
     exceptions: tuple[str, ...] = ()
+    stored_dtype: str | None = None
 
     @property
     def is_glob(self) -> bool:
@@ -54,13 +58,23 @@ class RegistryEntry:
     def matches(self, model_id: str) -> bool:
         """Case-insensitive, as the Hub resolves ids."""
         wanted = model_id.lower()
-        if any(wanted == e.lower() for e in self.exceptions):
+        if any(fnmatch.fnmatchcase(wanted, e.lower()) for e in self.exceptions):
             return False
         if self.is_glob:
             return fnmatch.fnmatchcase(wanted, self.model_id.lower())
         return wanted == self.model_id.lower()
 
 
+_BLOOM_SMALL = "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml/smaller_models"
+_LLAMA2 = "https://github.com/huggingface/transformers/pull/25794"
+_QWEN = "https://arxiv.org/abs/2309.16609"
+_ROBERTA = "https://arxiv.org/abs/1907.11692"
+_PRECISION_DATABASE = "https://discuss.huggingface.co/t/model-pre-training-precision-database-fp16-fp32-bf16/5671"
+
+# Only rows whose source states the precision (or, marked "inferred" in the note, states it for the same training
+# pipeline). Unsourced checkpoints stay out: gpt-neo-125M, GPT-2, Mistral, Gemma, phi-2, BART, Pegasus, Flan-T5.
+# Order: gpt-neo first, then by organisation. Edit here, then run `python utils/check_trained_precision.py
+# --fix_and_overwrite` to regenerate the table in docs/source/en/trained_precision.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "EleutherAI/gpt-neo-1.3B",
@@ -77,18 +91,81 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "gpt_neo",
     ),
     RegistryEntry(
-        "google-t5/t5-*",
+        "EleutherAI/gpt-j-6b",
         BF16,
-        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
-        "bf16 activations, fp32 variables (Mesh TensorFlow on TPU)",
-        "t5",
+        "https://github.com/kingoflolz/mesh-transformer-jax/blob/master/mesh_transformer/transformer_shard.py",
+        "bf16 compute, fp32 master weights and optimizer (TPU v3); the Hub main branch is an fp32 upcast",
+        "gptj",
+        stored_dtype=FP32,
     ),
     RegistryEntry(
-        "facebook/opt-*",
+        "EleutherAI/gpt-neox-20b",
         FP16,
-        "https://github.com/facebookresearch/metaseq/issues/213",
-        "mixed fp16 (metaseq)",
-        "opt",
+        "https://github.com/EleutherAI/gpt-neox/blob/main/configs/20B.yml",
+        "mixed fp16, dynamic loss scaling, ZeRO-1",
+        "gpt_neox",
+    ),
+    RegistryEntry(
+        "EleutherAI/pythia-*",
+        FP16,
+        "https://github.com/EleutherAI/pythia",
+        "mixed fp16 for every size except pythia-1b",
+        "gpt_neox",
+        exceptions=("EleutherAI/pythia-1b", "EleutherAI/pythia-1b-deduped"),
+    ),
+    RegistryEntry(
+        "EleutherAI/pythia-1b",
+        BF16,
+        "https://github.com/EleutherAI/pythia",
+        "mixed bf16, the one Pythia size not trained in fp16",
+        "gpt_neox",
+    ),
+    RegistryEntry(
+        "EleutherAI/pythia-1b-deduped",
+        FP16,
+        "https://github.com/EleutherAI/pythia/issues/171",
+        "mixed fp16, unlike pythia-1b (maintainer clarification)",
+        "gpt_neox",
+    ),
+    RegistryEntry(
+        "allenai/OLMo-1B",
+        BF16,
+        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
+        "mixed bf16 (amp_bf16, FSDP mixed precision)",
+    ),
+    RegistryEntry(
+        "allenai/OLMo-1B-hf",
+        BF16,
+        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
+        "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-1B",
+        "olmo",
+    ),
+    RegistryEntry(
+        "allenai/OLMo-7B",
+        BF16,
+        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
+        "mixed bf16 (amp_bf16, FSDP mixed precision)",
+    ),
+    RegistryEntry(
+        "allenai/OLMo-7B-hf",
+        BF16,
+        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
+        "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-7B",
+        "olmo",
+    ),
+    RegistryEntry(
+        "allenai/led-*",
+        FP16,
+        _PRECISION_DATABASE,
+        "mixed fp16 (apex), attention kept in fp32; from the Longformer paper",
+        "led",
+    ),
+    RegistryEntry(
+        "allenai/longformer-*",
+        FP16,
+        _PRECISION_DATABASE,
+        "mixed fp16 (apex), attention kept in fp32",
+        "longformer",
     ),
     RegistryEntry(
         "bigscience/bloom",
@@ -96,6 +173,164 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml",
         "mixed bf16 (Megatron-DeepSpeed BF16_Optimizer)",
         "bloom",
+    ),
+    RegistryEntry("bigscience/bloom-560m", FP16, _BLOOM_SMALL, "mixed fp16 (tr11b, 350M run), not bf16", "bloom"),
+    RegistryEntry("bigscience/bloom-1b1", FP16, _BLOOM_SMALL, "mixed fp16 (tr11c, 760M run), not bf16", "bloom"),
+    RegistryEntry("bigscience/bloom-1b7", FP16, _BLOOM_SMALL, "mixed fp16 (tr11d, 1B3 run), not bf16", "bloom"),
+    RegistryEntry("bigscience/bloom-3b", FP16, _BLOOM_SMALL, "mixed fp16 (tr11e, 2B5 run), not bf16", "bloom"),
+    RegistryEntry("bigscience/bloom-7b1", FP16, _BLOOM_SMALL, "mixed fp16 (tr11f, 6B3 run), not bf16", "bloom"),
+    RegistryEntry(
+        "facebook/galactica-*",
+        BF16,
+        "https://github.com/paperswithcode/galai/issues/58",
+        "bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16",
+        "opt",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry("facebook/m2m100_418M", FP16, _PRECISION_DATABASE, "mixed fp16 (fairseq)", "m2m_100"),
+    RegistryEntry(
+        "facebook/opt-*",
+        FP16,
+        "https://github.com/facebookresearch/metaseq/issues/213",
+        "mixed fp16 (metaseq)",
+        "opt",
+    ),
+    RegistryEntry("FacebookAI/roberta-base", FP16, _ROBERTA, "mixed fp16 (fairseq, V100)", "roberta"),
+    RegistryEntry("FacebookAI/roberta-large", FP16, _ROBERTA, "mixed fp16 (fairseq, V100)", "roberta"),
+    RegistryEntry(
+        "google-bert/bert-*",
+        FP32,
+        "https://github.com/google-research/bert",
+        "fp32: the TPU pretraining code has no half-precision path",
+        "bert",
+    ),
+    RegistryEntry(
+        "google-t5/t5-*",
+        BF16,
+        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
+        "bf16 activations, fp32 variables (Mesh TensorFlow on TPU)",
+        "t5",
+    ),
+    RegistryEntry(
+        "google/byt5-*",
+        BF16,
+        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
+        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5)",
+        "t5",
+    ),
+    RegistryEntry(
+        "google/mt5-*",
+        BF16,
+        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
+        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5); fails in fp16",
+        "mt5",
+    ),
+    RegistryEntry(
+        "google/t5-v1_1-*",
+        BF16,
+        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
+        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5); fails in fp16",
+        "t5",
+    ),
+    RegistryEntry(
+        "HuggingFaceTB/SmolLM2-1.7B",
+        BF16,
+        "https://huggingface.co/HuggingFaceTB/SmolLM2-1.7B",
+        "bf16 (nanotron, 256 H100)",
+        "llama",
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-7b-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-7b-chat-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-13b-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-13b-chat-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-70b-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-2-70b-chat-hf",
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+    ),
+    RegistryEntry(
+        "meta-llama/Meta-Llama-3-*",
+        BF16,
+        "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_doc/llama3.md",
+        "bf16 (maintainers' model doc)",
+        "llama",
+    ),
+    RegistryEntry(
+        "meta-llama/Llama-3.1-*",
+        BF16,
+        "https://arxiv.org/abs/2407.21783",
+        "bf16 (Llama 3 paper)",
+        "llama",
+    ),
+    RegistryEntry(
+        "microsoft/deberta-v2-*",
+        FP16,
+        "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/mlm.sh",
+        "mixed fp16 (the released pretraining script)",
+        "deberta-v2",
+    ),
+    RegistryEntry(
+        "microsoft/deberta-v3-*",
+        FP16,
+        "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/rtd.sh",
+        "mixed fp16 (the released pretraining script)",
+        "deberta-v2",
+    ),
+    RegistryEntry(
+        "microsoft/phi-1_5",
+        FP16,
+        "https://huggingface.co/microsoft/phi-1_5",
+        "fp16 (model card, 32 A100-40G)",
+        "phi",
+    ),
+    RegistryEntry("Qwen/Qwen-7B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
+    RegistryEntry("Qwen/Qwen-14B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
+    RegistryEntry("Qwen/Qwen-72B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
+    RegistryEntry(
+        "tiiuae/falcon-7b",
+        BF16,
+        "https://huggingface.co/tiiuae/falcon-7b",
+        "bf16 (model card, training hyperparameters)",
+        "falcon",
     ),
 )
 

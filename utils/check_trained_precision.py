@@ -1,0 +1,484 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Utility that checks the registry of trained precisions (`src/transformers/trained_precision/registry.py`) and the table
+generated from it in `docs/source/en/trained_precision.md`, and writes `trained_precision` into checkpoint configs.
+
+Every row is checked: a canonical precision (`fp32`, `bf16`, `fp16`), a well-formed Hub id or family glob, an https
+source, a one-line note, no duplicate ids, no two rows matching the same id unless a glob lists the other row in its
+`exceptions`, and a `model_type` that upstream's `CONFIG_MAPPING` knows (where one is given).
+
+Use from the root of the repo with:
+
+```bash
+python utils/check_trained_precision.py
+```
+
+for a check that will error on a bad row or a stale docs table (used in `make check`), and
+
+```bash
+python utils/check_trained_precision.py --fix_and_overwrite
+```
+
+to regenerate the docs table. Rows themselves are fixed by hand; the error names each bad row.
+
+Populate checkpoint configs (local checkpoints with `--model_id` or `--precision`; Hugging Face cache snapshots, repo
+folders or a whole cache, whose Hub id the layout tells):
+
+```bash
+python utils/check_trained_precision.py --populate ~/.cache/huggingface/hub --dry-run
+python utils/check_trained_precision.py --populate ./my-checkpoint --model_id EleutherAI/gpt-neo-1.3B
+python utils/check_trained_precision.py --populate ./my-checkpoint --precision bf16 [--force]
+```
+
+Prepare (default: dry run) or open (`--push`, needs a Hub token with write access) pull requests that add the field to
+the `config.json` of the registry's repos:
+
+```bash
+python utils/check_trained_precision.py --hub-pr [HUB_ID ...] [--push]
+```
+
+The registry is read from this checkout's `src/transformers/trained_precision/` *by path*, not from the installed
+`transformers`: the installed wheel may predate the edit being checked. The model types come from the installed
+`transformers` (upstream's `CONFIG_MAPPING`, which the fork does not change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+CHECKER_CONFIG = {
+    "name": "trained_precision",
+    "label": "Trained-precision registry and docs table",
+    "file_globs": [
+        "src/transformers/trained_precision/registry.py",
+        "src/transformers/trained_precision/vocabulary.py",
+        "docs/source/en/trained_precision.md",
+        "utils/check_trained_precision.py",
+    ],
+    "check_args": [],
+    "fix_args": ["--fix_and_overwrite"],
+}
+
+# All paths are relative to the repo root (tests patch them).
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PATH_TO_TRAINED_PRECISION = REPO_ROOT / "src" / "transformers" / "trained_precision"
+PATH_TO_DOC = REPO_ROOT / "docs" / "source" / "en" / "trained_precision.md"
+
+FIX_COMMAND = "python utils/check_trained_precision.py --fix_and_overwrite"
+TABLE_START = f"<!-- BEGIN GENERATED REGISTRY TABLE: edit registry.py, then run `{FIX_COMMAND}` -->"
+TABLE_END = "<!-- END GENERATED REGISTRY TABLE -->"
+
+# Hub repo names: letters, digits, "-", "_", "."; no "--" or ".."; neither starting nor ending with "-" or ".".
+_HUB_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+# Glob names may also hold "*" and "?", but must start with a literal character: "org/*" would claim a whole org.
+_GLOB_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._*?-]{0,95}$")
+
+_PACKAGE = "_trained_precision_checkout"
+
+
+def load_trained_precision(path: Path | None = None):
+    """
+    Imports this checkout's `trained_precision` package by path, under a private name, and returns its modules
+    `(vocabulary, registry, populate)`.
+    """
+    path = Path(path or PATH_TO_TRAINED_PRECISION)
+    name = f"{_PACKAGE}_{abs(hash(str(path.resolve())))}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, path / "__init__.py", submodule_search_locations=[str(path)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "registry", "populate"))
+
+
+def get_known_model_types() -> set[str]:
+    """The model types of upstream's `CONFIG_MAPPING`, from the installed `transformers`."""
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    except ImportError as e:
+        raise ImportError(
+            "Checking the registry's model types needs transformers installed (`make install`, or "
+            f"`pip install transformers==5.23.0`): {e}"
+        ) from e
+    return set(CONFIG_MAPPING_NAMES)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Row checks
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def is_glob(model_id: str) -> bool:
+    return any(ch in model_id for ch in "*?[")
+
+
+def check_hub_id(model_id: object, allow_glob: bool = True) -> str | None:
+    """Why `model_id` is not a well-formed Hub id (or family glob), or `None`."""
+    if not isinstance(model_id, str):
+        return f"the id must be a string, not {type(model_id).__name__}"
+    if model_id != model_id.strip() or any(ch.isspace() for ch in model_id):
+        return "the id contains whitespace"
+    if model_id.count("/") != 1:
+        return "the id must be `organisation/name` (exactly one `/`)"
+    org, name = model_id.split("/")
+    if "[" in model_id or "]" in model_id:
+        return "character classes (`[...]`) are not supported in globs; use `*` or `?`"
+    if is_glob(org):
+        return "a glob may only use wildcards in the repo name; the organisation must be literal"
+    if not _HUB_PART.match(org) or "--" in org or ".." in org:
+        return f"`{org}` is not a valid Hub organisation name"
+    if is_glob(name):
+        if not allow_glob:
+            return "a glob is not allowed here"
+        if not _GLOB_PART.match(name) or "--" in name or ".." in name:
+            return f"`{name}` is not a valid glob: it must start with a literal character of a Hub name"
+    elif not _HUB_PART.match(name) or "--" in name or ".." in name:
+        return f"`{name}` is not a valid Hub repo name"
+    return None
+
+
+def globs_overlap(a: str, b: str) -> bool:
+    """
+    Whether some string matches both fnmatch patterns `a` and `b` (made of literals, `*` and `?`; case-insensitive).
+
+    A common match can always be chosen so that no character is produced by two `*` at once (such characters can be
+    dropped), so it suffices to walk both patterns, letting a `*` of one side absorb the other side's next token.
+    """
+    a, b = a.lower(), b.lower()
+    seen: set[tuple[int, int]] = set()
+    stack = [(0, 0)]
+    while stack:
+        i, j = stack.pop()
+        if (i, j) in seen:
+            continue
+        seen.add((i, j))
+        if i == len(a) and j == len(b):
+            return True
+        if i < len(a) and a[i] == "*":
+            stack.append((i + 1, j))
+            if j < len(b):
+                stack.append((i, j + 1))
+        if j < len(b) and b[j] == "*":
+            stack.append((i, j + 1))
+            if i < len(a):
+                stack.append((i + 1, j))
+        if i < len(a) and j < len(b) and "*" not in (a[i], b[j]):
+            if a[i] == b[j] or "?" in (a[i], b[j]):
+                stack.append((i + 1, j + 1))
+    return False
+
+
+def _excluded(entry, other_id: str) -> bool:
+    """Whether the glob row `entry` steps aside for `other_id`: an exact id its exceptions cover, or a glob it lists."""
+    if not entry.is_glob:
+        return False
+    if is_glob(other_id):
+        return any(e.lower() == other_id.lower() for e in entry.exceptions)
+    return not entry.matches(other_id)
+
+
+def check_entry(entry, vocabulary, model_types: set[str] | None) -> list[str]:
+    """The problems of one row, each a sentence."""
+    problems = []
+    # precision
+    precision = entry.precision
+    if precision not in (vocabulary.FP32, vocabulary.BF16, vocabulary.FP16):
+        try:
+            canonical = vocabulary.normalize_precision(precision)
+        except vocabulary.InvalidTrainedPrecisionError:
+            problems.append(
+                f"precision {precision!r} is not a training precision; use one of "
+                f"{vocabulary.FP32!r}, {vocabulary.BF16!r}, {vocabulary.FP16!r}"
+            )
+        else:
+            if canonical == vocabulary.UNKNOWN:
+                problems.append("precision 'unknown' says nothing: remove the row until a source states it")
+            else:
+                problems.append(f"precision {precision!r} is an alias; write the canonical name {canonical!r}")
+    # stored dtype
+    if entry.stored_dtype is not None:
+        if entry.stored_dtype not in (vocabulary.FP32, vocabulary.BF16, vocabulary.FP16):
+            problems.append(
+                f"stored_dtype {entry.stored_dtype!r} must be one of {vocabulary.FP32!r}, {vocabulary.BF16!r}, "
+                f"{vocabulary.FP16!r}"
+            )
+        elif entry.stored_dtype == precision:
+            problems.append("stored_dtype equals precision; give stored_dtype only where the two differ")
+    # id
+    id_problem = check_hub_id(entry.model_id)
+    if id_problem:
+        problems.append(id_problem)
+    # exceptions
+    if entry.exceptions and not entry.is_glob:
+        problems.append("only a glob row can have exceptions")
+    for exception in entry.exceptions:
+        bad = check_hub_id(exception)
+        if bad:
+            problems.append(f"exception `{exception}`: {bad}")
+        elif entry.is_glob and not id_problem and not globs_overlap(entry.model_id, exception):
+            problems.append(f"exception `{exception}` is not matched by the glob (a typo?)")
+    # source
+    source = entry.source
+    parsed = urlparse(source) if isinstance(source, str) else None
+    if parsed is None or parsed.scheme != "https" or not parsed.netloc or any(ch.isspace() for ch in source):
+        problems.append(f"source {source!r} is not an https URL; cite the page where the trainers state the precision")
+    # note
+    if not isinstance(entry.note, str) or not entry.note.strip():
+        problems.append('the note is empty; say how it was trained, e.g. "mixed bf16, fp32 master weights"')
+    elif "\n" in entry.note:
+        problems.append("the note must be one line")
+    # model type
+    if entry.model_type is not None and model_types is not None and entry.model_type not in model_types:
+        close = difflib.get_close_matches(entry.model_type, sorted(model_types), n=3)
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        problems.append(
+            f"model_type {entry.model_type!r} is not in upstream's CONFIG_MAPPING{hint}; use the `model_type` of "
+            "the checkpoint's config.json, or leave it out for remote-code models"
+        )
+    return problems
+
+
+def check_registry(registry, vocabulary, model_types: set[str] | None) -> list[str]:
+    """Every problem of `registry`, each naming its row: `row N `id`: problem`."""
+
+    def name(index, entry):
+        return f"row {index} `{entry.model_id}`"
+
+    problems = []
+    for index, entry in enumerate(registry):
+        problems.extend(f"{name(index, entry)}: {p}" for p in check_entry(entry, vocabulary, model_types))
+
+    valid = [
+        (i, e) for i, e in enumerate(registry) if isinstance(e.model_id, str) and check_hub_id(e.model_id) is None
+    ]
+    # duplicates (the Hub resolves ids case-insensitively)
+    first_seen = {}
+    for index, entry in valid:
+        key = entry.model_id.lower()
+        if key in first_seen:
+            other = first_seen[key]
+            problems.append(
+                f"{name(index, entry)}: duplicate of {name(other, registry[other])}; keep one row per checkpoint"
+            )
+        else:
+            first_seen[key] = index
+    # overlaps: two rows matching one id must be disambiguated by a glob's exceptions
+    for pos, (i, a) in enumerate(valid):
+        for j, b in valid[pos + 1 :]:
+            if a.model_id.lower() == b.model_id.lower():
+                continue
+            if not (a.is_glob or b.is_glob) or not globs_overlap(a.model_id, b.model_id):
+                continue
+            if _excluded(a, b.model_id) or _excluded(b, a.model_id):
+                continue
+            if a.is_glob and b.is_glob:
+                problems.append(
+                    f"{name(i, a)}: overlaps the glob of {name(j, b)}; add one to the other's `exceptions` so every "
+                    "id has a single row"
+                )
+            else:
+                glob_i, glob, exact = (i, a, b) if a.is_glob else (j, b, a)
+                problems.append(
+                    f"{name(glob_i, glob)}: also matches `{exact.model_id}`, which has a row of its own; add "
+                    f"`{exact.model_id}` to this row's `exceptions`"
+                )
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The docs table
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_table(registry) -> str:
+    """The Markdown table of `registry`, in registry order."""
+    lines = [
+        "| Checkpoint | Trained precision | Stored as | Note | Source |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in registry:
+        checkpoint = f"`{entry.model_id}`"
+        if entry.exceptions:
+            checkpoint += " (except " + ", ".join(f"`{e}`" for e in entry.exceptions) + ")"
+        stored = entry.stored_dtype or ""
+        source = f"[{urlparse(entry.source).netloc}]({entry.source})"
+        lines.append(f"| {checkpoint} | {entry.precision} | {stored} | {_cell(entry.note)} | {source} |")
+    return "\n".join(lines)
+
+
+def _split_doc(text: str, doc_name: str) -> tuple[str, str, str]:
+    """`(before, table region, after)` of the doc, or a `ValueError` when the markers are missing or misplaced."""
+    starts, ends = text.count(TABLE_START), text.count(TABLE_END)
+    if starts != 1 or ends != 1 or text.index(TABLE_START) > text.index(TABLE_END):
+        raise ValueError(
+            f"{doc_name}: expected the markers\n  {TABLE_START}\n  {TABLE_END}\nonce each, in this order "
+            f"(found {starts} and {ends}). Put them back where the registry table belongs, then run `{FIX_COMMAND}`."
+        )
+    head, rest = text.split(TABLE_START)
+    region, tail = rest.split(TABLE_END)
+    return head + TABLE_START, region, TABLE_END + tail
+
+
+def check_docs_table(registry, doc_path: Path, overwrite: bool = False, atomic_write=None) -> list[str]:
+    """Problems with the generated table in `doc_path`; with `overwrite`, rewrites a stale table instead."""
+    doc_path = Path(doc_path)
+    doc_name = os.path.relpath(doc_path, REPO_ROOT) if doc_path.is_absolute() else str(doc_path)
+    if not doc_path.is_file():
+        return [f"{doc_name} does not exist"]
+    with open(doc_path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    try:
+        head, region, tail = _split_doc(text, doc_name)
+    except ValueError as e:
+        return [str(e)]
+    expected = "\n\n" + render_table(registry) + "\n\n"
+    if region == expected:
+        return []
+    if overwrite:
+        atomic_write(doc_path, head + expected + tail)
+        return []
+    return [f"{doc_name}: the registry table is out of date; run `{FIX_COMMAND}` to regenerate it"]
+
+
+def check_trained_precision(overwrite: bool = False, registry=None, doc_path: Path | None = None, model_types=None):
+    """
+    Checks every registry row and the docs table; with `overwrite`, regenerates the table (only from a valid
+    registry). Raises a `ValueError` listing every problem.
+    """
+    vocabulary, registry_module, populate = load_trained_precision()
+    registry = registry_module.REGISTRY if registry is None else registry
+    model_types = get_known_model_types() if model_types is None else model_types
+    registry_file = os.path.relpath(PATH_TO_TRAINED_PRECISION / "registry.py", REPO_ROOT)
+
+    row_problems = check_registry(registry, vocabulary, model_types)
+    if row_problems:
+        raise ValueError(
+            f"The trained-precision registry ({registry_file}) has {len(row_problems)} problem(s):\n"
+            + "\n".join(f"- {p}" for p in row_problems)
+            + f"\nFix these rows in {registry_file}, then run `{FIX_COMMAND}` to regenerate the docs table."
+        )
+    doc_problems = check_docs_table(
+        registry, doc_path or PATH_TO_DOC, overwrite=overwrite, atomic_write=populate.atomic_write_text
+    )
+    if doc_problems:
+        raise ValueError("\n".join(doc_problems))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Populate and Hub PRs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _print_result(result, show_diff: bool) -> None:
+    from tqdm.auto import tqdm
+
+    name = getattr(result, "path", None) or result.repo_id
+    tqdm.write(f"[{result.status}] {name}: {result.message}")
+    if show_diff and result.diff:
+        tqdm.write(result.diff.rstrip("\n"))
+
+
+def run_populate(args) -> int:
+    _, registry_module, populate = load_trained_precision()
+    if args.precision is None and args.model_id is not None and registry_module.lookup(args.model_id) is None:
+        print(f"--model_id {args.model_id} is not in the registry; pass --precision instead.", file=sys.stderr)
+        return 2
+    results = populate.populate_checkpoints(
+        args.populate,
+        precision=args.precision,
+        model_id=args.model_id,
+        force=args.force,
+        dry_run=args.dry_run,
+        progress=not args.no_progress,
+        on_result=lambda r: _print_result(r, show_diff=args.dry_run),
+    )
+    counts = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
+    return 1 if any(r.failed for r in results) else 0
+
+
+def run_hub_pr(args, api=None) -> int:
+    _, registry_module, populate = load_trained_precision()
+    results = populate.prepare_hub_prs(
+        registry_module.REGISTRY,
+        api=api,
+        only=args.hub_pr or None,
+        push=args.push,
+        force=args.force,
+        on_result=lambda r: _print_result(r, show_diff=not args.push),
+    )
+    if args.hub_pr:
+        known = {r.repo_id.lower() for r in results}
+        missing = [i for i in args.hub_pr if i.lower() not in known]
+        if missing:
+            print(f"Not exact-id rows of the registry: {', '.join(missing)}", file=sys.stderr)
+            return 1
+    return 1 if any(r.failed for r in results) else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--fix_and_overwrite", action="store_true", help="Regenerate the docs table.")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--populate", nargs="+", metavar="PATH", help="Write the field into these checkpoints' configs.")
+    mode.add_argument(
+        "--hub-pr",
+        "--hub_pr",
+        dest="hub_pr",
+        nargs="*",
+        metavar="HUB_ID",
+        help="Prepare Hub PRs adding the field (all exact-id rows, or these ids). Dry run unless --push.",
+    )
+    parser.add_argument("--precision", help="--populate: the value to write instead of the registry's.")
+    parser.add_argument("--model_id", "--model-id", help="--populate: the registry id of local checkpoints.")
+    parser.add_argument("--force", action="store_true", help="Replace a different value a config already holds.")
+    parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true", help="Print diffs only.")
+    parser.add_argument("--push", action="store_true", help="--hub-pr: really open the PRs (needs a write token).")
+    parser.add_argument("--no-progress", "--no_progress", dest="no_progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    if args.populate is not None:
+        return run_populate(args)
+    if args.hub_pr is not None:
+        if args.push and args.dry_run:
+            parser.error("--push and --dry-run contradict each other")
+        return run_hub_pr(args)
+    if args.push or args.precision or args.model_id or args.force or args.dry_run:
+        parser.error("--precision, --model_id, --force, --dry-run and --push go with --populate or --hub-pr")
+    check_trained_precision(overwrite=args.fix_and_overwrite)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
