@@ -1,0 +1,398 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The training stamp: which precision a training run computes in, written into `model.config.trained_precision`.
+
+[`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint and the final save
+carry the value. Custom training loops call the same function with their `Accelerator` (or a dtype).
+
+Which precision a run has is decided by [`resolve_run_precision`], in this order:
+
+1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
+   not apply);
+2. an FSDP mixed-precision policy: its `param_dtype` is the dtype the forward computes in;
+3. accelerate's resolved mixed precision (`TrainingArguments(bf16=True/fp16=True)`, `ACCELERATE_MIXED_PRECISION`,
+   `accelerate launch --mixed_precision`); `"fp8"` counts as `"bf16"`, because fp8 runs keep bf16 activations;
+4. the dtype of the trainable parameters (pure half-precision training, e.g. bf16 weights without autocast);
+5. `"fp32"`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Any
+
+from ..utils import logging
+from .check import ENV_VAR, ERROR, IGNORE, TrainedPrecisionRiskError, resolve_check_mode, resolve_trained_precision
+from .risk import OVERFLOW, Risk, assess_risk
+from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_to_precision, normalize_precision
+
+
+logger = logging.get_logger(__name__)
+
+# accelerate's mixed-precision names that are not precisions of our vocabulary
+_NO_MIXED_PRECISION = ("no", "none", "")
+_FP8 = "fp8"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Which precision this run computes in
+
+
+def resolve_run_precision(
+    model: Any = None,
+    *,
+    args: Any = None,
+    accelerator: Any = None,
+    deepspeed_config: Any = None,
+) -> str:
+    """
+    Decides which precision a training run computes in: `"fp32"`, `"bf16"` or `"fp16"`.
+
+    Args:
+        model (`torch.nn.Module`, *optional*):
+            The model being trained (wrapped or not). Used when no mixed precision applies: the dtype of its trainable
+            parameters is the run's precision (pure bf16/fp16 training).
+        args ([`TrainingArguments`], *optional*):
+            The run's arguments. Their `mixed_precision` (from `bf16`/`fp16` or `ACCELERATE_MIXED_PRECISION`) and their
+            DeepSpeed config are read when no `accelerator` is given.
+        accelerator (`accelerate.Accelerator`, *optional*):
+            The run's accelerator. Its resolved state wins over `args`: it also knows `accelerate launch` settings and
+            the DeepSpeed/FSDP plugins. fp16 on the CPU counts as no mixed precision: accelerate applies no autocast
+            there, so the run computes in the parameters' dtype.
+        deepspeed_config (`dict`, `str` or `HfDeepSpeedConfig`, *optional*):
+            A DeepSpeed config (a dict, the path of a JSON file or an `HfDeepSpeedConfig`). Overrides the one found on
+            `accelerator` or `args`.
+
+    Returns:
+        `str`: the canonical precision.
+    """
+    fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
+
+    ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)
+    if ds_config is not None:
+        # DeepSpeed casts the model and runs its own mixed precision; accelerate's setting does not apply.
+        precision = _deepspeed_precision(ds_config, fallback_mixed_precision)
+        return precision or _parameter_precision(model) or FP32
+
+    precision = _fsdp_policy_precision(accelerator)
+    if precision is not None:
+        return precision
+
+    mixed_precision = fallback_mixed_precision
+    if mixed_precision == FP16 and _device_type(accelerator) == "cpu":
+        # accelerate silently skips fp16 autocast on the CPU: nothing runs in fp16 unless the weights are fp16.
+        mixed_precision = None
+    if mixed_precision is not None:
+        return mixed_precision
+
+    return _parameter_precision(model) or FP32
+
+
+def _read_mixed_precision(value: Any) -> str | None:
+    """accelerate's mixed-precision name (`"no"`, `"fp16"`, `"bf16"`, `"fp8"`) -> canonical precision or `None`."""
+    if value is None:
+        return None
+    value = str(getattr(value, "value", value)).strip().lower()
+    if value in _NO_MIXED_PRECISION:
+        return None
+    if value == _FP8:
+        return BF16
+    precision = normalize_precision(value)
+    return None if precision in (FP32, UNKNOWN) else precision
+
+
+def _mixed_precision(args: Any = None, accelerator: Any = None) -> str | None:
+    if accelerator is not None:
+        return _read_mixed_precision(getattr(accelerator, "mixed_precision", None))
+    if args is not None:
+        if hasattr(args, "mixed_precision"):
+            return _read_mixed_precision(args.mixed_precision)
+        if getattr(args, "fp16", False):
+            return FP16
+        if getattr(args, "bf16", False):
+            return BF16
+    return _read_mixed_precision(os.environ.get("ACCELERATE_MIXED_PRECISION"))
+
+
+def _device_type(accelerator: Any) -> str | None:
+    device = getattr(accelerator, "device", None) if accelerator is not None else None
+    return getattr(device, "type", None)
+
+
+def _accelerator_state(accelerator: Any) -> Any:
+    return getattr(accelerator, "state", None) if accelerator is not None else None
+
+
+def _distributed_type(accelerator: Any) -> str:
+    value = getattr(accelerator, "distributed_type", None) if accelerator is not None else None
+    return str(getattr(value, "value", value) or "").upper()
+
+
+def _find_deepspeed_config(args: Any, accelerator: Any) -> Any:
+    if accelerator is not None:
+        if _distributed_type(accelerator) != "DEEPSPEED":
+            return None
+        plugin = getattr(_accelerator_state(accelerator), "deepspeed_plugin", None)
+        if plugin is None:
+            return None
+        return getattr(plugin, "deepspeed_config", None) or getattr(plugin, "hf_ds_config", None)
+    if args is not None:
+        return getattr(args, "hf_deepspeed_config", None) or getattr(args, "deepspeed", None)
+    return None
+
+
+def _deepspeed_config_dict(ds_config: Any) -> dict:
+    if isinstance(ds_config, dict):
+        return ds_config
+    if isinstance(ds_config, (str, os.PathLike)):
+        with open(ds_config, encoding="utf-8") as f:
+            return json.load(f)
+    config = getattr(ds_config, "config", None)  # HfDeepSpeedConfig / HfTrainerDeepSpeedConfig
+    if isinstance(config, dict):
+        return config
+    raise TypeError(
+        f"A DeepSpeed config must be a dict, the path of a JSON file or an `HfDeepSpeedConfig`, got "
+        f"{type(ds_config).__name__}."
+    )
+
+
+def _deepspeed_precision(ds_config: Any, fallback_mixed_precision: str | None) -> str | None:
+    """`"bf16"`/`"fp16"` when the DeepSpeed config enables it; `"auto"` follows the mixed precision of the run."""
+    config = _deepspeed_config_dict(ds_config)
+    for precision, keys in ((BF16, ("bf16", "bfloat16")), (FP16, ("fp16",))):
+        for key in keys:
+            section = config.get(key)
+            if not isinstance(section, dict):
+                continue
+            enabled = section.get("enabled", False)
+            if enabled == "auto":
+                enabled = fallback_mixed_precision == precision
+            if enabled is True or (isinstance(enabled, str) and enabled.lower() == "true"):
+                return precision
+    return None
+
+
+def _fsdp_policy_precision(accelerator: Any) -> str | None:
+    """The `param_dtype` of an FSDP mixed-precision policy, when one is set."""
+    if accelerator is None or _distributed_type(accelerator) != "FSDP":
+        return None
+    plugin = getattr(_accelerator_state(accelerator), "fsdp_plugin", None)
+    policy = getattr(plugin, "mixed_precision_policy", None)
+    if policy is None:
+        return None
+    if isinstance(policy, str):
+        return _read_mixed_precision(policy)
+    param_dtype = policy.get("param_dtype") if isinstance(policy, dict) else getattr(policy, "param_dtype", None)
+    if param_dtype is None:
+        return None
+    precision = dtype_to_precision(param_dtype)
+    return None if precision == UNKNOWN else precision
+
+
+def _parameter_precision(model: Any) -> str | None:
+    """
+    The precision of the floating parameters that train: the dtype holding most of the trainable elements. When the
+    trainable parameters are a minority (adapters on a frozen base), the forward computes in the base's dtype, so the
+    dtype holding most of all floating elements decides.
+    """
+    if model is None or not hasattr(model, "parameters"):
+        return None
+    all_elements, trainable = Counter(), Counter()
+    for param in model.parameters():
+        if not param.is_floating_point():
+            continue
+        numel = getattr(param, "ds_numel", None) or param.numel()  # ZeRO-3 partitions leave empty local tensors
+        all_elements[param.dtype] += numel
+        if param.requires_grad:
+            trainable[param.dtype] += numel
+    counts = trainable if 2 * sum(trainable.values()) >= sum(all_elements.values()) else all_elements
+    if not counts:
+        return None
+    precision = dtype_to_precision(max(counts, key=counts.get))
+    # float64 and float8 storage have no name of their own: their activations are at least as wide as fp32's.
+    return FP32 if precision == UNKNOWN else precision
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The stamp
+
+
+def unwrap_model_for_config(model: Any) -> Any:
+    """Strips DDP/DataParallel/DeepSpeed/FSDP/`torch.compile` and PEFT wrappers, in any nesting, down to the model."""
+    from ..trainer_utils import unwrap_peft_model
+
+    try:
+        from accelerate.utils import extract_model_from_parallel
+    except ImportError:  # pragma: no cover - accelerate is a Trainer dependency
+        extract_model_from_parallel = None
+
+    for _ in range(8):
+        inner = model
+        if extract_model_from_parallel is not None:
+            inner = extract_model_from_parallel(inner)
+        inner = unwrap_peft_model(inner)
+        if inner is model:
+            break
+        model = inner
+    return model
+
+
+def _all_configs(config: Any):
+    """The config and its sub-configs (text, vision, encoder, decoder, ...), recursively, each once."""
+    from ..configuration_utils import PreTrainedConfig
+
+    seen, stack = set(), [config]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, PreTrainedConfig) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for key in getattr(current, "sub_configs", None) or {}:
+            stack.append(getattr(current, key, None))
+
+
+def _training_fix(risk, mode: str) -> str:
+    flags = {BF16: "`bf16=True`", FP16: "`fp16=True`", FP32: "no mixed precision"}
+    dtypes = {BF16: "`torch.bfloat16`", FP16: "`torch.float16`", FP32: "`torch.float32`"}
+    safe = risk.safe_dtypes
+    what = "this error" if mode == ERROR else "this warning"
+    return (
+        f"Train in {' or '.join(safe)} instead ({' or '.join(flags[p] for p in safe)} in `TrainingArguments`, with "
+        f"the weights loaded as {' or '.join(dtypes[p] for p in safe)}), or set {ENV_VAR}=ignore to silence {what}."
+    )
+
+
+def check_run_precision(model: Any, precision: str) -> Risk | None:
+    """
+    Warns, or raises [`~trained_precision.check.TrainedPrecisionRiskError`] when
+    `TRANSFORMERS_TRAINED_PRECISION_CHECK=error`, if training `model` in `precision` is risky for the precision it was
+    trained in: its config's `trained_precision`, else the registry's row for its Hub id.
+
+    Overflow risks (a bf16- or fp32-trained model fine-tuned in fp16: NaN losses) warn, once per model and pair.
+    Precision-loss risks (an fp32-trained model fine-tuned with bf16 mixed precision) are logged at info level: mixed
+    precision keeps fp32 master weights and fine-tuning adapts, so a warning on every such run would be noise.
+
+    Args:
+        model (`PreTrainedModel`): the unwrapped model, with a `config`.
+        precision (`str`): the run's precision, as [`resolve_run_precision`] decides it.
+
+    Returns:
+        The [`~trained_precision.risk.Risk`] found, or `None` when the run is safe or the trained precision unknown.
+    """
+    mode = resolve_check_mode()
+    config = getattr(model, "config", None)
+    info = resolve_trained_precision(config)
+    risk = assess_risk(info.precision, precision)
+    if risk is None or mode == IGNORE:
+        return risk
+    name = getattr(config, "name_or_path", None) or type(model).__name__
+    message = (
+        f"Model '{name}' was trained in {risk.trained} ({info.describe()}) but is being trained in {risk.runtime}: "
+        f"{risk.reason}. {_training_fix(risk, mode)}"
+    )
+    if mode == ERROR:
+        raise TrainedPrecisionRiskError(message, risk, name, info.source)
+    if risk.kind == OVERFLOW:
+        logger.warning_once(message)
+    else:
+        logger.info_once(message)
+    return risk
+
+
+def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, check: bool = True) -> str | None:
+    """
+    Records the precision a training run computes in as `model.config.trained_precision` (and on every sub-config), so
+    that every checkpoint saved from now on carries it. The [`Trainer`] calls it at the start of `train()`; call it
+    yourself in a custom training loop, once, before the first save.
+
+    Before stamping, it warns if the run's precision is risky for the precision the model was trained in (a
+    bf16-pretrained T5 fine-tuned in fp16 overflows), see [`check_run_precision`].
+
+    Args:
+        model (`torch.nn.Module`):
+            The model, possibly wrapped by DDP, DeepSpeed, FSDP, `torch.compile` or PEFT. A model without a
+            `PreTrainedConfig` is skipped silently.
+        accelerator_or_dtype (`accelerate.Accelerator`, `torch.dtype` or `str`, *optional*):
+            Where the precision comes from: an `Accelerator` (its mixed precision, DeepSpeed or FSDP settings, else the
+            trainable parameters' dtype, see [`resolve_run_precision`]), or the precision itself (`torch.bfloat16`,
+            `"bf16"`, `"bf16-mixed"`, ...). `None` looks at `ACCELERATE_MIXED_PRECISION`, then the parameters.
+        check (`bool`, *optional*, defaults to `True`):
+            Whether to warn when the run's precision is risky for the model's trained precision.
+
+    Returns:
+        `str` or `None`: the stamped precision, `None` when the model has no config to stamp.
+
+    Example:
+
+    ```python
+    accelerator = Accelerator(mixed_precision="bf16")
+    model, optimizer, dataloader = accelerator.prepare(model, optimizer, dataloader)
+    stamp_trained_precision(model, accelerator)  # model.config.trained_precision == "bf16"
+    train(model, optimizer, dataloader)  # your loop
+    accelerator.unwrap_model(model).save_pretrained("out")  # config.json: "trained_precision": "bf16"
+    ```
+    """
+    inner = unwrap_model_for_config(model)
+    configs = list(_all_configs(getattr(inner, "config", None)))
+    if not configs:
+        return None
+
+    if accelerator_or_dtype is None or isinstance(accelerator_or_dtype, str) or _is_dtype(accelerator_or_dtype):
+        if accelerator_or_dtype is None:
+            precision = resolve_run_precision(inner)
+        else:
+            precision = normalize_precision(accelerator_or_dtype)
+        if precision == UNKNOWN:
+            raise ValueError("Cannot stamp 'unknown' as a trained precision: pass 'fp32', 'bf16' or 'fp16'.")
+    else:
+        precision = resolve_run_precision(inner, accelerator=accelerator_or_dtype)
+
+    if check:
+        check_run_precision(inner, precision)
+    for config in configs:
+        config.trained_precision = precision
+    logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}.")
+    return precision
+
+
+def _is_dtype(value: Any) -> bool:
+    cls = type(value)
+    return cls.__module__ == "torch" and cls.__name__ == "dtype"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The model card
+
+
+def model_card_precision_entries(trainer: Any) -> dict[str, str]:
+    """
+    Model-card hyperparameters about precision, added by `extract_hyperparameters_from_trainer`: bf16 mixed precision
+    (upstream's card only reports fp16 AMP) and the trained precision the run stamped.
+    """
+    entries = {}
+    # accelerate reports DeepSpeed runs as "bf16" whatever their config says: read the arguments there
+    accelerator = None if getattr(trainer, "is_deepspeed_enabled", False) else getattr(trainer, "accelerator", None)
+    mixed_precision = _mixed_precision(args=trainer.args, accelerator=accelerator)
+    if mixed_precision == BF16 and not getattr(trainer.args, "fp16", False):
+        entries["mixed_precision_training"] = "Native AMP (bf16)"
+    model = getattr(trainer, "model", None)
+    config = getattr(unwrap_model_for_config(model), "config", None) if model is not None else None
+    trained = getattr(config, "trained_precision", UNKNOWN)
+    if trained != UNKNOWN:
+        entries["trained_precision"] = trained
+    return entries

@@ -1,0 +1,502 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The Trainer stamps the run's precision into `config.trained_precision` (and every checkpoint), warns when the run is
+risky for how the model was trained, and custom loops can do the same with `stamp_trained_precision`.
+
+This file is also the script of the distributed test: `torchrun --nproc_per_node 2 test_trainer_stamp.py --output_dir
+DIR` trains on the CPU (gloo) and writes what each rank stamped.
+"""
+
+import glob
+import json
+import os
+import sys
+import types
+from unittest import mock
+
+from parameterized import parameterized
+
+from transformers import GPTNeoConfig, TrainingArguments, is_torch_available
+from transformers.testing_utils import (
+    CaptureLogger,
+    LoggingLevel,
+    TestCasePlus,
+    execute_subprocess_async,
+    get_torch_dist_unique_port,
+    mockenv_context,
+    require_accelerate,
+    require_peft,
+    require_torch,
+)
+from transformers.utils import logging
+
+
+if is_torch_available():
+    import torch
+
+    from transformers import GPTNeoForCausalLM, Trainer
+    from transformers.trained_precision import stamp
+    from transformers.trained_precision.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
+
+
+STAMP_LOGGER = "transformers.trained_precision.stamp"
+
+
+def tiny_gpt_neo_config(**kwargs):
+    return GPTNeoConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_layers=2,
+        num_heads=2,
+        attention_types=[[["global", "local"], 1]],
+        max_position_embeddings=32,
+        bos_token_id=0,
+        eos_token_id=0,
+        **kwargs,
+    )
+
+
+def tiny_gpt_neo(dtype=None, **config_kwargs):
+    torch.manual_seed(0)
+    model = GPTNeoForCausalLM(tiny_gpt_neo_config(**config_kwargs))
+    return model.to(dtype) if dtype is not None else model
+
+
+class TinyLMDataset:
+    """16 sequences of 8 token ids, the labels being the inputs."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        ids = torch.arange(i, i + 8) % 64
+        return {"input_ids": ids, "labels": ids}
+
+
+def tiny_args(output_dir, **kwargs):
+    defaults = {
+        "use_cpu": True,
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "save_steps": 2,
+        "report_to": [],
+        "logging_steps": 100,
+        "disable_tqdm": True,
+    }
+    defaults.update(kwargs)
+    return TrainingArguments(output_dir, **defaults)
+
+
+def read_trained_precision(directory):
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        return json.load(f).get("trained_precision")
+
+
+def fake_accelerator(mixed_precision="no", device="cuda", distributed_type="NO", **state):
+    """An object shaped like `accelerate.Accelerator` for what the decision reads: accelerators of other devices."""
+    return types.SimpleNamespace(
+        mixed_precision=mixed_precision,
+        device=torch.device(device),
+        distributed_type=distributed_type,
+        state=types.SimpleNamespace(**state),
+    )
+
+
+def reset_accelerate_state():
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def clear_warning_caches():
+    logging.get_logger(STAMP_LOGGER).warning_once.cache_clear()
+    logging.get_logger(STAMP_LOGGER).info_once.cache_clear()
+
+
+@require_torch
+@require_accelerate
+class ResolveRunPrecisionTest(TestCasePlus):
+    """The decision alone, from resolved settings (fp16 and DeepSpeed cannot run on this CPU)."""
+
+    def setUp(self):
+        super().setUp()
+        self.output_dir = self.get_auto_remove_tmp_dir()
+
+    def tearDown(self):
+        reset_accelerate_state()
+        super().tearDown()
+
+    @parameterized.expand([("fp32", {}, "fp32"), ("bf16", {"bf16": True}, "bf16"), ("fp16", {"fp16": True}, "fp16")])
+    def test_from_training_arguments(self, _, flags, expected):
+        with mockenv_context("ACCELERATE_MIXED_PRECISION"):
+            args = tiny_args(self.output_dir, **flags)
+            self.assertEqual(resolve_run_precision(tiny_gpt_neo(), args=args), expected)
+
+    def test_fp16_on_an_accelerator_device(self):
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=fake_accelerator("fp16")), "fp16")
+
+    def test_fp16_on_the_cpu_is_what_the_weights_are(self):
+        # accelerate runs no fp16 autocast on the CPU: the run computes in the parameters' dtype.
+        cpu = fake_accelerator("fp16", device="cpu")
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=cpu), "fp32")
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(torch.float16), accelerator=cpu), "fp16")
+
+    def test_fp8_counts_as_bf16(self):
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=fake_accelerator("fp8")), "bf16")
+
+    def test_accelerate_mixed_precision_environment_variable(self):
+        with mockenv_context(ACCELERATE_MIXED_PRECISION="bf16"):
+            self.assertEqual(resolve_run_precision(tiny_gpt_neo()), "bf16")
+            self.assertEqual(resolve_run_precision(tiny_gpt_neo(), args=tiny_args(self.output_dir)), "bf16")
+        with mockenv_context(ACCELERATE_MIXED_PRECISION="no"):
+            self.assertEqual(resolve_run_precision(tiny_gpt_neo()), "fp32")
+
+    @parameterized.expand(
+        [
+            ("bf16", {"bf16": {"enabled": True}}, "no", "bf16"),
+            ("fp16", {"fp16": {"enabled": True}, "bf16": {"enabled": False}}, "no", "fp16"),
+            ("legacy_bfloat16_key", {"bfloat16": {"enabled": True}}, "no", "bf16"),
+            ("auto_follows_the_run", {"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, "fp16", "fp16"),
+            ("auto_without_mixed_precision", {"bf16": {"enabled": "auto"}}, "no", "fp32"),
+            ("no_precision_section", {"zero_optimization": {"stage": 2}}, "no", "fp32"),
+            # accelerate reports DeepSpeed runs as "bf16"; the DeepSpeed config decides.
+            ("config_beats_accelerate", {"fp16": {"enabled": True}}, "bf16", "fp16"),
+        ]
+    )
+    def test_deepspeed_config(self, _, ds_config, mixed_precision, expected):
+        model = tiny_gpt_neo()
+        self.assertEqual(
+            resolve_run_precision(model, accelerator=fake_accelerator(mixed_precision), deepspeed_config=ds_config),
+            expected,
+        )
+        plugin = types.SimpleNamespace(deepspeed_config=ds_config)
+        accelerator = fake_accelerator(mixed_precision, distributed_type="DEEPSPEED", deepspeed_plugin=plugin)
+        self.assertEqual(resolve_run_precision(model, accelerator=accelerator), expected)
+
+    def test_deepspeed_config_file_and_pure_bf16_weights(self):
+        path = os.path.join(self.output_dir, "ds_config.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"zero_optimization": {"stage": 3}}, f)
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(torch.bfloat16), deepspeed_config=path), "bf16")
+        with self.assertRaisesRegex(TypeError, "DeepSpeed config must be a dict"):
+            resolve_run_precision(tiny_gpt_neo(), deepspeed_config=3)
+
+    @parameterized.expand(
+        [
+            ("bf16_policy", "MixedPrecision", "bfloat16", "no", "bf16"),
+            ("fp16_policy", "MixedPrecision", "float16", "no", "fp16"),
+            ("dict_policy", "dict", "bfloat16", "no", "bf16"),
+            ("no_policy", None, None, "bf16", "bf16"),
+        ]
+    )
+    def test_fsdp_mixed_precision_policy(self, _, kind, param_dtype, mixed_precision, expected):
+        param_dtype = getattr(torch, param_dtype) if param_dtype else None
+        if kind == "MixedPrecision":
+            from torch.distributed.fsdp import MixedPrecision
+
+            policy = MixedPrecision(param_dtype=param_dtype, reduce_dtype=torch.float32)
+        elif kind == "dict":
+            policy = {"param_dtype": param_dtype, "reduce_dtype": torch.float32, "buffer_dtype": torch.float32}
+        else:
+            policy = None
+        plugin = types.SimpleNamespace(mixed_precision_policy=policy)
+        accelerator = fake_accelerator(mixed_precision, distributed_type="FSDP", fsdp_plugin=plugin)
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=accelerator), expected)
+
+    def test_trainable_parameters_decide(self):
+        # pure half-precision training
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(torch.bfloat16)), "bf16")
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(torch.float16)), "fp16")
+        # bf16 weights with fp32 layer norms: most trainable elements are bf16
+        model = tiny_gpt_neo(torch.bfloat16)
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.float()
+        self.assertEqual(resolve_run_precision(model), "bf16")
+        # fp32 adapters on a frozen bf16 base compute in the base's dtype
+        model = tiny_gpt_neo(torch.bfloat16)
+        model.requires_grad_(False)
+        model.lm_head = torch.nn.Linear(16, 64, bias=False)  # the only trainable (fp32) part, a minority
+        self.assertEqual(resolve_run_precision(model), "bf16")
+        # nothing to look at
+        self.assertEqual(resolve_run_precision(None), "fp32")
+
+
+@require_torch
+@require_accelerate
+class TrainerStampTest(TestCasePlus):
+    def setUp(self):
+        super().setUp()
+        self.output_dir = self.get_auto_remove_tmp_dir()
+        clear_warning_caches()
+        env = mockenv_context("ACCELERATE_MIXED_PRECISION", "TRANSFORMERS_TRAINED_PRECISION_CHECK")
+        env.__enter__()
+        self.addCleanup(env.__exit__, None, None, None)
+
+    def tearDown(self):
+        reset_accelerate_state()
+        super().tearDown()
+
+    def train(self, model, resume_from_checkpoint=None, **kwargs):
+        trainer = Trainer(model, tiny_args(self.output_dir, **kwargs), train_dataset=TinyLMDataset())
+        trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+        trainer.save_model()
+        return trainer
+
+    def assert_saved(self, expected, checkpoints=("checkpoint-2",)):
+        found = sorted(os.path.basename(d) for d in glob.glob(os.path.join(self.output_dir, "checkpoint-*")))
+        self.assertEqual(found, sorted(checkpoints))
+        for name in checkpoints:
+            self.assertEqual(read_trained_precision(os.path.join(self.output_dir, name)), expected, name)
+        self.assertEqual(read_trained_precision(self.output_dir), expected, "final save_model")
+
+    def test_fp32_run(self):
+        trainer = self.train(tiny_gpt_neo())
+        self.assertEqual(trainer.model.config.trained_precision, "fp32")
+        self.assert_saved("fp32")
+
+    def test_bf16_mixed_precision_every_checkpoint(self):
+        trainer = self.train(tiny_gpt_neo(), bf16=True, max_steps=4)
+        self.assertEqual(trainer.model.config.trained_precision, "bf16")
+        self.assert_saved("bf16", checkpoints=("checkpoint-2", "checkpoint-4"))
+        with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["dtype"], "float32")  # storage stays fp32: the two fields are independent
+
+    @parameterized.expand([("without_bf16_flag", False), ("with_bf16_flag", True)])
+    def test_pure_bf16_weights(self, _, bf16_flag):
+        self.train(tiny_gpt_neo(torch.bfloat16), bf16=bf16_flag)
+        self.assert_saved("bf16")
+
+    def test_fp16_flag_on_the_cpu(self):
+        # accelerate ignores fp16 on the CPU: the run is fp32, and the stamp says so.
+        self.train(tiny_gpt_neo(), fp16=True)
+        self.assert_saved("fp32")
+
+    def test_accelerate_mixed_precision_environment_variable(self):
+        with mockenv_context(ACCELERATE_MIXED_PRECISION="bf16"):
+            trainer = self.train(tiny_gpt_neo())
+        self.assertEqual(trainer.accelerator.mixed_precision, "bf16")
+        self.assert_saved("bf16")
+
+    def test_fine_tuning_a_bf16_model_with_fp16_warns(self):
+        model = tiny_gpt_neo(trained_precision="bf16")
+        model.config._name_or_path = "my-org/bf16-pretrained"
+        logger = logging.get_logger(STAMP_LOGGER)
+        # What the same settings resolve to on a GPU: fp16 autocast.
+        with mock.patch.object(stamp, "_device_type", return_value="cuda"), CaptureLogger(logger) as cl:
+            self.train(model, fp16=True)
+        self.assertEqual(cl.out.count("was trained in bf16"), 1, cl.out)
+        for expected in ("my-org/bf16-pretrained", "is being trained in fp16", "65504", "`bf16=True`", "=ignore"):
+            self.assertIn(expected, cl.out)
+        self.assert_saved("fp16")  # the stamp records what this run did
+
+    def test_fp16_warning_modes_and_registry(self):
+        with mock.patch.object(stamp, "_device_type", return_value="cuda"):
+            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+                with self.assertRaises(TrainedPrecisionRiskError):
+                    self.train(tiny_gpt_neo(trained_precision="bf16"), fp16=True)
+            reset_accelerate_state()
+            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="ignore"):
+                with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+                    self.train(tiny_gpt_neo(trained_precision="bf16"), fp16=True)
+            self.assertEqual(cl.out, "")
+        # registry fallback: the config says "unknown", the Hub id is a bf16-pretrained T5
+        model = tiny_gpt_neo()
+        model.config._name_or_path = "google-t5/t5-small"
+        with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            stamp_trained_precision(model, "fp16")
+        self.assertIn("registry", cl.out)
+        self.assertIn("was trained in bf16", cl.out)
+
+    def test_safe_and_mild_runs_do_not_warn(self):
+        with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.train(tiny_gpt_neo(trained_precision="bf16"), bf16=True)
+        self.assertEqual(cl.out, "")
+        # precision loss under mixed precision is logged at info level only
+        with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16")
+        self.assertEqual(cl.out, "")
+        clear_warning_caches()
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16")
+        self.assertIn("was trained in fp32", cl.out)
+
+    def test_resume_keeps_the_stamp(self):
+        self.train(tiny_gpt_neo(), bf16=True, max_steps=2)
+        # a fresh model whose config knows nothing resumes from checkpoint-2 and trains to step 4
+        trainer = self.train(tiny_gpt_neo(), resume_from_checkpoint=True, bf16=True, max_steps=4)
+        self.assertEqual(trainer.state.global_step, 4)
+        self.assert_saved("bf16", checkpoints=("checkpoint-2", "checkpoint-4"))
+
+    def test_model_card(self):
+        trainer = self.train(tiny_gpt_neo(), bf16=True)
+        trainer.create_model_card(model_name="tiny-gpt-neo")
+        with open(os.path.join(self.output_dir, "README.md"), encoding="utf-8") as f:
+            card = f.read()
+        self.assertIn("- mixed_precision_training: Native AMP (bf16)", card)
+        self.assertIn("- trained_precision: bf16", card)
+
+    def test_model_card_fp32(self):
+        trainer = self.train(tiny_gpt_neo())
+        trainer.create_model_card(model_name="tiny-gpt-neo")
+        with open(os.path.join(self.output_dir, "README.md"), encoding="utf-8") as f:
+            card = f.read()
+        self.assertNotIn("mixed_precision_training", card)
+        self.assertIn("- trained_precision: fp32", card)
+
+    def test_distributed_two_processes(self):
+        script = os.path.abspath(__file__)
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={get_torch_dist_unique_port()}",
+            script,
+            "--output_dir",
+            self.output_dir,
+        ]
+        env = self.get_env()
+        env["OMP_NUM_THREADS"] = "1"
+        execute_subprocess_async(cmd, env=env, timeout=300)
+        stamps = {}
+        for rank in (0, 1):
+            with open(os.path.join(self.output_dir, f"stamp-rank{rank}.json"), encoding="utf-8") as f:
+                stamps[rank] = json.load(f)
+        self.assertEqual(stamps[0], stamps[1])
+        self.assertEqual(stamps[0]["trained_precision"], "bf16")
+        self.assertEqual(stamps[0]["world_size"], 2)
+        self.assert_saved("bf16", checkpoints=("checkpoint-2", "checkpoint-4"))
+        # only the main process wrote config files
+        with open(os.path.join(self.output_dir, "config-writes-rank0.txt"), encoding="utf-8") as f:
+            self.assertGreaterEqual(len(f.read().splitlines()), 3)
+        self.assertFalse(os.path.exists(os.path.join(self.output_dir, "config-writes-rank1.txt")))
+
+
+@require_torch
+@require_accelerate
+class CustomLoopStampTest(TestCasePlus):
+    def setUp(self):
+        super().setUp()
+        clear_warning_caches()
+
+    def tearDown(self):
+        reset_accelerate_state()
+        super().tearDown()
+
+    def test_with_an_accelerator(self):
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+        model = tiny_gpt_neo()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        self.assertEqual(stamp_trained_precision(model, accelerator), "bf16")
+        batch = TinyLMDataset()[0]
+        for _ in range(2):
+            with accelerator.autocast():
+                loss = model(input_ids=batch["input_ids"][None], labels=batch["labels"][None]).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        output_dir = self.get_auto_remove_tmp_dir()
+        accelerator.unwrap_model(model).save_pretrained(output_dir)
+        self.assertEqual(read_trained_precision(output_dir), "bf16")
+
+    @parameterized.expand([("dtype", "bfloat16", "bf16"), ("alias", "bf16-mixed", "bf16"), ("name", "fp32", "fp32")])
+    def test_with_a_precision(self, _, value, expected):
+        value = getattr(torch, value) if value == "bfloat16" else value
+        model = tiny_gpt_neo()
+        self.assertEqual(stamp_trained_precision(model, value), expected)
+        self.assertEqual(model.config.trained_precision, expected)
+
+    def test_without_a_source_reads_the_parameters(self):
+        with mockenv_context("ACCELERATE_MIXED_PRECISION"):
+            self.assertEqual(stamp_trained_precision(tiny_gpt_neo(torch.bfloat16)), "bf16")
+
+    def test_invalid_precisions(self):
+        with self.assertRaisesRegex(ValueError, "Valid values are"):
+            stamp_trained_precision(tiny_gpt_neo(), "fp9")
+        with self.assertRaisesRegex(ValueError, "'unknown'"):
+            stamp_trained_precision(tiny_gpt_neo(), "unknown")
+
+    def test_wrappers_are_unwrapped(self):
+        model = tiny_gpt_neo()
+        stamp_trained_precision(torch.nn.DataParallel(model), "bf16")
+        self.assertEqual(model.config.trained_precision, "bf16")
+        model = tiny_gpt_neo()
+        stamp_trained_precision(torch.compile(model), "bf16")
+        self.assertEqual(model.config.trained_precision, "bf16")
+
+    @require_peft
+    def test_peft_model(self):
+        from peft import LoraConfig, get_peft_model
+
+        base = tiny_gpt_neo(torch.bfloat16)
+        peft_model = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+        # fp32 adapters on a bf16 base: the forward computes in bf16
+        self.assertEqual(stamp_trained_precision(peft_model), "bf16")
+        self.assertEqual(base.config.trained_precision, "bf16")
+
+    def test_sub_configs_are_stamped(self):
+        from transformers import LlavaConfig
+
+        model = torch.nn.Module()
+        model.config = LlavaConfig()
+        stamp_trained_precision(model, "bf16")
+        self.assertEqual(model.config.trained_precision, "bf16")
+        self.assertEqual(model.config.text_config.trained_precision, "bf16")
+        self.assertEqual(model.config.vision_config.trained_precision, "bf16")
+
+    def test_model_without_config_is_skipped_silently(self):
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.assertIsNone(stamp_trained_precision(torch.nn.Linear(2, 2), "bf16"))
+        self.assertEqual(cl.out, "")
+
+
+def _distributed_main():
+    """The 2-process run of `test_distributed_two_processes` (launched by torchrun)."""
+    import argparse
+
+    from transformers import PreTrainedConfig
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output_dir", required=True)
+    output_dir = parser.parse_args().output_dir
+
+    args = tiny_args(output_dir, bf16=True, max_steps=4)
+    rank = args.process_index
+
+    # Record which rank writes config files.
+    to_json_file = PreTrainedConfig.to_json_file
+
+    def recording_to_json_file(self, json_file_path, *a, **kw):
+        with open(os.path.join(output_dir, f"config-writes-rank{rank}.txt"), "a", encoding="utf-8") as f:
+            f.write(f"{json_file_path}\n")
+        return to_json_file(self, json_file_path, *a, **kw)
+
+    PreTrainedConfig.to_json_file = recording_to_json_file
+
+    model = tiny_gpt_neo()
+    trainer = Trainer(model, args, train_dataset=TinyLMDataset())
+    trainer.train()
+    trainer.save_model()
+    with open(os.path.join(output_dir, f"stamp-rank{rank}.json"), "w", encoding="utf-8") as f:
+        json.dump({"trained_precision": model.config.trained_precision, "world_size": args.world_size}, f)
+
+
+if __name__ == "__main__":
+    _distributed_main()
