@@ -32,6 +32,7 @@ test: install
 check: $(VPY)
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
 	$(VPY) tools/patchset.py check
+	$(VPY) tools/upstream_pr.py check
 	$(VPY) -m ruff check setup.py tools utils tests src benchmarks examples
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
