@@ -611,32 +611,40 @@ def _git(args: list[str], cwd: Path, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=cwd, check=True, text=True, env=env, **kwargs)
 
 
-def make_fork(fork: Path, config: Config, upstream: Upstream) -> None:
-    """Creates `fork/`: upstream as one commit (tag `upstream/X.Y.Z`), then one commit per patch (`git am`)."""
+def write_upstream_tree(dest: Path, upstream: Upstream) -> None:
+    """Writes upstream's package files into `dest` in upstream's repo layout (`src/transformers/...`)."""
+    for rel in upstream.files:
+        out = dest / PATCH_PREFIX / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(upstream.read(rel))
+
+
+def make_fork(fork: Path, version: str, upstream: Upstream, root: Path = ROOT) -> None:
+    """
+    Creates `fork/`: upstream as one commit (tag `upstream/<version>`), then one commit per patch of `root/patches`
+    (`git am`), with the entries of `root/src/transformers` linked in and git-excluded.
+    """
     if fork.exists():
         raise PatchsetError(f"{fork} exists; it may hold work. Export it first, then remove it to recreate.")
-    names = check_series()
+    patches_dir = root / "patches"
+    names = check_series(patches_dir)
     fork.mkdir(parents=True)
     try:
         _git(["init", "-q", "-b", "patches"], fork)
-        for rel in upstream.files:
-            out = fork / PATCH_PREFIX / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(upstream.read(rel))
+        write_upstream_tree(fork, upstream)
         _git(["add", "-A"], fork)
         _git(
             ["-c", "user.name=patchset", "-c", "user.email=patchset@localhost", "commit", "-q", "-m",
-             f"Upstream {PACKAGE} {config.upstream_version}", "--author", "patchset <patchset@localhost>"],
+             f"Upstream {PACKAGE} {version}", "--author", "patchset <patchset@localhost>"],
             fork,
         )  # fmt: skip
-        _git(["tag", f"upstream/{config.upstream_version}"], fork)
+        _git(["tag", f"upstream/{version}"], fork)
         for name in names:
             # keep the author date of each patch (stable export); the committer is fixed by _git's environment
-            _git(["am", "-q", "--keep-cr", str(PATCHES_DIR / name)], fork, env={"GIT_COMMITTER_DATE": FIXED_DATE})
-        exclude = fork / ".git" / "info" / "exclude"
+            _git(["am", "-q", "--keep-cr", str(patches_dir / name)], fork)
         lines = ["# our new files are linked from ../src; they are never part of a patch", "__pycache__/", "*.pyc"]
-        base = OVERLAY / PACKAGE
-        for entry in sorted(base.iterdir()):
+        base = root / "src" / PACKAGE
+        for entry in sorted(base.iterdir()) if base.is_dir() else []:
             if entry.name == "__pycache__":
                 continue
             link = fork / PATCH_PREFIX / PACKAGE / entry.name
@@ -644,7 +652,7 @@ def make_fork(fork: Path, config: Config, upstream: Upstream) -> None:
                 raise PatchsetError(f"src/{PACKAGE}/{entry.name} would shadow an upstream file")
             link.symlink_to(os.path.relpath(entry, link.parent))
             lines.append(f"/{PATCH_PREFIX}{PACKAGE}/{entry.name}")
-        with open(exclude, "a") as f:
+        with open(fork / ".git" / "info" / "exclude", "a") as f:
             f.write("\n".join(lines) + "\n")
     except BaseException:
         shutil.rmtree(fork, ignore_errors=True)
@@ -712,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
             info = build_tree(args.dest, config, load_upstream(config, "wheel"), fork_version(config))
             print(f"patchset: wrote {args.dest / PACKAGE} ({info['version']})")
         elif args.command == "fork":
-            make_fork(args.dir.resolve(), config, load_upstream(config, "wheel"))
+            make_fork(args.dir.resolve(), config.upstream_version, load_upstream(config, "wheel"))
             print(f"patchset: {args.dir} ready (branch `patches` on tag upstream/{config.upstream_version})")
         elif args.command == "export":
             names = export_fork(args.dir.resolve(), config)

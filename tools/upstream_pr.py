@@ -404,43 +404,12 @@ def _export(fork: Path, version: str, dest: Path) -> list[Path]:
     return sorted(dest.glob("*.patch"))
 
 
-def _write_upstream_tree(dest: Path, upstream: ps.Upstream) -> None:
-    for rel in upstream.files:
-        out = dest / ps.PATCH_PREFIX / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(upstream.read(rel))
-
-
 def build_fork(fork: Path, root: Path, upstream: ps.Upstream, version: str) -> None:
     """`fork/` as `make fork` makes it (upstream commit, tag, one commit per patch, our files linked in), for `root`."""
-    if fork.exists():
-        raise PrError(f"{fork} exists")
-    fork.mkdir(parents=True)
     try:
-        ps._git(["init", "-q", "-b", "patches"], fork)
-        _write_upstream_tree(fork, upstream)
-        ps._git(["add", "-A"], fork)
-        ps._git(
-            ["-c", "user.name=patchset", "-c", "user.email=patchset@localhost", "commit", "-q", "-m",
-             f"Upstream {ps.PACKAGE} {version}", "--author", "patchset <patchset@localhost>"],
-            fork,
-        )  # fmt: skip
-        ps._git(["tag", f"upstream/{version}"], fork)
-        for patch in src_patches(root):
-            ps._git(["am", "-q", "--keep-cr", str(patch)], fork, env={"GIT_COMMITTER_DATE": ps.FIXED_DATE})
-        lines = ["# our new files are linked from ../src; they are never part of a patch", "__pycache__/", "*.pyc"]
-        base = root / "src" / ps.PACKAGE
-        for entry in sorted(base.iterdir()) if base.is_dir() else []:
-            if entry.name == "__pycache__":
-                continue
-            link = fork / ps.PATCH_PREFIX / ps.PACKAGE / entry.name
-            link.symlink_to(os.path.relpath(entry, link.parent))
-            lines.append(f"/{ps.PATCH_PREFIX}{ps.PACKAGE}/{entry.name}")
-        with open(fork / ".git" / "info" / "exclude", "a") as f:
-            f.write("\n".join(lines) + "\n")
-    except BaseException:
-        shutil.rmtree(fork, ignore_errors=True)
-        raise
+        ps.make_fork(fork, version, upstream, root)
+    except ps.PatchsetError as e:
+        raise PrError(str(e)) from None
 
 
 def _fork_matches_patches(fork: Path, version: str, root: Path) -> list[str]:
@@ -458,7 +427,7 @@ def _import_upstream(fork: Path, upstream: ps.Upstream, old: str, new: str) -> N
     """Commits upstream `new` on top of `upstream/<old>` without touching fork's checkout; tags it `upstream/<new>`."""
     with tempfile.TemporaryDirectory() as tmp:
         tree_dir = Path(tmp) / "tree"
-        _write_upstream_tree(tree_dir, upstream)
+        ps.write_upstream_tree(tree_dir, upstream)
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         ps._git(["--work-tree", str(tree_dir), "add", "-A", "."], fork, env=env)
         tree = ps._git(["write-tree"], fork, env=env, capture_output=True).stdout.strip()
