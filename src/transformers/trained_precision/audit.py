@@ -1,0 +1,595 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The activation audit: measure how large a model's activations get, and whether fp16 can hold them.
+
+The model runs a calibration forward in fp32 (where nothing overflows) while [`ActivationRecorder`] keeps, for every
+module, the largest |value| among its floating-point inputs (positional and keyword) and outputs. A module whose values
+pass fp16's largest finite value, 65504, would turn them into `inf` in fp16. The audit names the first module, in
+execution order, where that happens: the place the overflow starts, not the parents it propagates through.
+
+Upstream's `DebugUnderflowOverflow` is a nan/inf tripwire that prints text; this keeps the numbers, sees keyword
+inputs, reads `ModelOutput`s, skips integer inputs (token ids) and removes its hooks afterwards.
+
+```py
+>>> from transformers.trained_precision import ActivationRecorder, audit_activations
+>>> audit = audit_activations(model, tokenizer=tokenizer)       # a model already in memory
+>>> print(audit.verdict)
+overflows fp16 at `encoder.block.1.layer.1.DenseReluDense.wo` (max 1.2e+05)
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import os
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from ..utils import logging
+from .risk import FP16_MAX
+from .vocabulary import BF16, FP16
+
+
+logger = logging.get_logger(__name__)
+
+#: bf16's largest finite value (the same exponent range as fp32).
+BF16_MAX = 3.3895313892515355e38
+
+#: Below this headroom (fp16 max / measured max) an fp16 run is called tight: other inputs may overflow.
+TIGHT_HEADROOM = 2.0
+
+#: Short, varied calibration texts: prose, numbers, code, a list, and non-English text.
+DEFAULT_TEXTS = (
+    "The quick brown fox jumps over the lazy dog while the committee reviews the annual budget in detail.",
+    "In 1969, 3 astronauts travelled 384,400 km; the mission cost about $25.4 billion (roughly 0.57% of GDP).",
+    "def mean(values):\n    return sum(values) / max(len(values), 1)  # avoid dividing by zero",
+    "Translate to German: The weather is nice today. Summarize: prices rose 12% after the storm closed two ports.",
+    "Les modèles de langue apprennent des régularités statistiques; 機械学習は大量のデータを必要とします。",
+)
+
+_MODEL_NAME = "(model)"
+
+
+def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
+    """Appends to `found` the non-empty floating-point tensors in `value` (a tensor, tuple, list, dict, ModelOutput)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() and value.numel() > 0:
+            found.append(value)
+    elif depth < 4:
+        if isinstance(value, Mapping):
+            value = value.values()
+        elif not isinstance(value, (tuple, list)):
+            return found
+        for item in value:
+            _floating_tensors(item, found, depth + 1)
+    return found
+
+
+class ActivationRecorder:
+    """
+    Records the largest |activation| of every module of a model during the forward passes run inside it.
+
+    Hooks are registered with `with_kwargs=True` (so keyword inputs such as `hidden_states=` are seen) and removed on
+    exit. Each tensor costs one `torch.aminmax` (a single fused pass, several times faster than `abs().amax()` on the
+    CPU), once per pass even when it is the output of one module and the input of the next. The results stay tensors
+    during the forward (no host sync per module) and are read once per [`collect`]. Additive attention masks are not
+    activations: keyword inputs whose name contains "mask" are skipped, and an extreme equal to the dtype's largest
+    finite value (the `torch.finfo(dtype).min` that masks add to attention scores) is left out of a tensor's range.
+
+    Args:
+        model (`torch.nn.Module`): the model to watch.
+        prefix (`str`, *optional*): prepended to module names.
+
+    Example:
+
+    ```py
+    >>> with ActivationRecorder(model) as recorder:
+    ...     model(**inputs)
+    >>> recorder.output_max["encoder.block.0.layer.1.DenseReluDense.wo"]  # also: recorder.input_max, recorder.calls
+    ```
+    """
+
+    def __init__(self, model, prefix: str = ""):
+        self.model = model
+        self.names = [f"{prefix}{name}" if name else _MODEL_NAME for name, _ in model.named_modules()]
+        self._handles = []
+        # (module index, 0 input / 1 output / None for the call itself, position in _minima/_maxima)
+        self._events: list[tuple[int, int | None, int | None]] = []
+        # id(tensor) -> (weakref, version, position): a tensor passed on from module to module (and unchanged, per
+        # its version counter) is measured once per pass
+        self._seen: dict[int, tuple[Any, int, int]] = {}
+        self._minima: list[Any] = []
+        self._maxima: list[Any] = []
+        self._limits: list[float] = []
+        self.input_max: dict[str, float] = {}
+        self.output_max: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def __enter__(self) -> ActivationRecorder:
+        for index, (_, module) in enumerate(self.model.named_modules()):
+            self._handles.append(module.register_forward_hook(self._make_hook(index), with_kwargs=True))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        """Removes every hook (also called on exit)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.collect()
+
+    def _measure(self, tensor) -> int:
+        """The index of `tensor`'s (min, max) in this pass's lists, computing them unless already known."""
+        import torch
+
+        key = id(tensor)
+        try:
+            version = tensor._version
+        except RuntimeError:  # inference tensors have no version counter: never reuse their values
+            version = None
+        known = self._seen.get(key)
+        if known is not None and version is not None and known[1] == version and known[0]() is tensor:
+            return known[2]
+        low, high = torch.aminmax(tensor.detach())
+        self._minima.append(low)
+        self._maxima.append(high)
+        self._limits.append(torch.finfo(tensor.dtype).max)
+        position = len(self._maxima) - 1
+        if version is not None:
+            self._seen[key] = (weakref.ref(tensor), version, position)
+        return position
+
+    def _make_hook(self, index: int):
+        events, measure = self._events, self._measure
+
+        def hook(module, args, kwargs, output):
+            if kwargs:
+                kwargs = {k: v for k, v in kwargs.items() if "mask" not in k}  # additive masks are not activations
+            for kind, value in ((0, (args, kwargs)), (1, output)):
+                for tensor in _floating_tensors(value, []):
+                    events.append((index, kind, measure(tensor)))
+            events.append((index, None, None))  # the call itself, even without floating tensors
+
+        return hook
+
+    def collect(self) -> list[tuple[str, str, float]]:
+        """
+        Reads the maxima recorded since the last call into `input_max`/`output_max`/`calls`, and returns the values
+        of these passes in firing order as `(module name, "input" or "output", max |value|)`, one per tensor.
+        """
+        import torch
+
+        if not self._events:
+            return []
+        if self._maxima:
+            lows = torch.stack([t.to(torch.float32) for t in self._minima])
+            highs = torch.stack([t.to(torch.float32) for t in self._maxima])
+            # An extreme equal to its dtype's largest finite value is a mask sentinel (`torch.finfo(dtype).min` added
+            # to attention scores), not an activation: it is left out. inf and NaN are kept (and propagate).
+            limits = torch.tensor(self._limits, dtype=torch.float32)
+            negative = torch.where(lows == -limits, torch.zeros_like(lows), -lows)
+            positive = torch.where(highs == limits, torch.zeros_like(highs), highs)
+            numbers = torch.maximum(positive, negative).tolist()
+        else:
+            numbers = []
+        ordered = []
+        for index, kind, position in self._events:
+            name = self.names[index]
+            if kind is None:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                continue
+            number = numbers[position]
+            table = self.output_max if kind else self.input_max
+            previous = table.get(name)
+            if previous is None or not number <= previous:  # keeps NaN once seen
+                table[name] = number
+            ordered.append((name, "output" if kind else "input", number))
+        self._events.clear()
+        self._minima.clear()
+        self._maxima.clear()
+        self._limits.clear()
+        self._seen.clear()
+        return ordered
+
+
+@dataclasses.dataclass
+class ModuleRange:
+    """
+    One module's measured range.
+
+    Args:
+        name (`str`): the qualified module name (`"(model)"` for the model itself).
+        max_abs (`float`): the largest |output| (`nan` when an output was NaN).
+        max_input (`float`, *optional*): the largest |floating input|, positional or keyword.
+        calls (`int`): how many times the module ran.
+    """
+
+    name: str
+    max_abs: float
+    max_input: float | None = None
+    calls: int = 0
+
+    @property
+    def headroom(self) -> float:
+        """fp16's max over the measured max: above 1 it fits, below 1 it overflows."""
+        if math.isnan(self.max_abs):
+            return 0.0
+        return math.inf if self.max_abs == 0 else FP16_MAX / self.max_abs
+
+    @property
+    def overflows_fp16(self) -> bool:
+        return not self.max_abs <= FP16_MAX
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "max_abs": _json_float(self.max_abs),
+            "max_input": _json_float(self.max_input),
+            "headroom": _json_float(self.headroom),
+            "overflows_fp16": self.overflows_fp16,
+            "calls": self.calls,
+        }
+
+
+def _json_float(value: float | None):
+    """JSON has no inf/nan: they are written as the strings "inf" and "nan"."""
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+@dataclasses.dataclass
+class ActivationAudit:
+    """
+    The result of [`audit_activations`].
+
+    Args:
+        modules (`list[ModuleRange]`): every module that produced a floating output, largest first.
+        first_overflow (`tuple[str, str, float]`, *optional*): `(module, "input" or "output", value)` of the first
+            value above fp16's max, in execution order.
+        nonfinite (`list[str]`): modules whose output was already inf/NaN in fp32.
+        samples (`int`): calibration sequences run.
+        tokens (`int`): tokens in them.
+        input_source (`str`): `"tokenizer"` (built-in texts), `"texts"` (the caller's), `"random"` (random token
+            ids: the checkpoint has no tokenizer) or `"inputs"` (tensors the caller passed).
+    """
+
+    modules: list[ModuleRange]
+    first_overflow: tuple[str, str, float] | None
+    nonfinite: list[str]
+    samples: int
+    tokens: int
+    input_source: str
+
+    @property
+    def max_abs(self) -> float:
+        """The largest output measured anywhere."""
+        return self.modules[0].max_abs if self.modules else 0.0
+
+    @property
+    def overflows_fp16(self) -> bool:
+        return self.first_overflow is not None
+
+    @property
+    def headroom(self) -> float:
+        """fp16's max over the largest output."""
+        return self.modules[0].headroom if self.modules else math.inf
+
+    @property
+    def verdict(self) -> str:
+        """One sentence, e.g. "overflows fp16 at `encoder.block.3.layer.1.DenseReluDense.wo` (max 1.2e+05)"."""
+        if self.nonfinite:
+            return (
+                f"non-finite activations (inf/NaN) at `{self.nonfinite[0]}` even in the audited dtype: the weights or "
+                "the inputs are broken"
+            )
+        if self.first_overflow is not None:
+            name, kind, value = self.first_overflow
+            where = f"`{name}`" if kind == "output" else f"the input of `{name}`"
+            return f"overflows fp16 at {where} (max {value:.2g}; fp16 max {FP16_MAX:g})"
+        if not self.modules:
+            return "no floating-point activations were recorded"
+        top = self.modules[0]
+        tight = " (tight: other inputs may overflow)" if top.headroom < TIGHT_HEADROOM else ""
+        return f"fits fp16: largest activation {top.max_abs:.3g} at `{top.name}`, headroom {top.headroom:.3g}x{tight}"
+
+    def problem_for(self, runtime: str) -> str | None:
+        """Why the measured activations do not fit `runtime` ("fp32", "bf16", "fp16"), or `None` when they do."""
+        if self.nonfinite:
+            return self.verdict
+        if runtime == FP16 and self.first_overflow is not None:
+            return self.verdict
+        if runtime == BF16 and self.max_abs > BF16_MAX:
+            return f"an activation of {self.max_abs:.3g} exceeds bf16's max at `{self.modules[0].name}`"
+        return None
+
+    def top(self, k: int = 10) -> list[ModuleRange]:
+        return self.modules[:k]
+
+    def to_dict(self, top_k: int = 10) -> dict[str, Any]:
+        first = None
+        if self.first_overflow is not None:
+            name, kind, value = self.first_overflow
+            first = {"module": name, "where": kind, "max_abs": _json_float(value)}
+        return {
+            "fp16_max": FP16_MAX,
+            "samples": self.samples,
+            "tokens": self.tokens,
+            "input_source": self.input_source,
+            "max_abs": _json_float(self.max_abs),
+            "headroom": _json_float(self.headroom),
+            "overflows_fp16": self.overflows_fp16,
+            "first_overflow": first,
+            "nonfinite": list(self.nonfinite),
+            "verdict": self.verdict,
+            "top_modules": [m.to_dict() for m in self.top(top_k)],
+            "modules_recorded": len(self.modules),
+        }
+
+    def format(self, top_k: int = 10) -> str:
+        source = {
+            "tokenizer": "built-in texts",
+            "texts": "your texts",
+            "random": "random token ids (no tokenizer)",
+            "inputs": "the given inputs",
+        }.get(self.input_source, self.input_source)
+        lines = [
+            f"Activation audit (fp32 on CPU, {self.samples} sample(s), {self.tokens} tokens, {source}):",
+            f"  {'module':<60} {'max |out|':>10} {'fp16 headroom':>14}",
+        ]
+        for m in self.top(top_k):
+            flag = "  OVERFLOW" if m.overflows_fp16 else ""
+            lines.append(f"  {m.name:<60} {m.max_abs:>10.3g} {m.headroom:>13.3g}x{flag}")
+        lines.append(f"  verdict: {self.verdict}")
+        return "\n".join(lines)
+
+
+def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Adds what a forward needs beyond the encoder inputs: decoder inputs (teacher forcing) and `use_cache=False`."""
+    import torch
+
+    kwargs = dict(inputs)
+    try:
+        parameters = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in parameters:
+        if "decoder_input_ids" not in kwargs and "input_ids" in kwargs:
+            input_ids = kwargs["input_ids"]
+            start = getattr(config, "decoder_start_token_id", None)
+            if start is None:
+                start = getattr(config, "pad_token_id", None) or 0
+            start_column = torch.full_like(input_ids[:, :1], int(start))
+            kwargs["decoder_input_ids"] = torch.cat([start_column, input_ids[:, :-1]], dim=1)
+    if "use_cache" in parameters:
+        kwargs["use_cache"] = False
+    return kwargs
+
+
+def calibration_inputs(
+    model,
+    tokenizer=None,
+    texts: list[str] | None = None,
+    max_length: int = 128,
+    num_random: int = 4,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], str]:
+    """
+    The calibration batches (one sequence each, so no padding enters the statistics) and where they come from.
+
+    With a tokenizer: `texts` (default [`DEFAULT_TEXTS`]) truncated to `max_length` tokens. Without one: `num_random`
+    sequences of `max_length // 2` random token ids drawn from the embedding's vocabulary with a fixed `seed`.
+    """
+    import torch
+
+    if tokenizer is not None:
+        source = "tokenizer" if texts is None else "texts"
+        batches = []
+        for text in texts if texts is not None else DEFAULT_TEXTS:
+            encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
+            if encoded["input_ids"].shape[-1] == 0:
+                continue
+            batches.append({k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask")})
+        if not batches:
+            raise ValueError("The calibration texts are empty after tokenization.")
+        return batches, source
+    if texts is not None:
+        raise ValueError("Calibration texts need a tokenizer, and this checkpoint has none: omit the texts.")
+    try:
+        embeddings = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        embeddings = None
+    vocab = getattr(embeddings, "num_embeddings", None) or getattr(model.config, "vocab_size", None)
+    if not vocab:
+        raise ValueError(
+            f"{type(model).__name__} takes no token ids (no input embeddings): the audit runs on text models only."
+        )
+    generator = torch.Generator().manual_seed(seed)
+    length = max(2, max_length // 2)
+    batches = [
+        {"input_ids": torch.randint(0, vocab, (1, length), generator=generator), "attention_mask": None}
+        for _ in range(num_random)
+    ]
+    for batch in batches:
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+    return batches, "random"
+
+
+def audit_activations(
+    model,
+    inputs: list[dict[str, Any]] | None = None,
+    tokenizer=None,
+    texts: list[str] | None = None,
+    max_length: int = 128,
+    seed: int = 0,
+) -> ActivationAudit:
+    """
+    Runs calibration forwards on `model` (in its current dtype and device: fp32 gives the true ranges) and measures
+    the largest |activation| of every module.
+
+    Args:
+        model (`PreTrainedModel` or `torch.nn.Module`): the model. It is put in eval mode for the audit.
+        inputs (`list[dict]`, *optional*): ready-made forward kwargs, one dict per pass. Default: built from
+            `tokenizer` and `texts`, or random token ids ([`calibration_inputs`]).
+        tokenizer (*optional*): tokenizes `texts`.
+        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
+        max_length (`int`, *optional*, defaults to 128): tokens per text.
+        seed (`int`, *optional*, defaults to 0): for random token ids.
+
+    Returns:
+        [`ActivationAudit`].
+    """
+    import torch
+
+    if inputs is None:
+        inputs, source = calibration_inputs(model, tokenizer, texts, max_length=max_length, seed=seed)
+    else:
+        source = "inputs"
+    was_training = model.training
+    model.eval()
+    first_overflow = None
+    tokens = 0
+    try:
+        with ActivationRecorder(model) as recorder, torch.no_grad():
+            for batch in inputs:
+                model(**_forward_kwargs(model, batch))
+                ids = batch.get("input_ids")
+                tokens += int(ids.numel()) if isinstance(ids, torch.Tensor) else 0
+                for name, kind, value in recorder.collect():
+                    if first_overflow is None and not value <= FP16_MAX:
+                        first_overflow = (name, kind, value)
+    finally:
+        model.train(was_training)
+    modules = [
+        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
+        for name, value in recorder.output_max.items()
+    ]
+    modules.sort(key=lambda m: -math.inf if math.isnan(m.max_abs) else -m.max_abs)
+    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
+    if nonfinite:
+        modules.sort(key=lambda m: math.isfinite(m.max_abs))
+    return ActivationAudit(
+        modules=modules,
+        first_overflow=first_overflow,
+        nonfinite=nonfinite,
+        samples=len(inputs),
+        tokens=tokens,
+        input_source=source,
+    )
+
+
+#: Files whose presence means a checkpoint directory ships a tokenizer. (Without them, v5 can build a blank
+#: tokenizer from the config alone, which maps every word to the unknown token: useless for calibration.)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def _mostly_unknown(tokenizer, texts: list[str] | None) -> bool:
+    """Whether more than half the calibration tokens are the tokenizer's unknown token."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return False
+    ids = [i for text in (texts or DEFAULT_TEXTS) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
+    return bool(ids) and sum(i == unk for i in ids) > len(ids) / 2
+
+
+def _model_class(config):
+    import transformers
+
+    for name in getattr(config, "architectures", None) or []:
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            return cls
+    return transformers.AutoModel
+
+
+def audit_checkpoint(
+    path_or_id: str | os.PathLike,
+    texts: list[str] | None = None,
+    max_length: int = 128,
+    seed: int = 0,
+) -> ActivationAudit:
+    """
+    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
+    tokenizer, when it has one, and runs [`audit_activations`].
+
+    Raises:
+        [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
+    """
+    import torch
+
+    from ..models.auto import AutoConfig, AutoTokenizer
+    from .inspection import CheckpointInspectionError
+
+    path_or_id = os.fspath(path_or_id)
+    try:
+        config = AutoConfig.from_pretrained(path_or_id)
+        model = _model_class(config).from_pretrained(path_or_id, dtype=torch.float32)
+    except Exception as e:
+        raise CheckpointInspectionError(f"Cannot load {path_or_id} for the audit ({type(e).__name__}: {e}).") from e
+    tokenizer = None
+    if not os.path.isdir(path_or_id) or any(os.path.isfile(os.path.join(path_or_id, n)) for n in TOKENIZER_FILES):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path_or_id)
+        except Exception as e:
+            logger.info(f"{path_or_id} has no usable tokenizer ({e}); the audit uses random token ids.")
+        if tokenizer is not None and _mostly_unknown(tokenizer, texts):
+            logger.warning(
+                f"The tokenizer of {path_or_id} maps most calibration text to its unknown token: the audit uses "
+                "random token ids instead."
+            )
+            tokenizer = None
+    try:
+        inputs, source = calibration_inputs(model, tokenizer, texts, max_length=max_length, seed=seed)
+    except ValueError as e:
+        raise CheckpointInspectionError(f"Cannot audit {path_or_id}: {e}") from e
+    try:
+        audit = audit_activations(model, inputs=inputs)
+    except Exception as e:
+        raise CheckpointInspectionError(
+            f"The calibration forward of {path_or_id} ({type(model).__name__}) failed: {type(e).__name__}: {e}. "
+            "The audit feeds token ids only; models that need other inputs cannot be audited from the command line: "
+            "call `audit_activations(model, inputs=[...])` with your own inputs."
+        ) from e
+    audit.input_source = source
+    return audit
+
+
+__all__ = [
+    "ActivationAudit",
+    "ActivationRecorder",
+    "DEFAULT_TEXTS",
+    "TOKENIZER_FILES",
+    "ModuleRange",
+    "audit_activations",
+    "audit_checkpoint",
+    "calibration_inputs",
+]
