@@ -35,7 +35,34 @@ from .vocabulary import (
 
 
 # public name -> submodule that defines it (filled in as features land)
-_LAZY = {}
+_LAZY = {
+    "TrainedPrecisionRiskError": "check",
+    "check_trained_precision": "check",
+    "check_trained_precision_on_cast": "check",
+    "reset_warning_cache": "check",
+    "resolve_check_mode": "check",
+    "resolve_trained_precision": "check",
+    "format_risk_message": "check",
+    "hub_id_for": "check",
+    "inspect_checkpoint": "inspection",
+    "read_safetensors_header": "inspection",
+    "CheckpointReport": "inspection",
+    "CheckpointInspectionError": "inspection",
+    "SafetensorsHeaderError": "inspection",
+    "audit_activations": "audit",
+    "audit_checkpoint": "audit",
+    "ActivationAudit": "audit",
+    "ActivationRecorder": "audit",
+    "resolve_run_precision": "stamp",
+    "stamp_trained_precision": "stamp",
+    "populate_checkpoints": "populate",
+    "Bf16CastSummary": "pure_bf16",
+    "cast_model_for_bf16_full_train": "pure_bf16",
+    "check_pure_half_precision_training": "pure_bf16",
+    "storage_dtype": "pure_bf16",
+    "training_state_bytes": "pure_bf16",
+    "get_optimi_optimizer_cls": "optimizers",
+}
 
 
 def __getattr__(name):

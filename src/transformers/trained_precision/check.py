@@ -1,0 +1,405 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The loading and casting check: warn, or raise on request, when a model runs in a precision its training makes risky.
+
+`modeling_utils.py` calls into this module from four places: `from_pretrained` (right after the runtime dtype is
+resolved, so `dtype="auto"` is checked against what it resolved to), `_from_config`, and the casts `.half()`,
+`.bfloat16()` and `.to(dtype)`. `.float()` never warns: fp32 is always safe.
+
+What to do about a risky pair is chosen per call (`from_pretrained(..., trained_precision_check="error")`) or for the
+whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`); the per-call value wins:
+
+- `"warn"` (default): log one warning per model and runtime precision;
+- `"error"`: raise [`TrainedPrecisionRiskError`], a `ValueError`;
+- `"ignore"`: do nothing.
+
+The trained precision comes from `config.trained_precision`. While that is `"unknown"`, the registry of published
+checkpoints (`registry.py`) is consulted with the model's Hub id. A local directory has a Hub id only when its path is
+a Hub cache snapshot (`.../models--{org}--{name}/snapshots/{revision}`, the layout `huggingface_hub` writes); its
+folder name is never taken as a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from typing import Any
+
+from ..utils import logging
+from .registry import RegistryEntry, lookup
+from .risk import Risk, assess_risk
+from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_to_precision, normalize_precision
+
+
+logger = logging.get_logger(__name__)
+
+#: The environment variable that sets the mode for the whole process.
+ENV_VAR = "TRANSFORMERS_TRAINED_PRECISION_CHECK"
+
+#: The `from_pretrained` / `from_config` keyword that sets the mode for one call.
+KWARG = "trained_precision_check"
+
+WARN = "warn"
+ERROR = "error"
+IGNORE = "ignore"
+
+#: Valid modes, the default first.
+CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
+
+#: Where a trained precision was read from.
+SOURCE_CONFIG = "config"
+SOURCE_REGISTRY = "registry"
+
+# The actions the check runs for; they decide the wording of the message and its fix.
+LOAD = "load"
+FROM_CONFIG = "from_config"
+CAST = "cast"
+_ACTIONS = (LOAD, FROM_CONFIG, CAST)
+
+_DTYPE_CODE = {FP32: "torch.float32", BF16: "torch.bfloat16", FP16: "torch.float16"}
+
+# (model name, trained precision, runtime precision) already warned about. See `reset_warning_cache`.
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConstructionScope:
+    mode: str | None
+    model_name: str | None
+    action: str
+
+
+# Set while `from_pretrained` / `_from_config` constructs a model. The sub-models a composite model builds in its
+# `__init__` (`AutoModel.from_config(config.text_config)`) are then checked as part of the outer call: with its mode,
+# its model name (so the once-cache does not repeat the outer warning) and its wording.
+_SCOPE: contextvars.ContextVar[_ConstructionScope | None] = contextvars.ContextVar(
+    "trained_precision_scope", default=None
+)
+
+
+class TrainedPrecisionRiskError(ValueError):
+    """
+    Raised in `"error"` mode when a model is loaded or cast into a precision its trained precision makes risky.
+
+    Args:
+        message (`str`): the same text the `"warn"` mode logs.
+        risk ([`~trained_precision.risk.Risk`]): the risky pair and why it is risky.
+        model_name (`str`): the model's name or path.
+        source (`str`): where the trained precision was read from, `"config"` or `"registry"`.
+    """
+
+    def __init__(self, message: str, risk: Risk, model_name: str, source: str):
+        super().__init__(message)
+        self.risk = risk
+        self.model_name = model_name
+        self.source = source
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedPrecisionInfo:
+    """
+    A model's trained precision and where it was read from.
+
+    Args:
+        precision (`str`): the canonical trained precision; `"unknown"` when neither the config nor the registry
+            knows it.
+        source (`str`, *optional*): `"config"`, `"registry"`, or `None` when the precision is unknown.
+        hub_id (`str`, *optional*): the Hub id used for the registry lookup.
+        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
+    """
+
+    precision: str
+    source: str | None = None
+    hub_id: str | None = None
+    entry: RegistryEntry | None = None
+
+    def describe(self) -> str:
+        """Where the precision comes from, as a phrase for messages."""
+        if self.source == SOURCE_CONFIG:
+            return "from its config's `trained_precision`"
+        if self.source == SOURCE_REGISTRY and self.entry is not None:
+            return (
+                f"from the trained-precision registry entry for '{self.entry.model_id}', source: {self.entry.source}; "
+                f"its config says '{UNKNOWN}'"
+            )
+        return "by an unknown source"
+
+
+def _invalid_mode_error(value: Any, origin: str) -> ValueError:
+    valid = ", ".join(repr(m) for m in CHECK_MODES)
+    return ValueError(f"{value!r} is not a valid {origin}. Valid values are {valid} (default {WARN!r}).")
+
+
+def resolve_check_mode(mode: str | None = None) -> str:
+    """
+    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`,
+    else `"warn"`. Case and surrounding whitespace are ignored.
+
+    Args:
+        mode (`str`, *optional*): the per-call value (`"warn"`, `"error"` or `"ignore"`).
+
+    Raises:
+        `ValueError`: when the value that applies is not one of the valid modes; the message lists them.
+    """
+    if mode is not None:
+        if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
+            raise _invalid_mode_error(mode, f"`{KWARG}`")
+        return mode.strip().lower()
+    env = os.environ.get(ENV_VAR)
+    if env is None or not env.strip():
+        return WARN
+    if env.strip().lower() not in CHECK_MODES:
+        raise _invalid_mode_error(env, f"value for the environment variable {ENV_VAR}")
+    return env.strip().lower()
+
+
+def reset_warning_cache() -> None:
+    """Forget which (model, trained precision, runtime precision) combinations were already warned about (tests)."""
+    _WARNED.clear()
+
+
+def _hub_id_from_cache_path(path: str) -> str | None:
+    """The Hub id of a `huggingface_hub` cache snapshot (`.../models--{org}--{name}/snapshots/{revision}[/...]`)."""
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+    for i in range(len(parts) - 2):
+        if parts[i].startswith("models--") and parts[i + 1] == "snapshots" and parts[i + 2]:
+            pieces = parts[i][len("models--") :].split("--")
+            # Hub ids cannot contain "--", so a valid cache folder splits into exactly org and name.
+            if len(pieces) == 2 and all(pieces):
+                return "/".join(pieces)
+    return None
+
+
+def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
+    """
+    The Hub id a model name or path refers to, or `None`.
+
+    A name that is not an existing local path is taken as a Hub id when it has the `org/name` form. An existing local
+    path has a Hub id only when it lies in a `huggingface_hub` cache snapshot (what `snapshot_download` returns); any
+    other directory has none, whatever its folder is called.
+
+    Args:
+        name_or_path (`str` or `os.PathLike`, *optional*): what was passed to `from_pretrained`, or
+            `config.name_or_path`.
+    """
+    if not name_or_path:
+        return None
+    name = os.fspath(name_or_path)
+    if os.path.exists(name):
+        return _hub_id_from_cache_path(name)
+    if name.count("/") != 1 or name.startswith((".", "/", "~")) or os.sep != "/" and os.sep in name:
+        return None
+    return name
+
+
+def resolve_trained_precision(config, model_name: str | os.PathLike | None = None) -> TrainedPrecisionInfo:
+    """
+    A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
+    the model's Hub id (see [`hub_id_for`]), else `"unknown"`.
+
+    Args:
+        config ([`PreTrainedConfig`]): the model's configuration.
+        model_name (`str` or `os.PathLike`, *optional*): the name or path the model was loaded from; defaults to
+            `config.name_or_path`.
+    """
+    value = getattr(config, "trained_precision", UNKNOWN)
+    try:
+        precision = normalize_precision(value)
+    except ValueError:
+        precision = UNKNOWN
+    if precision != UNKNOWN:
+        return TrainedPrecisionInfo(precision, SOURCE_CONFIG)
+    name = model_name if model_name else getattr(config, "name_or_path", None)
+    hub_id = hub_id_for(name)
+    entry = lookup(hub_id) if hub_id else None
+    if entry is None:
+        return TrainedPrecisionInfo(UNKNOWN)
+    return TrainedPrecisionInfo(normalize_precision(entry.precision), SOURCE_REGISTRY, hub_id, entry)
+
+
+def _fix_text(risk: Risk, action: str, mode: str) -> str:
+    if action == CAST:
+        casts = {FP32: "`.float()`", BF16: "`.to(torch.bfloat16)`", FP16: "`.to(torch.float16)`"}
+        fix = "Cast it with " + " or ".join(casts[p] for p in risk.safe_dtypes) + " instead"
+        silence = f"set {ENV_VAR}=ignore"
+    else:
+        fix = "Load it with " + " or ".join(f"`dtype={_DTYPE_CODE[p]}`" for p in risk.safe_dtypes) + " instead"
+        silence = f'pass `{KWARG}="ignore"` or set {ENV_VAR}=ignore'
+    what = "this error" if mode == ERROR else "this warning"
+    return f"{fix}, or {silence} to silence {what}."
+
+
+def format_risk_message(
+    risk: Risk,
+    *,
+    model_name: str,
+    source: str = "from its config's `trained_precision`",
+    action: str = LOAD,
+    mode: str = WARN,
+) -> str:
+    """
+    The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
+    sentence and the fix.
+
+    Args:
+        risk ([`~trained_precision.risk.Risk`]): from [`~trained_precision.risk.assess_risk`].
+        model_name (`str`): the model's name or path.
+        source (`str`): where the trained precision was read from, as a phrase (see
+            [`TrainedPrecisionInfo.describe`]).
+        action (`str`): `"load"`, `"from_config"` or `"cast"`; it decides the verb and the suggested fix.
+        mode (`str`): `"warn"` or `"error"`; it decides whether the text says "warning" or "error".
+    """
+    if action not in _ACTIONS:
+        raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
+    runtime = f"{risk.runtime} (`{_DTYPE_CODE[risk.runtime]}`)"
+    verb = {
+        LOAD: f"is being loaded in {runtime}",
+        FROM_CONFIG: f"is being instantiated in {runtime}",
+        CAST: f"is being cast to {runtime}",
+    }[action]
+    return (
+        f"Model '{model_name}' was trained in {risk.trained} ({source}) but {verb}: {risk.reason}. "
+        f"{_fix_text(risk, action, mode)}"
+    )
+
+
+def _quantized_compute_dtype(hf_quantizer, dtype):
+    """The dtype a quantized model computes in: its quantization config's compute dtype, else the resolved dtype."""
+    quantization_config = getattr(hf_quantizer, "quantization_config", None)
+    compute = None
+    if getattr(quantization_config, "load_in_4bit", False):
+        compute = getattr(quantization_config, "bnb_4bit_compute_dtype", None)
+    if compute is None:
+        compute = getattr(quantization_config, "compute_dtype", None)
+    return dtype if compute is None else compute
+
+
+def check_trained_precision(
+    config,
+    dtype,
+    *,
+    mode: str | None = None,
+    model_name: str | os.PathLike | None = None,
+    hf_quantizer=None,
+    action: str = LOAD,
+) -> Risk | None:
+    """
+    Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
+    [`TrainedPrecisionRiskError`] when it is not, depending on the mode.
+
+    Args:
+        config ([`PreTrainedConfig`]): the model's configuration (its `trained_precision`, and `name_or_path` when
+            `model_name` is not given).
+        dtype (`torch.dtype` or `str`): the runtime dtype, after `dtype="auto"` was resolved. Dtypes outside
+            fp32/bf16/fp16 (float64, float8, integers) are never risky.
+        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable
+            `TRANSFORMERS_TRAINED_PRECISION_CHECK`, then `"warn"`.
+        model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
+        hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, which is checked on its compute dtype.
+        action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the message's
+            wording.
+
+    Returns:
+        The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe or the
+        trained precision is unknown.
+
+    Raises:
+        `ValueError`: for an invalid mode. [`TrainedPrecisionRiskError`]: for a risky pair in `"error"` mode.
+    """
+    scope = _SCOPE.get()
+    if scope is not None and action in (FROM_CONFIG, CAST):
+        mode = mode if mode is not None else scope.mode
+        model_name = scope.model_name or model_name
+        action = scope.action
+    mode = resolve_check_mode(mode)
+    if hf_quantizer is not None:
+        dtype = _quantized_compute_dtype(hf_quantizer, dtype)
+    runtime = dtype_to_precision(dtype)
+    if runtime in (UNKNOWN, FP32):
+        return None
+    info = resolve_trained_precision(config, model_name)
+    risk = assess_risk(info.precision, runtime)
+    if risk is None or mode == IGNORE:
+        return risk
+    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
+    if not name:
+        name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
+    key = (name, risk.trained, risk.runtime)
+    if mode == WARN and key in _WARNED:
+        return risk
+    message = format_risk_message(risk, model_name=name, source=info.describe(), action=action, mode=mode)
+    if mode == ERROR:
+        raise TrainedPrecisionRiskError(message, risk, name, info.source)
+    _WARNED.add(key)
+    logger.warning(message)
+    return risk
+
+
+def _dtype_of_to_call(args: tuple, kwargs: dict):
+    """The dtype a `nn.Module.to(*args, **kwargs)` call casts to, or `None` (a device move)."""
+    if not kwargs and all(isinstance(a, (str, int)) or type(a).__name__ == "device" for a in args):
+        return None
+    import torch
+
+    try:
+        return torch._C._nn._parse_to(*args, **kwargs)[1]
+    except (TypeError, RuntimeError):
+        return None  # let `nn.Module.to` raise its own error
+
+
+def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
+    """
+    The cast hook of `PreTrainedModel.half`, `.bfloat16` and `.to`: takes the arguments of `nn.Module.to`
+    (`model.half()` is checked as `(model, torch.float16)`) and checks the target dtype, if any, against the model's
+    trained precision. The mode comes from the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
+
+    Args:
+        model ([`PreTrainedModel`]): the model being cast.
+        args, kwargs: as for `torch.nn.Module.to`: `(dtype)`, `(device, dtype)`, `(tensor)`, `dtype=...`.
+    """
+    dtype = _dtype_of_to_call(args, kwargs)
+    if dtype is None:
+        return None
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    name = getattr(config, "name_or_path", None) or type(model).__name__
+    return check_trained_precision(config, dtype, model_name=name, action=CAST)
+
+
+@contextlib.contextmanager
+def model_construction_scope(mode: str | None = None, model_name: str | os.PathLike | None = None, action: str = LOAD):
+    """
+    Used around a model's construction by `from_pretrained` and `_from_config`. The sub-models a composite model
+    builds in its `__init__` (with `AutoModel.from_config`) are checked on their own sub-config, but as part of the
+    outer call: with the outer call's mode (so `trained_precision_check="error"` or `"ignore"` reaches them) and
+    its model name (so a risk the outer check already warned about is not repeated).
+
+    Args:
+        mode (`str`, *optional*): the outer call's `trained_precision_check`.
+        model_name (`str` or `os.PathLike`, *optional*): the outer call's model name or path.
+        action (`str`, *optional*, defaults to `"load"`): the outer call's action (`"load"` or `"from_config"`).
+    """
+    if _SCOPE.get() is not None:  # a sub-model of a sub-model: the outermost call decides
+        yield
+        return
+    name = os.fspath(model_name) if model_name else None
+    token = _SCOPE.set(_ConstructionScope(mode, name, action))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
