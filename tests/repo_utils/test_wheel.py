@@ -12,6 +12,8 @@ import unittest
 import zipfile
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -51,7 +53,7 @@ class WheelTest(unittest.TestCase):
 
     def test_requirements_are_upstreams_plus_our_extras(self):
         ours = {f'{req}; extra == "{name}"' for name, reqs in self.config.extras.items() for req in reqs}
-        normalise = lambda reqs: {r.replace(" ", "") for r in reqs}  # noqa: E731
+        normalise = lambda reqs: {str(Requirement(r)) for r in reqs}  # noqa: E731
         self.assertEqual(
             normalise(self.metadata.get_all("Requires-Dist")),
             normalise(self.upstream_metadata.get_all("Requires-Dist")) | normalise(ours),
