@@ -61,6 +61,17 @@ rebase:
 	@test -n "$(VERSION)" || { echo "usage: make rebase VERSION=x.y.z"; exit 2; }
 	$(PYTHON) tools/upstream_pr.py rebase "$(VERSION)"
 
+# The README's demo: a small GPT-Neo trained in fp32, pure bf16 + torch AdamW and pure bf16 + optimi AdamW with Kahan
+# summation; writes demo_output/ (loss_curves.png, summary.md, three checkpoints). About 3 minutes (one CPU thread).
+DEMO_ARGS ?=
+demo: install
+	$(VPY) examples/pure_bf16_demo.py --output_dir demo_output $(DEMO_ARGS)
+
+# The same comparison, larger, in one process: prints eval-loss, bytes/param and step-time ratios (~14 minutes).
+BENCH_ARGS ?=
+bench: install
+	$(VPY) benchmarks/benchmark_pure_bf16.py $(BENCH_ARGS)
+
 # The installed wheel works in a fresh venv without torch (also run by .ci/run).
 smoke: $(VPY)
 	bash tools/smoke_install.sh

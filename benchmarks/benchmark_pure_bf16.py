@@ -1,0 +1,144 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Pure-bf16 training benchmark (`make bench`): fp32 vs pure bf16 + torch AdamW vs pure bf16 + optimi AdamW (Kahan).
+
+The three runs of `examples/pure_bf16_demo.py`, on a larger GPT-Neo and for more steps, plus bf16 mixed precision
+(`bf16=True`: fp32 weights, bf16 compute), side by side in one process (same machine state, same data, same initial
+weights), then the ratios:
+
+- eval loss: bf16 + Kahan / fp32 (goal <= 1.005) and plain bf16 / fp32;
+- training state (weights + gradients + optimizer state) in bytes per parameter, measured from the live tensors after
+  training (goal: 10 for bf16 + Kahan vs 16 for fp32);
+- seconds per training step: bf16 / fp32 and Kahan / plain bf16 (the cost of the compensation).
+
+Run: `python benchmarks/benchmark_pure_bf16.py [--steps 500 --hidden 192 --layers 6]`. Prints a Markdown table and
+the ratios; `--json PATH` also writes them.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import tempfile
+import time
+from datetime import UTC, datetime
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_demo():
+    path = os.path.join(HERE, "..", "examples", "pure_bf16_demo.py")
+    spec = importlib.util.spec_from_file_location("pure_bf16_demo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--seq_len", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=192)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    opts = parser.parse_args()
+
+    import torch
+
+    from transformers.utils import logging
+
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    logging.set_verbosity_error()
+    demo = _load_demo()
+    # a fourth run: bf16 mixed precision (fp32 weights and AdamW, bf16 autocast) separates the cost of bf16 *compute*
+    # from the cost of bf16 *weights*
+    runs = dict(demo.RUNS)
+    runs["bf16_amp"] = {
+        "label": "bf16 mixed precision + torch AdamW",
+        "kwargs": {"bf16": True, "optim": "adamw_torch"},
+    }
+    demo.RUNS = {key: runs[key] for key in ("fp32", "bf16_amp", "bf16_adamw", "bf16_kahan")}
+
+    data = torch.tensor(list(demo.load_text()), dtype=torch.long)
+    split = int(0.95 * len(data))
+    train_set = demo.ByteWindows(data[:split], opts.seq_len, opts.steps * opts.batch_size, seed=opts.seed)
+    eval_set = demo.ByteWindows(data[split:], opts.seq_len, 256, seed=opts.seed, random=False)
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        opts.output_dir = tmp
+        results = {name: demo.train_one(name, opts, train_set, eval_set) for name in demo.RUNS}
+    fp32, amp, plain, kahan = (results[k] for k in ("fp32", "bf16_amp", "bf16_adamw", "bf16_kahan"))
+    n_params = sum(p.numel() for p in demo.make_model(opts).parameters())
+
+    ratios = {
+        "eval_loss bf16+Kahan / fp32": kahan["eval_loss"] / fp32["eval_loss"],
+        "eval_loss plain bf16 / fp32": plain["eval_loss"] / fp32["eval_loss"],
+        "eval_loss bf16+Kahan / bf16 mixed": kahan["eval_loss"] / amp["eval_loss"],
+        "eval_loss bf16 mixed / fp32": amp["eval_loss"] / fp32["eval_loss"],
+        "bytes/param fp32": fp32["bytes_per_param"],
+        "bytes/param plain bf16": plain["bytes_per_param"],
+        "bytes/param bf16+Kahan": kahan["bytes_per_param"],
+        "step time bf16 mixed / fp32": amp["seconds_per_step"] / fp32["seconds_per_step"],
+        "step time plain bf16 / fp32": plain["seconds_per_step"] / fp32["seconds_per_step"],
+        "step time bf16+Kahan / fp32": kahan["seconds_per_step"] / fp32["seconds_per_step"],
+        "step time bf16+Kahan / plain bf16": kahan["seconds_per_step"] / plain["seconds_per_step"],
+    }
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    print(
+        f"\nPure-bf16 benchmark, {date}, {machine()}\n"
+        f"GPT-Neo {opts.layers} layers, hidden {opts.hidden}, {n_params / 1e6:.2f}M parameters, {opts.steps} steps of "
+        f"{opts.batch_size}x{opts.seq_len} bytes, lr {opts.lr:g} (cosine), {time.perf_counter() - started:.0f} s\n"
+    )
+    print("| run | eval loss | training state (bytes/param) | seconds/step |")
+    print("|---|---:|---:|---:|")
+    for r in results.values():
+        print(f"| {r['label']} | {r['eval_loss']:.4f} | {r['bytes_per_param']:.1f} | {r['seconds_per_step']:.3f} |")
+    print()
+    goals = {
+        "eval_loss bf16+Kahan / fp32": "goal <= 1.005",
+        "bytes/param bf16+Kahan": "goal 10 (fp32: 16)",
+    }
+    for key, value in ratios.items():
+        print(f"{key:36s} {value:8.4f}  {goals.get(key, '')}")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump({"date": date, "machine": machine(), "options": vars(opts), "ratios": ratios}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

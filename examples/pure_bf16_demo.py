@@ -1,0 +1,296 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Pure-bf16 training in three runs (`make demo`): why the optimizer has to compensate bf16 rounding.
+
+A small GPT-Neo learns byte-level text that ships with every CPython (`pydoc_data.topics`, the text of `help()`),
+three times, through the `Trainer`, from the same initial weights and the same batches:
+
+1. fp32 weights, torch AdamW (16 bytes of training state per parameter);
+2. pure bf16 weights, torch AdamW: updates smaller than 2^-8 of a weight are rounded away (8 bytes/parameter);
+3. pure bf16 weights, optimi AdamW with Kahan summation, what `bf16_full_train=True` picks (10 bytes/parameter).
+
+It writes into `--output_dir` (default `demo_output/`): one checkpoint per run (their `config.json` carries
+`trained_precision`), `loss_curves.png`, `summary.md` and `summary.json`. Then it reloads the bf16 checkpoint in fp16,
+which a bf16-trained model may not survive, so that the loading check can warn.
+
+Run: `python examples/pure_bf16_demo.py` (about 3 minutes on one CPU thread). `--quick` is a 10-second smoke run.
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    GPTNeoConfig,
+    GPTNeoForCausalLM,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers.trained_precision.pure_bf16 import training_state_bytes  # noqa: E402
+from transformers.utils import logging  # noqa: E402
+
+
+RUNS = {
+    "fp32": {"label": "fp32 + torch AdamW", "kwargs": {"optim": "adamw_torch"}},
+    "bf16_adamw": {
+        "label": "pure bf16 + torch AdamW",
+        "kwargs": {"bf16_full_train": True, "bf16_full_train_cast_all": True, "optim": "adamw_torch"},
+    },
+    "bf16_kahan": {
+        "label": "pure bf16 + optimi AdamW (Kahan)",
+        "kwargs": {"bf16_full_train": True, "bf16_full_train_cast_all": True},  # optim defaults to adamw_optimi
+    },
+}
+
+
+def load_text() -> bytes:
+    """The text of Python's `help()` topics: about 0.5 MB of English and code, in every CPython."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key] for key in sorted(topics)).encode("utf-8")
+
+
+class ByteWindows(torch.utils.data.Dataset):
+    """`count` windows of `length + 1` bytes at seeded random offsets (the same windows for every run)."""
+
+    def __init__(self, data: torch.Tensor, length: int, count: int, seed: int, random: bool = True):
+        generator = torch.Generator().manual_seed(seed)
+        last = len(data) - length - 1
+        if random:
+            self.offsets = torch.randint(0, last, (count,), generator=generator).tolist()
+        else:
+            self.offsets = [int(i * last / max(count - 1, 1)) for i in range(count)]
+        self.data, self.length = data, length
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __getitem__(self, i):
+        window = self.data[self.offsets[i] : self.offsets[i] + self.length]
+        return {"input_ids": window, "labels": window}
+
+
+class StepTimer(TrainerCallback):
+    """Wall time of the training steps alone (evaluation and saving excluded)."""
+
+    def __init__(self):
+        self.seconds, self.steps, self._start = 0.0, 0, None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._start is not None:
+            self.seconds += time.perf_counter() - self._start
+            self.steps += 1
+            self._start = None
+
+
+def make_model(opts) -> GPTNeoForCausalLM:
+    config = GPTNeoConfig(
+        vocab_size=256,  # bytes
+        max_position_embeddings=opts.seq_len,
+        hidden_size=opts.hidden,
+        num_layers=opts.layers,
+        num_heads=4,
+        attention_types=[[["global", "local"], opts.layers // 2]],
+        window_size=opts.seq_len // 2,
+        intermediate_size=4 * opts.hidden,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    torch.manual_seed(opts.seed)
+    return GPTNeoForCausalLM(config)
+
+
+def train_one(name, opts, train_set, eval_set):
+    run = RUNS[name]
+    print(f"\n=== {run['label']} ===", flush=True)
+    out = os.path.join(opts.output_dir, name)
+    args = TrainingArguments(
+        output_dir=os.path.join(opts.output_dir, "trainer", name),
+        max_steps=opts.steps,
+        per_device_train_batch_size=opts.batch_size,
+        per_device_eval_batch_size=64,
+        learning_rate=opts.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, opts.steps // 20),
+        weight_decay=0.0,
+        adam_beta2=0.99,  # optimi's default; the same for every run
+        max_grad_norm=1.0,
+        eval_strategy="steps",
+        eval_steps=max(1, opts.steps // 6),
+        logging_steps=max(1, opts.steps // 30),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        seed=opts.seed,
+        data_seed=opts.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+        **run["kwargs"],
+    )
+    model = make_model(opts)
+    timer = StepTimer()
+    trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set, callbacks=[timer])
+    trainer.train()
+    metrics = trainer.evaluate()
+    state_bytes = training_state_bytes(model, trainer.optimizer)
+    trainer.save_model(out)
+    with open(os.path.join(out, "config.json")) as f:
+        saved = json.load(f)
+    history = trainer.state.log_history
+    return {
+        "label": run["label"],
+        "eval_loss": metrics["eval_loss"],
+        "bytes_per_param": state_bytes["total"],
+        "seconds_per_step": timer.seconds / max(timer.steps, 1),
+        "optimizer": type(getattr(trainer.optimizer, "optimizer", trainer.optimizer)).__module__.split(".")[0]
+        + "."
+        + type(getattr(trainer.optimizer, "optimizer", trainer.optimizer)).__name__,
+        "trained_precision": saved.get("trained_precision", "unknown"),
+        "saved_dtype": saved.get("dtype"),
+        "checkpoint": out,
+        "train_curve": [(h["step"], h["loss"]) for h in history if "loss" in h and "eval_loss" not in h],
+        "eval_curve": [(h["step"], h["eval_loss"]) for h in history if "eval_loss" in h],
+    }
+
+
+def write_plot(results, path, opts):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colors = {"fp32": "tab:blue", "bf16_adamw": "tab:red", "bf16_kahan": "tab:green"}
+    for name, r in results.items():
+        steps, losses = zip(*r["train_curve"])
+        left.plot(steps, losses, color=colors[name], label=r["label"], linewidth=1.2)
+        steps, losses = zip(*r["eval_curve"])
+        right.plot(steps, losses, "o-", color=colors[name], label=f"{r['label']}: {r['eval_loss']:.3f}")
+    # zoom both panels past the first steps, where the runs differ
+    late = [loss for r in results.values() for step, loss in r["train_curve"] if step >= opts.steps // 4]
+    if late:
+        left.set_ylim(min(late) - 0.05, max(late) + 0.1)
+    left.set_title("training loss")
+    right.set_title("eval loss (held-out bytes)")
+    for ax in (left, right):
+        ax.set_xlabel("step")
+        ax.set_ylabel("cross-entropy (nats/byte)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    tail = [loss for r in results.values() for _, loss in r["eval_curve"][1:]]
+    if tail:
+        right.set_ylim(min(tail) - 0.05, max(tail) + 0.05)
+    fig.suptitle(
+        f"GPT-Neo ({opts.layers} layers, hidden {opts.hidden}) on pydoc_data.topics bytes, {opts.steps} steps: "
+        "bf16 weights need a compensating optimizer"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary_table(results) -> str:
+    fp32 = results["fp32"]
+    lines = [
+        "| run | eval loss | vs fp32 | training state (bytes/param) | seconds/step | config.json trained_precision |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in results.values():
+        ratio = r["eval_loss"] / fp32["eval_loss"]
+        lines.append(
+            f"| {r['label']} | {r['eval_loss']:.4f} | {100 * (ratio - 1):+.2f}% | {r['bytes_per_param']:.1f} | "
+            f"{r['seconds_per_step']:.3f} | {r['trained_precision']} |"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", default="demo_output")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--seq_len", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: comparable step times, and no slowdown when other processes share the cores)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a 10-second smoke run (40 steps, smaller model)")
+    opts = parser.parse_args()
+    if opts.quick:
+        opts.steps, opts.hidden, opts.seq_len = 40, 64, 64
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    os.makedirs(opts.output_dir, exist_ok=True)
+    logging.set_verbosity_warning()
+    logging.get_logger("transformers.trained_precision.pure_bf16").setLevel(logging.INFO)  # the dtype summary
+
+    data = torch.tensor(list(load_text()), dtype=torch.long)
+    split = int(0.95 * len(data))
+    train_set = ByteWindows(data[:split], opts.seq_len, opts.steps * opts.batch_size, seed=opts.seed)
+    eval_set = ByteWindows(data[split:], opts.seq_len, 128, seed=opts.seed, random=False)
+    print(f"pydoc_data.topics: {len(data):,} bytes ({split:,} train, {len(data) - split:,} held out)")
+
+    start = time.perf_counter()
+    results = {name: train_one(name, opts, train_set, eval_set) for name in RUNS}
+
+    png = os.path.join(opts.output_dir, "loss_curves.png")
+    write_plot(results, png, opts)
+    table = summary_table(results)
+    with open(os.path.join(opts.output_dir, "summary.md"), "w") as f:
+        f.write(table + "\n")
+    with open(os.path.join(opts.output_dir, "summary.json"), "w") as f:
+        json.dump({k: {key: v for key, v in r.items()} for k, r in results.items()}, f, indent=2)
+
+    print("\n" + table + "\n")
+    kahan, plain, fp32 = (results[k]["eval_loss"] for k in ("bf16_kahan", "bf16_adamw", "fp32"))
+    print(
+        f"bf16 + Kahan / fp32 eval loss: {kahan / fp32:.4f}; plain bf16 / fp32: {plain / fp32:.4f}. "
+        f"Wrote {png}, {opts.output_dir}/summary.md and three checkpoints."
+    )
+    for r in results.values():
+        print(
+            f"  {r['checkpoint']}/config.json: trained_precision={r['trained_precision']!r}, dtype={r['saved_dtype']!r}"
+        )
+
+    checkpoint = results["bf16_kahan"]["checkpoint"]
+    print(f"\nReloading {checkpoint} in float16 (the model was trained in bf16; fp16 overflows above 65504):")
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float16)
+    print(f"  loaded as {model.dtype}; config.trained_precision = {model.config.trained_precision!r}")
+    print(f"\nDone in {time.perf_counter() - start:.0f} s.")
+    if not math.isfinite(kahan):
+        raise SystemExit("the Kahan run diverged")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,497 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Pure-bf16 training (`TrainingArguments(bf16_full_train=True)`).
+
+The weights themselves are bf16 and the optimizer compensates the rounding (optimi's Kahan summation): 10 bytes of
+training state per parameter instead of 16 for fp32 weights + fp32 AdamW, at fp32 quality. Without compensation a bf16
+weight loses every update smaller than 2^-8 of its value (bf16 keeps 8 significant bits) and training stalls.
+
+What lives here:
+
+- [`apply_bf16_full_train_args`]: `TrainingArguments.__post_init__` resolves the switch (autocast on, optimi AdamW
+  with Kahan summation unless an optimizer was chosen) and refuses the combinations that cannot work.
+- [`cast_model_for_bf16_full_train`]: casts the trainable parameters, parameter by parameter (GPT-2's `Conv1D`, fused
+  MoE expert weights and custom `nn.Parameter`s included), keeping in fp32 what the model needs there.
+- [`check_pure_half_precision_training`]: the warnings, with their numbers, once on the main process.
+- [`storage_dtype`]: the dtype that `save_pretrained` records for a mixed-dtype model.
+- [`training_state_bytes`]: bytes per parameter of weights + gradients + optimizer state, from live tensors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..utils import logging, strtobool
+from .optimizers import is_compensated_optimizer
+
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+logger = logging.get_logger(__name__)
+
+#: bf16 keeps 8 significant bits: an update smaller than 2^-8 of a weight can be rounded away.
+BF16_UPDATE_FLOOR = 2.0**-8
+#: `w * (1 - lr * wd)` rounds back to `w` in bf16 whenever `lr * wd` is below half a bf16 step, 2^-9.
+BF16_DECAY_FLOOR = 2.0**-9
+#: Above this beta2, decreases of a bf16 second moment are smaller than half a bf16 step late in training.
+BF16_MAX_BETA2 = 0.99
+
+_DEFAULT_OPTIM = "adamw_optimi"
+_MARK = "_bf16_full_train_summary"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# TrainingArguments
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _fsdp_requested(args) -> bool:
+    return bool(getattr(args, "fsdp", None)) or bool(strtobool(os.environ.get("ACCELERATE_USE_FSDP", "false")))
+
+
+def _deepspeed_requested(args) -> bool:
+    return bool(getattr(args, "deepspeed", None)) or bool(
+        strtobool(os.environ.get("ACCELERATE_USE_DEEPSPEED", "false"))
+    )
+
+
+FSDP_REFUSAL = (
+    "`bf16_full_train=True` cannot run under FSDP: with bf16 mixed precision (which pure-bf16 training needs for its "
+    "fp32 embeddings and norms) accelerate upcasts every bf16 trainable parameter to fp32 before sharding, so the run "
+    "would silently train in fp32 with 16 bytes of state per parameter. Use DDP or a single process for pure-bf16 "
+    "training, or FSDP with `bf16=True` on an fp32 model (mixed precision)."
+)
+DEEPSPEED_REFUSAL = (
+    "`bf16_full_train=True` cannot run under DeepSpeed: ZeRO keeps fp32 master weights (so nothing is saved) and its "
+    "optimizers do not compensate bf16 rounding. Use DeepSpeed's `bf16` config for mixed precision, or train without "
+    "DeepSpeed for pure bf16."
+)
+
+
+def apply_bf16_full_train_args(args) -> None:
+    """
+    Resolves `bf16_full_train` and the default optimizer in `TrainingArguments.__post_init__`.
+
+    - `optim` left unset (`None`) becomes `"adamw_optimi"` (Kahan summation) with `bf16_full_train`, else upstream's
+      default (`adamw_torch_fused` on torch >= 2.8).
+    - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
+      and the loss stay in fp32.
+    - It refuses `fp16`, FSDP and DeepSpeed, explaining why.
+
+    Args:
+        args (`TrainingArguments`): Mutated in place.
+    """
+    if not getattr(args, "bf16_full_train", False):
+        if args.optim is None:
+            args.optim = args.default_optim
+        return
+    if args.fp16:
+        raise ValueError(
+            "`bf16_full_train=True` trains bf16 weights and cannot be combined with `fp16=True`; drop `fp16` "
+            "(bf16 autocast is turned on for you)."
+        )
+    if _fsdp_requested(args):
+        raise ValueError(FSDP_REFUSAL)
+    if _deepspeed_requested(args):
+        raise ValueError(DEEPSPEED_REFUSAL)
+    if args.optim is None:
+        args.optim = _DEFAULT_OPTIM
+        logger.info(
+            "bf16_full_train: no `optim` given, using optimi AdamW with Kahan summation (`optim='adamw_optimi'`)."
+        )
+    if not args.bf16:
+        args.bf16 = True
+
+
+def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
+    """
+    The same refusal as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
+    configs), plus a warning for a bf16 model under FSDP with mixed precision without the switch.
+
+    Args:
+        args (`TrainingArguments`): The run's arguments.
+        accelerator: The `Trainer`'s `Accelerator` (anything with `.state` and `.mixed_precision`).
+        model (`nn.Module`, *optional*): The model, to detect bf16 trainable parameters.
+    """
+    state = getattr(accelerator, "state", None)
+    fsdp = getattr(state, "fsdp_plugin", None) is not None
+    deepspeed = getattr(state, "deepspeed_plugin", None) is not None
+    mixed_precision = str(getattr(accelerator, "mixed_precision", "no"))
+    if getattr(args, "bf16_full_train", False):
+        if fsdp:
+            raise ValueError(FSDP_REFUSAL)
+        if deepspeed:
+            raise ValueError(DEEPSPEED_REFUSAL)
+        return
+    if fsdp and mixed_precision != "no" and model is not None:
+        from .optimizers import has_half_precision_trainable_params
+
+        if has_half_precision_trainable_params(model):
+            logger.warning_once(
+                f"The model has half-precision trainable parameters, but FSDP with mixed_precision="
+                f"{mixed_precision!r} upcasts them to fp32 before sharding: this run trains in fp32, not in bf16."
+            )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Casting the model
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bf16CastSummary:
+    """What [`cast_model_for_bf16_full_train`] did, in parameter counts (tied parameters counted once)."""
+
+    bf16_params: int = 0
+    fp32_params: int = 0
+    other_params: int = 0
+    #: parameter name -> why it stays fp32 ("token embeddings", "norm", "_keep_in_fp32_modules", ...)
+    kept_fp32: dict[str, str] = field(default_factory=dict)
+    #: parameter name -> the other names of the same (tied) tensor
+    tied: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.bf16_params + self.fp32_params + self.other_params
+
+    def __str__(self) -> str:
+        total = max(self.total, 1)
+        reasons: dict[str, list[str]] = {}
+        for name, why in self.kept_fp32.items():
+            reasons.setdefault(why, []).append(name)
+        kept = "; ".join(
+            f"{why}: {len(names)} tensor{'s' if len(names) > 1 else ''} ({', '.join(names[:2])}{', ...' if len(names) > 2 else ''})"
+            for why, names in reasons.items()
+        )
+        text = (
+            f"bf16_full_train: {self.bf16_params:,} parameters ({100 * self.bf16_params / total:.1f}%) in bfloat16, "
+            f"{self.fp32_params:,} ({100 * self.fp32_params / total:.1f}%) in float32"
+        )
+        if self.other_params:
+            text += f", {self.other_params:,} in other dtypes"
+        if kept:
+            text += f" (kept: {kept})"
+        return text + "."
+
+
+def _keep_patterns(model) -> tuple[list[str], list[str]]:
+    strict, plain = set(), set()
+    for module in model.modules():
+        strict.update(getattr(module, "_keep_in_fp32_modules_strict", None) or [])
+        plain.update(getattr(module, "_keep_in_fp32_modules", None) or [])
+    return sorted(strict), sorted(plain - strict)
+
+
+def _matcher(patterns: list[str]):
+    if not patterns:
+        return None
+    from ..core_model_loading import build_glob_alternation  # the matching rule `from_pretrained` uses
+
+    return build_glob_alternation(list(patterns))[0]
+
+
+def _is_norm(module) -> bool:
+    import torch.nn as nn
+
+    norm_types = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)
+    if hasattr(nn, "RMSNorm"):
+        norm_types += (nn.RMSNorm,)
+    return isinstance(module, norm_types) or "norm" in type(module).__name__.lower()
+
+
+def cast_model_for_bf16_full_train(
+    model: nn.Module, cast_all: bool = False, dtype: torch.dtype | None = None
+) -> Bf16CastSummary:
+    """
+    Casts the trainable floating-point parameters of `model` to bf16, parameter by parameter.
+
+    Kept in fp32 (by default):
+
+    - parameters of the model's `_keep_in_fp32_modules_strict` (always, even with `cast_all`) and
+      `_keep_in_fp32_modules`, matched as `from_pretrained` matches them;
+    - token embeddings (`get_input_embeddings()`) and every `nn.Embedding`, as optimi's documentation recommends;
+    - normalisation weights and biases (a few thousand values; CPU `layer_norm` also refuses bf16 weights with fp32
+      inputs).
+
+    Casting by parameter reaches what casting by module type misses: GPT-2's `Conv1D`, fused MoE expert tensors, custom
+    `nn.Parameter`s. Tied parameters are decided once per tensor: if any of their names is kept, all are. Buffers and
+    frozen parameters are left as they are. `param.data` is replaced, so ties and optimizer references survive.
+
+    Args:
+        model (`nn.Module`): The model, modified in place.
+        cast_all (`bool`, *optional*, defaults to `False`): Also cast embeddings, norms and `_keep_in_fp32_modules`.
+        dtype (`torch.dtype`, *optional*, defaults to `torch.bfloat16`): The half-precision dtype.
+
+    Returns:
+        [`Bf16CastSummary`], also logged as one line.
+    """
+    import torch
+    import torch.nn as nn
+
+    dtype = dtype or torch.bfloat16
+    strict_patterns, plain_patterns = _keep_patterns(model)
+    strict_match, plain_match = _matcher(strict_patterns), _matcher(plain_patterns)
+
+    embedding_ids: set[int] = set()
+    norm_ids: set[int] = set()
+    if not cast_all:
+        embedding_modules = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+        get_input = getattr(model, "get_input_embeddings", None)
+        if callable(get_input):
+            try:
+                input_embeddings = get_input()
+            except (NotImplementedError, AttributeError):
+                input_embeddings = None
+            if isinstance(input_embeddings, nn.Module):
+                embedding_modules.append(input_embeddings)
+        embedding_ids = {id(p) for m in embedding_modules for p in m.parameters()}
+        norm_ids = {id(p) for m in model.modules() if _is_norm(m) for p in m.parameters(recurse=False)}
+
+    names_by_tensor: dict[int, list[str]] = {}
+    tensors: dict[int, nn.Parameter] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names_by_tensor.setdefault(id(param), []).append(name)
+        tensors[id(param)] = param
+
+    summary = Bf16CastSummary()
+    with torch.no_grad():
+        for key, param in tensors.items():
+            names = names_by_tensor[key]
+            if len(names) > 1:
+                summary.tied[names[0]] = names[1:]
+            if not param.is_floating_point() or not param.requires_grad:
+                if param.dtype == torch.float32:
+                    summary.fp32_params += param.numel()
+                elif param.dtype == dtype:
+                    summary.bf16_params += param.numel()
+                else:
+                    summary.other_params += param.numel()
+                continue
+            reason = None
+            if strict_match is not None and any(strict_match.search(n) for n in names):
+                reason = "_keep_in_fp32_modules_strict"
+            elif not cast_all:
+                if plain_match is not None and any(plain_match.search(n) for n in names):
+                    reason = "_keep_in_fp32_modules"
+                elif key in embedding_ids:
+                    reason = "embeddings"
+                elif key in norm_ids:
+                    reason = "norms"
+            if reason is not None:
+                if param.dtype != torch.float32:
+                    param.data = param.data.to(torch.float32)
+                label = names[0] + (f" (tied: {', '.join(names[1:])})" if len(names) > 1 else "")
+                summary.kept_fp32[label] = reason
+                summary.fp32_params += param.numel()
+            else:
+                if param.dtype != dtype:
+                    param.data = param.data.to(dtype)
+                summary.bf16_params += param.numel()
+    setattr(model, _MARK, summary)
+    return summary
+
+
+def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator=None) -> Bf16CastSummary | None:
+    """
+    The `Trainer`'s call site: refuses FSDP/DeepSpeed on the resolved accelerate state, then casts `model` once (a
+    model from `model_init` is cast when it is created) and logs the one-line dtype summary on the main process.
+
+    Args:
+        model (`nn.Module`): The model to train.
+        args (`TrainingArguments`): With `bf16_full_train` and `bf16_full_train_cast_all`.
+        accelerator (*optional*): The `Trainer`'s `Accelerator`.
+
+    Returns:
+        [`Bf16CastSummary`] or `None` when the switch is off.
+    """
+    if accelerator is not None:
+        check_bf16_full_train_accelerator(args, accelerator, model)
+    if model is None or not getattr(args, "bf16_full_train", False):
+        return None
+    if getattr(model, _MARK, None) is not None:
+        return getattr(model, _MARK)
+    summary = cast_model_for_bf16_full_train(model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False)))
+    if getattr(args, "process_index", 0) == 0:
+        logger.info(str(summary))
+        for name, others in summary.tied.items():
+            logger.info(f"bf16_full_train: {name} is tied to {', '.join(others)}; cast once, with the same dtype.")
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Warnings
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _half_params_in(group: dict[str, Any]) -> int:
+    import torch
+
+    return sum(p.numel() for p in group["params"] if p.dtype in (torch.bfloat16, torch.float16))
+
+
+def _beta2(group: dict[str, Any]) -> float | None:
+    if "beta2" in group:
+        return group["beta2"]
+    betas = group.get("betas")
+    if isinstance(betas, (tuple, list)) and len(betas) >= 2:
+        return float(betas[1])
+    return None
+
+
+def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
+    """
+    Warns, once and on the main process, about half-precision (bf16/fp16) trainable parameters that will not train as
+    intended:
+
+    1. the optimizer does not compensate rounding: updates smaller than 2^-8 of a weight are lost;
+    2. `learning_rate * weight_decay` < 2^-9 and the decay is not applied inside a compensated update: the decay
+       multiplier rounds back to 1 and weight decay does nothing;
+    3. Adam's `beta2 > 0.99` with a half-precision second moment: late in training it can no longer decrease.
+
+    Args:
+        model (`nn.Module`): The model being trained.
+        optimizer (`torch.optim.Optimizer`): The optimizer that was created.
+        args (`TrainingArguments`): The run's arguments.
+
+    Returns:
+        `list[str]`: The warnings (also when they were not logged because this is not the main process).
+    """
+    import torch
+
+    if model is None or optimizer is None:
+        return []
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    half = [p for p in trainable if p.dtype in (torch.bfloat16, torch.float16)]
+    if not half:
+        return []
+    n_half = sum(p.numel() for p in half)
+    n_total = sum(p.numel() for p in trainable)
+    dtype_name = "bfloat16" if any(p.dtype == torch.bfloat16 for p in half) else "float16"
+    inner = getattr(optimizer, "optimizer", optimizer)
+    opt_name = type(inner).__name__
+    compensated = is_compensated_optimizer(inner)
+    messages = []
+
+    if compensated is False:
+        messages.append(
+            f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
+            f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-8 "
+            f"(~{BF16_UPDATE_FLOOR:.2%}) of a weight is rounded away, so training stalls as the learning rate decays. "
+            f"Use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter; the default of "
+            f"`bf16_full_train=True`)."
+        )
+
+    groups = getattr(inner, "param_groups", None) or []
+    compensates_decay = compensated and getattr(inner, "_compensate_weight_decay", False)
+    lr = getattr(args, "learning_rate", None)
+    for group in groups:
+        wd = group.get("weight_decay", 0.0) or 0.0
+        glr = group.get("lr", lr) or lr
+        if wd and glr and _half_params_in(group) and not compensates_decay and glr * wd < BF16_DECAY_FLOOR:
+            messages.append(
+                f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-9 (~{BF16_DECAY_FLOOR:.4f}): "
+                f"multiplying a {dtype_name} weight by (1 - {glr * wd:.3g}) rounds back to the weight, so weight decay "
+                f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {opt_name}. The optimi "
+                f"optimizers (`optim='adamw_optimi'`, ...) apply decay inside the compensated update."
+            )
+            break
+    for group in groups:
+        beta2 = _beta2(group)
+        if beta2 is not None and beta2 > BF16_MAX_BETA2 and _half_params_in(group):
+            messages.append(
+                f"adam_beta2 = {beta2:g} > {BF16_MAX_BETA2} with {dtype_name} optimizer state: once (1 - beta2) is "
+                f"below half a {dtype_name} step, the second moment cannot decrease any more and the effective step "
+                f"size shrinks. optimi's default is 0.99; pass `adam_beta2=0.99`."
+            )
+            break
+
+    if getattr(args, "process_index", 0) == 0:
+        for message in messages:
+            logger.warning_once(message)
+    return messages
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Saving and measuring
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def storage_dtype(model: nn.Module) -> torch.dtype:
+    """
+    The dtype `save_pretrained` records in `config.dtype`: the floating-point dtype that holds the most parameter
+    values (tied tensors counted once). Upstream records the first parameter's dtype, which for a pure-bf16 model
+    with fp32 token embeddings says `float32` although most saved tensors are bf16.
+
+    Args:
+        model (`nn.Module`): The model about to be saved.
+
+    Returns:
+        `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie or when nothing is floating point.
+    """
+    counts: dict[Any, int] = {}
+    for param in model.parameters():
+        if param.is_floating_point():
+            counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
+    if not counts:
+        return model.dtype
+    first = model.dtype
+    best = max(counts.values())
+    return first if counts.get(first, 0) == best else max(counts, key=counts.get)
+
+
+def training_state_bytes(model: nn.Module, optimizer=None, include_grads: bool = True) -> dict[str, float]:
+    """
+    Bytes per trainable parameter of the training state, measured from live tensors: weights, gradients (as their
+    dtype will be; a missing `.grad` counts as one of the weight's dtype) and optimizer state (every tensor in
+    `optimizer.state`, Kahan buffers included; 0-d step counters ignored).
+
+    Args:
+        model (`nn.Module`): The model.
+        optimizer (`torch.optim.Optimizer`, *optional*): Its optimizer, after at least one step.
+        include_grads (`bool`, *optional*, defaults to `True`): Count gradients.
+
+    Returns:
+        `dict` with `weights`, `grads`, `optimizer` and `total`, each in bytes per trainable parameter.
+    """
+    import torch
+
+    seen: set[int] = set()
+    params = []
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            params.append(p)
+    n = sum(p.numel() for p in params) or 1
+    weights = sum(p.numel() * p.element_size() for p in params)
+    grads = 0
+    if include_grads:
+        grads = sum(
+            (p.grad.numel() * p.grad.element_size()) if p.grad is not None else p.numel() * p.element_size()
+            for p in params
+        )
+    state_bytes = 0
+    if optimizer is not None:
+        inner = getattr(optimizer, "optimizer", optimizer)
+        for state in inner.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor) and value.dim() > 0:
+                    state_bytes += value.numel() * value.element_size()
+    result = {"weights": weights / n, "grads": grads / n, "optimizer": state_bytes / n}
+    result["total"] = result["weights"] + result["grads"] + result["optimizer"]
+    return result

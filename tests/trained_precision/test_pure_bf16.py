@@ -1,0 +1,532 @@
+# Copyright 2026 The trained_precision fork authors. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Pure-bf16 training: the optimi optimizers, `bf16_full_train`, its warnings, resume and the stamp."""
+
+import json
+import os
+import unittest
+from types import SimpleNamespace
+from unittest import mock
+
+from parameterized import parameterized
+
+from transformers import TrainingArguments
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
+from transformers.utils import is_torch_available, logging
+
+
+if is_torch_available():
+    import torch
+    from torch import nn
+
+    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration, Trainer
+    from transformers.trained_precision import optimizers as tp_optimizers
+    from transformers.trained_precision import pure_bf16
+
+
+def _args(tmp_dir, **kwargs):
+    defaults = {"use_cpu": True, "report_to": [], "save_strategy": "no", "disable_tqdm": True}
+    defaults.update(kwargs)
+    return TrainingArguments(tmp_dir, **defaults)
+
+
+def _tiny_gpt2(tie=True, seed=0):
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2, tie_word_embeddings=tie)
+    return GPT2LMHeadModel(config)
+
+
+def _backward(model):
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as `bf16=True` does: fp32 embeddings meet bf16 weights
+        model(input_ids=torch.arange(8)[None], labels=torch.arange(8)[None]).loss.backward()
+
+
+class _Regression(nn.Module if is_torch_available() else object):
+    """`y = x @ w_true`, started from weights near 1 (bf16 spacing 2^-7 there): small updates are the whole job."""
+
+    def __init__(self, n=64):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n) + torch.linspace(-0.05, 0.05, n))
+        self.register_buffer("target", torch.ones(n) * 1.01 + torch.linspace(-0.05, 0.05, n) * 1.5)
+
+    def forward(self, x, labels=None):
+        pred = (x * self.weight.float()).sum(-1)
+        truth = (x * self.target).sum(-1)
+        return {"loss": ((pred - truth) ** 2).mean()}
+
+
+class _RegressionData(torch.utils.data.Dataset if is_torch_available() else object):
+    def __init__(self, n=64, size=256):
+        self.x = torch.randn(size, n, generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"x": self.x[i]}
+
+
+class _TokenData(torch.utils.data.Dataset if is_torch_available() else object):
+    def __init__(self, size=32, length=16, vocab=64):
+        self.ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Optimizers
+# ---------------------------------------------------------------------------------------------------------------------
+
+OPTIMI_CASES = [
+    ("adamw_optimi", "AdamW", {"betas": (0.9, 0.98), "eps": 1e-7}),
+    ("adam_optimi", "Adam", {"betas": (0.9, 0.98), "eps": 1e-7}),
+    ("lion_optimi", "Lion", {"betas": (0.9, 0.98)}),
+    ("sgd_optimi", "SGD", {}),
+    ("radam_optimi", "RAdam", {"betas": (0.9, 0.98), "eps": 1e-7}),
+    ("ranger_optimi", "Ranger", {"betas": (0.9, 0.98), "eps": 1e-7}),
+    ("adan_optimi", "Adan", {"betas": (0.98, 0.92, 0.99), "eps": 1e-7}),
+]
+
+
+@require_torch
+class OptimiOptimizerTest(TestCasePlus):
+    @parameterized.expand(OPTIMI_CASES)
+    def test_optim_name_builds_class_and_kwargs(self, optim, class_name, expected):
+        import optimi
+
+        tmp = self.get_auto_remove_tmp_dir()
+        args = _args(tmp, optim=optim, learning_rate=3e-4, weight_decay=0.05, adam_beta2=0.98, adam_epsilon=1e-7)
+        model = _tiny_gpt2()
+        pure_bf16.cast_model_for_bf16_full_train(model)
+        cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
+        self.assertTrue(issubclass(cls, getattr(optimi, class_name)))
+        self.assertEqual(kwargs["lr"], 3e-4)
+        self.assertEqual(kwargs["weight_decay"], 0.05)
+        self.assertIs(kwargs["kahan_sum"], True)  # passed explicitly for bf16 params (Adan defaults it off)
+        for key, value in expected.items():
+            self.assertEqual(kwargs[key], value, key)
+        if "betas" not in expected:
+            self.assertNotIn("betas", kwargs)
+
+        optimizer = cls(model.parameters(), **kwargs)
+        _backward(model)
+        optimizer.step()
+        bf16 = next(p for p in model.parameters() if p.dtype == torch.bfloat16)
+        self.assertEqual(optimizer.state[bf16]["kahan_comp"].dtype, torch.bfloat16)
+
+    def test_fp32_model_leaves_kahan_automatic(self):
+        args = _args(self.get_auto_remove_tmp_dir(), optim="adamw_optimi")
+        _, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, _tiny_gpt2())
+        self.assertIsNone(kwargs["kahan_sum"])
+
+    def test_optim_args_parsed_as_booleans_and_numbers(self):
+        args = _args(
+            self.get_auto_remove_tmp_dir(),
+            optim="adamw_optimi",
+            optim_args="kahan_sum=False, decouple_lr=true, max_lr=1e-3",
+        )
+        cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, _tiny_gpt2())
+        self.assertIs(kwargs["kahan_sum"], False)
+        self.assertIs(kwargs["decouple_lr"], True)
+        self.assertEqual(kwargs["max_lr"], 1e-3)
+
+        args = _args(self.get_auto_remove_tmp_dir(), optim="ranger_optimi", optim_args="k=5,alpha=0.4")
+        _, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
+        self.assertEqual((kwargs["k"], kwargs["alpha"]), (5, 0.4))
+
+    def test_stable_adamw_optim_args_false_is_false(self):
+        # upstream parsed these with bool("False") == True
+        args = _args(
+            self.get_auto_remove_tmp_dir(), optim="stable_adamw", optim_args="kahan_sum=False,decouple_lr=False"
+        )
+        _, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
+        self.assertIs(kwargs["kahan_sum"], False)
+        self.assertIs(kwargs["decouple_lr"], False)
+        args = _args(self.get_auto_remove_tmp_dir(), optim="stable_adamw", optim_args="kahan_sum=1,decouple_lr=yes")
+        _, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
+        self.assertIs(kwargs["kahan_sum"], True)
+        self.assertIs(kwargs["decouple_lr"], True)
+
+    def test_invalid_optim_args_name_the_valid_ones(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        with self.assertRaisesRegex(ValueError, "not a boolean.*true/false"):
+            Trainer.get_optimizer_cls_and_kwargs(_args(tmp, optim="adamw_optimi", optim_args="kahan_sum=maybe"))
+        with self.assertRaisesRegex(ValueError, "unknown key.*momentum.*Valid keys:.*kahan_sum"):
+            Trainer.get_optimizer_cls_and_kwargs(_args(tmp, optim="adamw_optimi", optim_args="momentum=0.9"))
+        with self.assertRaisesRegex(ValueError, "gradient_release"):
+            Trainer.get_optimizer_cls_and_kwargs(_args(tmp, optim="lion_optimi", optim_args="gradient_release=1"))
+
+    def test_missing_optimi_names_the_extra(self):
+        args = _args(self.get_auto_remove_tmp_dir(), optim="adamw_optimi")
+        with mock.patch.object(tp_optimizers, "is_torch_optimi_available", return_value=False):
+            with self.assertRaisesRegex(ImportError, r'pip install "transformers\[optimi\]"'):
+                Trainer.get_optimizer_cls_and_kwargs(args, None)
+
+    @parameterized.expand([("adamw_optimi", 1 - 1e-5), ("lion_optimi", 1 - 1e-5), ("adan_optimi", 1 / (1 + 1e-5))])
+    def test_weight_decay_is_not_lost_on_bf16_weights(self, optim, per_step):
+        # lr * wd = 1e-5 < 2^-9: `w * (1 - 1e-5)` rounds back to w in bf16
+        steps = 300
+        results = {}
+        for compensate in (True, False):
+            args = _args(
+                self.get_auto_remove_tmp_dir(),
+                optim=optim,
+                learning_rate=1e-3,
+                weight_decay=1e-2,
+                optim_args=f"compensate_weight_decay={compensate}",
+            )
+            param = nn.Parameter(torch.ones(256, dtype=torch.bfloat16))
+            cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
+            optimizer = cls([param], **kwargs)
+            for _ in range(steps):
+                param.grad = torch.zeros_like(param)  # only the decay moves the weight
+                optimizer.step()
+            comp = optimizer.state[param]["kahan_comp"]
+            results[compensate] = (param.float() + comp.float()).mean().item()
+        self.assertEqual(results[False], 1.0)  # optimi alone: decay rounded away
+        # with it, weight + compensation decays by at least 3/4 of the exact amount (the bf16 compensation buffer
+        # itself rounds: its spacing near 2^-9 is 2^-16, comparable to a per-step decay of 1e-5)
+        expected = 1 - per_step**steps
+        self.assertGreater(1 - results[True], 0.75 * expected)
+        self.assertLess(1 - results[True], 1.25 * expected)
+
+    def test_resume_from_other_implementation(self):
+        # a checkpoint written where optimi chose Triton resumes on a machine without it (here: the CPU)
+        cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
+        param = nn.Parameter(torch.randn(32, dtype=torch.bfloat16))
+        optimizer = cls([param], lr=1e-3, kahan_sum=True)
+        param.grad = torch.randn_like(param)
+        optimizer.step()
+        state = optimizer.state_dict()
+        state["param_groups"][0]["triton"] = True
+        state["param_groups"][0]["foreach"] = False
+
+        param2 = nn.Parameter(param.detach().clone())
+        resumed = cls([param2], lr=1e-3, kahan_sum=True)
+        resumed.load_state_dict(state)
+        self.assertIs(resumed.param_groups[0]["triton"], False)
+        param2.grad = torch.randn_like(param2)
+        resumed.step()  # upstream optimi: NameError `_triton_adam` without Triton
+        self.assertEqual(resumed.state[param2]["kahan_comp"].dtype, torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The switch
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@require_torch
+class Bf16FullTrainArgsTest(TestCasePlus):
+    def test_defaults(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        args = _args(tmp, bf16_full_train=True)
+        self.assertEqual(args.optim, "adamw_optimi")
+        self.assertTrue(args.bf16)
+        self.assertEqual(args.mixed_precision, "bf16")
+        self.assertEqual(_args(tmp, bf16_full_train=True, optim="adamw_torch").optim, "adamw_torch")
+        self.assertEqual(_args(tmp).optim, TrainingArguments.default_optim)
+        self.assertFalse(_args(tmp).bf16)
+
+    def test_cli(self):
+        from transformers import HfArgumentParser
+
+        parser = HfArgumentParser(TrainingArguments)
+        (args,) = parser.parse_args_into_dataclasses(["--output_dir", "x", "--use_cpu", "--bf16_full_train"])
+        self.assertEqual((args.optim, args.bf16), ("adamw_optimi", True))
+        (args,) = parser.parse_args_into_dataclasses(["--output_dir", "x", "--optim", "lion_optimi"])
+        self.assertEqual(args.optim, "lion_optimi")
+
+    def test_refusals(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        with self.assertRaisesRegex(ValueError, "fp16"):
+            _args(tmp, bf16_full_train=True, fp16=True)
+        with self.assertRaisesRegex(ValueError, "FSDP.*upcasts every bf16 trainable parameter to fp32"):
+            _args(tmp, bf16_full_train=True, fsdp="full_shard")
+        with mock.patch.dict(os.environ, {"ACCELERATE_USE_FSDP": "true"}):
+            with self.assertRaisesRegex(ValueError, "FSDP"):
+                _args(tmp, bf16_full_train=True)
+
+    def test_fsdp_refusal_from_resolved_accelerator_state(self):
+        args = SimpleNamespace(bf16_full_train=True)
+        fsdp = SimpleNamespace(
+            state=SimpleNamespace(fsdp_plugin=object(), deepspeed_plugin=None), mixed_precision="bf16"
+        )
+        with self.assertRaisesRegex(ValueError, "FSDP"):
+            pure_bf16.check_bf16_full_train_accelerator(args, fsdp)
+        deepspeed = SimpleNamespace(state=SimpleNamespace(fsdp_plugin=None, deepspeed_plugin=object()))
+        with self.assertRaisesRegex(ValueError, "DeepSpeed"):
+            pure_bf16.check_bf16_full_train_accelerator(args, deepspeed)
+        # without the switch, a bf16 model under FSDP mixed precision is trained in fp32: say so
+        model = _tiny_gpt2().to(torch.bfloat16)
+        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        with CaptureLogger(logger) as cl:
+            pure_bf16.check_bf16_full_train_accelerator(SimpleNamespace(bf16_full_train=False), fsdp, model)
+        self.assertIn("upcasts them to fp32", cl.out)
+
+
+@require_torch
+class Bf16CastTest(TestCasePlus):
+    def test_gpt2_conv1d_cast_by_parameter(self):
+        model = _tiny_gpt2()
+        summary = pure_bf16.cast_model_for_bf16_full_train(model)
+        dtypes = {name: p.dtype for name, p in model.named_parameters()}
+        for name in ("transformer.h.0.attn.c_attn.weight", "transformer.h.1.mlp.c_proj.weight"):  # Conv1D
+            self.assertEqual(dtypes[name], torch.bfloat16, name)
+        self.assertEqual(dtypes["transformer.h.0.attn.c_attn.bias"], torch.bfloat16)
+        for name in ("transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight"):
+            self.assertEqual(dtypes[name], torch.float32, name)
+        # tied: lm_head is the token embedding, decided once
+        self.assertIs(model.lm_head.weight, model.transformer.wte.weight)
+        self.assertIn("lm_head.weight", summary.tied["transformer.wte.weight"])
+        unique = {id(p): p for p in model.parameters()}.values()
+        self.assertEqual(summary.total, sum(p.numel() for p in unique))
+        self.assertEqual(summary.bf16_params, sum(p.numel() for p in unique if p.dtype == torch.bfloat16))
+        self.assertGreater(summary.bf16_params / summary.total, 0.8)
+        self.assertIn("in bfloat16", str(summary))
+
+    def test_cast_all_keeps_tie(self):
+        model = _tiny_gpt2()
+        pure_bf16.cast_model_for_bf16_full_train(model, cast_all=True)
+        self.assertIs(model.lm_head.weight, model.transformer.wte.weight)
+        self.assertTrue(all(p.dtype == torch.bfloat16 for p in model.parameters()))
+
+    def test_keep_in_fp32_modules(self):
+        torch.manual_seed(0)
+        config = T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
+        model = T5ForConditionalGeneration(config)
+        self.assertIn("wo", model._keep_in_fp32_modules)
+        summary = pure_bf16.cast_model_for_bf16_full_train(model)
+        dtypes = {name: p.dtype for name, p in model.named_parameters()}
+        self.assertEqual(dtypes["encoder.block.0.layer.1.DenseReluDense.wo.weight"], torch.float32)
+        self.assertEqual(dtypes["encoder.block.0.layer.1.DenseReluDense.wi.weight"], torch.bfloat16)
+        self.assertIn("_keep_in_fp32_modules", summary.kept_fp32.values())
+
+        # strict entries stay fp32 even when casting everything
+        model = T5ForConditionalGeneration(config)
+        model._keep_in_fp32_modules_strict = ["wi"]
+        pure_bf16.cast_model_for_bf16_full_train(model, cast_all=True)
+        dtypes = {name: p.dtype for name, p in model.named_parameters()}
+        self.assertEqual(dtypes["encoder.block.0.layer.1.DenseReluDense.wi.weight"], torch.float32)
+        self.assertEqual(dtypes["encoder.block.0.layer.1.DenseReluDense.wo.weight"], torch.bfloat16)
+
+    def test_fused_moe_experts(self):
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+        config = Qwen3MoeConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            moe_intermediate_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=8,
+            num_experts=4,
+            num_experts_per_tok=2,
+        )
+        model = Qwen3MoeForCausalLM(config)
+        pure_bf16.cast_model_for_bf16_full_train(model)
+        experts = [(n, p) for n, p in model.named_parameters() if "experts" in n]
+        self.assertTrue(experts)
+        for name, param in experts:
+            self.assertEqual(param.dtype, torch.bfloat16, name)
+
+    def test_model_init_is_cast(self):
+        args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True)
+        trainer = Trainer(model_init=lambda: _tiny_gpt2(), args=args, train_dataset=_TokenData())
+        self.assertEqual(trainer.model.transformer.h[0].mlp.c_fc.weight.dtype, torch.bfloat16)
+        self.assertEqual(trainer.model.transformer.wte.weight.dtype, torch.float32)
+
+    def test_storage_dtype_is_the_dominant_one(self):
+        model = _tiny_gpt2()
+        self.assertEqual(pure_bf16.storage_dtype(model), torch.float32)
+        pure_bf16.cast_model_for_bf16_full_train(model)
+        self.assertEqual(model.dtype, torch.float32)  # first parameter: the fp32 embedding
+        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)
+        tmp = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(tmp)
+        with open(os.path.join(tmp, "config.json")) as f:
+            self.assertEqual(json.load(f)["dtype"], "bfloat16")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Memory, warnings, training
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@require_torch
+class PureBf16TrainingTest(TestCasePlus):
+    def setUp(self):
+        super().setUp()
+        logging.warning_once.cache_clear()  # each test sees its own warnings
+
+    def _step(self, model, optimizer):
+        _backward(model)
+        optimizer.step()
+
+    def test_training_state_bytes_per_param(self):
+        import optimi
+
+        cases = {
+            "fp32 AdamW": (False, torch.optim.AdamW, {}, 16.0),
+            "bf16 AdamW": (True, torch.optim.AdamW, {}, 8.0),
+            "bf16 optimi Kahan": (True, optimi.AdamW, {"kahan_sum": True}, 10.0),
+        }
+        for label, (cast, cls, kwargs, expected) in cases.items():
+            model = _tiny_gpt2()
+            if cast:
+                pure_bf16.cast_model_for_bf16_full_train(model, cast_all=True)
+            optimizer = cls(model.parameters(), lr=1e-3, **kwargs)
+            self._step(model, optimizer)
+            measured = pure_bf16.training_state_bytes(model, optimizer)
+            self.assertAlmostEqual(measured["total"], expected, places=6, msg=label)
+
+    def _warnings(self, model, optimizer, **arg_kwargs):
+        args = SimpleNamespace(learning_rate=1e-4, process_index=0, **arg_kwargs)
+        return pure_bf16.check_pure_half_precision_training(model, optimizer, args)
+
+    def test_warnings(self):
+        model = _tiny_gpt2()
+        pure_bf16.cast_model_for_bf16_full_train(model)
+
+        def groups():  # optimizers write their defaults into the group dicts: a fresh list each time
+            return [{"params": list(model.parameters()), "weight_decay": 0.01}]
+
+        torch_adamw = torch.optim.AdamW(groups(), lr=1e-4, betas=(0.9, 0.999))
+        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        with CaptureLogger(logger) as cl:
+            messages = self._warnings(model, torch_adamw)
+        self.assertEqual(len(messages), 3, messages)
+        self.assertRegex(messages[0], r"of [\d,]+ trainable parameters .* are bfloat16 .* AdamW does not compensate")
+        self.assertIn("2^-8", messages[0])
+        self.assertIn("learning_rate * weight_decay = 0.0001 * 0.01 = 1e-06 is below 2^-9", messages[1])
+        self.assertIn("adam_beta2 = 0.999 > 0.99", messages[2])
+        for message in messages:
+            self.assertIn(message[:60], cl.out)
+
+        # optimi with Kahan summation, compensated decay and beta2 = 0.99: nothing to say
+        cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
+        optimi_adamw = cls(groups(), lr=1e-4, betas=(0.9, 0.99), kahan_sum=True)
+        self.assertEqual(self._warnings(model, optimi_adamw), [])
+        # optimi's own decay is lost at this lr * wd; Adan without Kahan does not compensate at all
+        adan = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")(groups(), lr=1e-4, kahan_sum=False)
+        messages = self._warnings(model, adan)
+        self.assertIn("does not compensate", messages[0])
+        # fp32 model: silent
+        self.assertEqual(self._warnings(_tiny_gpt2(), torch.optim.AdamW(_tiny_gpt2().parameters())), [])
+
+    def test_warnings_only_on_main_process(self):
+        model = _tiny_gpt2().to(torch.bfloat16)
+        args = SimpleNamespace(learning_rate=1e-4, process_index=1)
+        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        with CaptureLogger(logger) as cl:
+            messages = pure_bf16.check_pure_half_precision_training(
+                model, torch.optim.SGD(model.parameters(), lr=0.1), args
+            )
+        self.assertTrue(messages)
+        self.assertEqual(cl.out, "")
+
+    def _train(self, tmp, steps=120, lr=1e-3, **kwargs):
+        torch.manual_seed(0)
+        model = _Regression()
+        args = _args(
+            tmp,
+            bf16_full_train=True,
+            bf16_full_train_cast_all=True,
+            max_steps=steps,
+            per_device_train_batch_size=32,
+            learning_rate=lr,
+            lr_scheduler_type="constant",
+            adam_beta2=0.99,
+            seed=0,
+            **kwargs,
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=_RegressionData())
+        trainer.train()
+        x = _RegressionData().x
+        with torch.no_grad():
+            return model(x)["loss"].item(), trainer
+
+    def test_kahan_beats_plain_bf16(self):
+        # the weights sit near 1.0, where bf16's spacing is 2^-7; Adam's per-step move is ~lr = 1e-3
+        plain, _ = self._train(self.get_auto_remove_tmp_dir(), optim="adamw_torch")
+        kahan, trainer = self._train(self.get_auto_remove_tmp_dir())
+        self.assertIsInstance(trainer.optimizer.optimizer, tp_optimizers.get_optimi_optimizer_cls("AdamW"))
+        self.assertEqual(trainer.model.weight.dtype, torch.bfloat16)
+        self.assertLess(kahan * 5, plain, f"kahan {kahan:.3g} vs plain bf16 {plain:.3g}")
+
+    def test_trainer_switch_logs_summary_and_stamps_bf16(self):
+        from transformers.trained_precision.stamp import stamp_trained_precision
+
+        tmp = self.get_auto_remove_tmp_dir()
+        model = _tiny_gpt2()
+        args = _args(tmp, bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
+        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        with LoggingLevelInfo(), CaptureLogger(logger) as cl:
+            trainer = Trainer(model=model, args=args, train_dataset=_TokenData())
+        self.assertRegex(cl.out, r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16")
+        self.assertEqual(model.transformer.h[0].attn.c_attn.weight.dtype, torch.bfloat16)
+        trainer.train()
+        self.assertEqual(stamp_trained_precision(model, trainer.accelerator), "bf16")
+        trainer.save_model(os.path.join(tmp, "final"))
+        with open(os.path.join(tmp, "final", "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual(config["trained_precision"], "bf16")
+        self.assertEqual(config["dtype"], "bfloat16")
+
+    def test_resume_is_bit_identical(self):
+        tmp = self.get_auto_remove_tmp_dir()
+
+        def trainer_for(output_dir):
+            torch.manual_seed(0)
+            model = _tiny_gpt2()
+            args = _args(
+                output_dir,
+                bf16_full_train=True,
+                max_steps=6,
+                per_device_train_batch_size=4,
+                weight_decay=0.01,
+                save_strategy="steps",
+                save_steps=3,
+                seed=3,
+            )
+            return Trainer(model=model, args=args, train_dataset=_TokenData()), model
+
+        trainer, full = trainer_for(os.path.join(tmp, "full"))
+        trainer.train()
+        trainer, resumed = trainer_for(os.path.join(tmp, "resumed"))
+        trainer.train(resume_from_checkpoint=os.path.join(tmp, "full", "checkpoint-3"))
+        for (name, a), b in zip(full.named_parameters(), resumed.parameters()):
+            self.assertTrue(torch.equal(a, b), name)
+        state = trainer.optimizer.optimizer.state
+        self.assertTrue(any(s.get("kahan_comp") is not None for s in state.values()))
+
+
+class LoggingLevelInfo:
+    """Lets info-level records through to `CaptureLogger` for the block."""
+
+    def __enter__(self):
+        self.level = logging.get_verbosity()
+        logging.set_verbosity_info()
+
+    def __exit__(self, *exc):
+        logging.set_verbosity(self.level)
+
+
+if __name__ == "__main__":
+    unittest.main()
