@@ -569,5 +569,97 @@ class LoadingCheckSpecialCasesTest(_CheckTestBase):
         self.assertEqual(count_warnings(cl.out), 1, cl.out)
 
 
+@require_torch
+class LoadingCheckModeStickTest(_CheckTestBase):
+    """The per-call mode of `from_pretrained` / `from_config` is remembered for the model's later casts."""
+
+    def casts(self, model):
+        return {
+            "half": model.half,
+            "to_dtype": lambda: model.to(torch.float16),
+            "to_device_dtype": lambda: model.to("cpu", torch.float16),
+            "to_kwarg": lambda: model.to(dtype=torch.float16),
+        }
+
+    def test_loaded_with_error_then_casts_raise(self):
+        model = self.load("bf16", torch.float32, trained_precision_check="error")
+        for name, cast in self.casts(model).items():
+            with self.assertRaises(TrainedPrecisionRiskError, msg=name) as ctx:
+                cast()
+            self.assertEqual(model.dtype, torch.float32)  # raised before casting
+            self.assertIn('load the model with `trained_precision_check="ignore"`', str(ctx.exception))
+        # the variable cannot loosen what the call asked for
+        with mockenv_context(**{ENV_VAR: "ignore"}), self.assertRaises(TrainedPrecisionRiskError):
+            model.half()
+        model.bfloat16()  # safe casts still pass
+        self.assertEqual(model.dtype, torch.bfloat16)
+        with self.assertRaises(TrainedPrecisionRiskError):  # and the bf16 -> fp16 cast raises every time
+            model.half()
+
+    def test_loaded_with_ignore_then_casts_are_silent_despite_the_env_var(self):
+        model = self.load("bf16", torch.float32, trained_precision_check="ignore")
+        with mockenv_context(**{ENV_VAR: "error"}), self.capture() as cl:
+            for cast in self.casts(model).values():
+                model.float()
+                cast()
+                self.assertEqual(model.dtype, torch.float16)
+        self.assertEqual(cl.out, "")
+
+    def test_loaded_with_warn_then_casts_warn_despite_the_env_var(self):
+        model = self.load("bf16", torch.float32, trained_precision_check="warn")
+        with mockenv_context(**{ENV_VAR: "error"}), self.capture() as cl:
+            model.half()
+        self.assertEqual(count_warnings(cl.out), 1, cl.out)
+        self.assertEqual(model.dtype, torch.float16)
+
+    def test_from_config_mode_sticks(self):
+        model = AutoModelForCausalLM.from_config(tiny_config("bf16"), trained_precision_check="error")
+        with self.assertRaises(TrainedPrecisionRiskError):
+            model.half()
+        model = AutoModelForCausalLM.from_config(tiny_config("bf16"), trained_precision_check="ignore")
+        with mockenv_context(**{ENV_VAR: "error"}), self.capture() as cl:
+            model.half()
+        self.assertEqual(cl.out, "")
+
+    def test_sub_models_of_a_composite_model_remember_the_mode(self):
+        directory = LoadingCheckSpecialCasesTest.composite_dir(self, "unknown", "bf16")  # a bf16-trained encoder
+        model = EncoderDecoderModel.from_pretrained(directory, trained_precision_check="error")
+        self.assertEqual(model.encoder.dtype, torch.float32)
+        with self.assertRaises(TrainedPrecisionRiskError):
+            model.encoder.half()
+        model = EncoderDecoderModel.from_pretrained(directory, trained_precision_check="ignore")
+        with mockenv_context(**{ENV_VAR: "error"}), self.capture() as cl:
+            model.encoder.half()
+        self.assertEqual(cl.out, "")
+
+    def test_default_is_unchanged(self):
+        # no per-call mode: nothing is recorded and casts follow the variable, then the default
+        model = self.load("bf16", torch.float32)
+        self.assertNotIn(tp_check.MODE_ATTRIBUTE, vars(model))
+        with mockenv_context(**{ENV_VAR: "error"}):
+            with self.assertRaises(TrainedPrecisionRiskError) as ctx:
+                model.half()
+            self.assertIn(f"set {ENV_VAR}=ignore", str(ctx.exception))
+        with self.capture() as cl:
+            model.half()
+        self.assertEqual(count_warnings(cl.out), 1, cl.out)
+        with mockenv_context(**{ENV_VAR: "ignore"}), self.capture() as cl:
+            model.float()
+            model.half()
+        self.assertEqual(cl.out, "")
+
+    def test_the_mode_is_not_recorded_on_other_models_or_saved(self):
+        model = self.load("bf16", torch.float32, trained_precision_check="ignore")
+        other = GPTNeoForCausalLM(tiny_config("bf16"))  # built after the call: follows the variable
+        self.assertNotIn(tp_check.MODE_ATTRIBUTE, vars(other))
+        directory = os.path.join(self.tmp, "resaved")
+        model.save_pretrained(directory)
+        with open(os.path.join(directory, "config.json")) as f:
+            self.assertNotIn("trained_precision_check", json.load(f))
+        reloaded = AutoModelForCausalLM.from_pretrained(directory)
+        with mockenv_context(**{ENV_VAR: "error"}), self.assertRaises(TrainedPrecisionRiskError):
+            reloaded.half()
+
+
 if __name__ == "__main__":
     unittest.main()

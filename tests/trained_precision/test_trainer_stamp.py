@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import types
+from concurrent.futures import Future
 from unittest import mock
 
 from parameterized import parameterized
@@ -465,6 +466,100 @@ class CustomLoopStampTest(TestCasePlus):
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             self.assertIsNone(stamp_trained_precision(torch.nn.Linear(2, 2), "bf16"))
         self.assertEqual(cl.out, "")
+
+
+class FakeHubApi:
+    """
+    Stands in for `huggingface_hub.HfApi` as the Trainer uses it (`create_repo`, `upload_folder`): nothing leaves the
+    machine; each upload records the `config.json` files the folder holds at the time of the call.
+    """
+
+    def __init__(self):
+        self.repos = []
+        self.uploads = []
+
+    def create_repo(self, repo_id, **kwargs):
+        self.repos.append(repo_id)
+        return types.SimpleNamespace(repo_id=repo_id)
+
+    def upload_folder(self, *, folder_path, run_as_future=False, **kwargs):
+        configs = {}
+        for path in glob.glob(os.path.join(folder_path, "**", "config.json"), recursive=True):
+            with open(path, encoding="utf-8") as f:
+                configs[os.path.relpath(path, folder_path)] = json.load(f)
+        self.uploads.append({"folder_path": folder_path, "configs": configs, **kwargs})
+        commit = types.SimpleNamespace(commit_url="https://huggingface.co/fake/commit")
+        if not run_as_future:
+            return commit
+        future = Future()
+        future.set_result(commit)
+        return future
+
+
+@require_torch
+@require_accelerate
+class PushToHubStampTest(TestCasePlus):
+    """The stamp reaches what the Trainer uploads: checkpoint pushes during training and the final `push_to_hub`."""
+
+    def setUp(self):
+        super().setUp()
+        self.output_dir = self.get_auto_remove_tmp_dir()
+        clear_warning_caches()
+        env = mockenv_context("ACCELERATE_MIXED_PRECISION", "TRANSFORMERS_TRAINED_PRECISION_CHECK")
+        env.__enter__()
+        self.addCleanup(env.__exit__, None, None, None)
+        self.hub = FakeHubApi()
+        patcher = mock.patch("transformers.trainer.hf_api", return_value=self.hub)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def tearDown(self):
+        reset_accelerate_state()
+        super().tearDown()
+
+    def assert_uploads_say(self, uploads, expected):
+        for upload in uploads:
+            # the model's config.json at the top of the uploaded folder (ignore_patterns leave checkpoints out)
+            self.assertIn("config.json", upload["configs"], upload["folder_path"])
+            self.assertEqual(upload["configs"]["config.json"].get("trained_precision"), expected, upload)
+
+    @parameterized.expand([("bf16", True, "bf16"), ("fp32", False, "fp32")])
+    def test_push_to_hub_payloads(self, _, bf16, expected):
+        args = tiny_args(
+            self.output_dir,
+            bf16=bf16,
+            max_steps=4,
+            push_to_hub=True,
+            hub_model_id="my-org/tiny-gpt-neo",
+            hub_strategy="checkpoint",
+        )
+        trainer = Trainer(tiny_gpt_neo(), args, train_dataset=TinyLMDataset())
+        self.assertEqual(self.hub.repos, ["my-org/tiny-gpt-neo"])
+        trainer.train()
+        checkpoint_uploads = list(self.hub.uploads)
+        # each save (steps 2 and 4) pushes the output dir and the checkpoint as `last-checkpoint`
+        self.assertEqual(len(checkpoint_uploads), 4)
+        self.assertEqual(sum(u.get("path_in_repo") == "last-checkpoint" for u in checkpoint_uploads), 2)
+        self.assert_uploads_say(checkpoint_uploads, expected)
+
+        trainer.push_to_hub()
+        final_upload = self.hub.uploads[-1]
+        self.assertEqual(len(self.hub.uploads), 5)
+        self.assertEqual(final_upload["commit_message"], "End of training")
+        self.assertEqual(final_upload["folder_path"], self.output_dir)
+        self.assert_uploads_say([final_upload], expected)
+        with open(os.path.join(self.output_dir, "README.md"), encoding="utf-8") as f:
+            self.assertIn(f"- trained_precision: {expected}", f.read())
+
+    def test_push_to_hub_without_push_during_training(self):
+        # `push_to_hub=False` in the arguments: `trainer.push_to_hub()` creates the repo itself and uploads the stamp
+        trainer = Trainer(tiny_gpt_neo(), tiny_args(self.output_dir, bf16=True), train_dataset=TinyLMDataset())
+        trainer.train()
+        self.assertEqual(self.hub.uploads, [])
+        trainer.push_to_hub(blocking=False)
+        self.assertEqual(len(self.hub.repos), 1)
+        self.assertEqual(len(self.hub.uploads), 1)
+        self.assert_uploads_say(self.hub.uploads, "bf16")
 
 
 def _distributed_main():

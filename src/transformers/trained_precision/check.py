@@ -19,7 +19,8 @@ resolved, so `dtype="auto"` is checked against what it resolved to), `_from_conf
 `.bfloat16()` and `.to(dtype)`. `.float()` never warns: fp32 is always safe.
 
 What to do about a risky pair is chosen per call (`from_pretrained(..., trained_precision_check="error")`) or for the
-whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`); the per-call value wins:
+whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`); the per-call value wins, also for
+the later casts of the model that call built (it is recorded on the model, see [`model_construction_scope`]):
 
 - `"warn"` (default): log one warning per model and runtime precision;
 - `"error"`: raise [`TrainedPrecisionRiskError`], a `ValueError`;
@@ -59,6 +60,10 @@ IGNORE = "ignore"
 
 #: Valid modes, the default first.
 CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
+
+#: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
+#: their later casts follow it rather than the environment variable.
+MODE_ATTRIBUTE = "_trained_precision_check"
 
 #: Where a trained precision was read from.
 SOURCE_CONFIG = "config"
@@ -231,11 +236,12 @@ def resolve_trained_precision(config, model_name: str | os.PathLike | None = Non
     return TrainedPrecisionInfo(normalize_precision(entry.precision), SOURCE_REGISTRY, hub_id, entry)
 
 
-def _fix_text(risk: Risk, action: str, mode: str) -> str:
+def _fix_text(risk: Risk, action: str, mode: str, per_call: bool = False) -> str:
     if action == CAST:
         casts = {FP32: "`.float()`", BF16: "`.to(torch.bfloat16)`", FP16: "`.to(torch.float16)`"}
         fix = "Cast it with " + " or ".join(casts[p] for p in risk.safe_dtypes) + " instead"
-        silence = f"set {ENV_VAR}=ignore"
+        # a mode recorded at loading beats the environment variable: only loading with "ignore" silences the cast
+        silence = f'load the model with `{KWARG}="ignore"`' if per_call else f"set {ENV_VAR}=ignore"
     else:
         fix = "Load it with " + " or ".join(f"`dtype={_DTYPE_CODE[p]}`" for p in risk.safe_dtypes) + " instead"
         silence = f'pass `{KWARG}="ignore"` or set {ENV_VAR}=ignore'
@@ -250,6 +256,7 @@ def format_risk_message(
     source: str = "from its config's `trained_precision`",
     action: str = LOAD,
     mode: str = WARN,
+    per_call: bool = False,
 ) -> str:
     """
     The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
@@ -262,6 +269,9 @@ def format_risk_message(
             [`TrainedPrecisionInfo.describe`]).
         action (`str`): `"load"`, `"from_config"` or `"cast"`; it decides the verb and the suggested fix.
         mode (`str`): `"warn"` or `"error"`; it decides whether the text says "warning" or "error".
+        per_call (`bool`, *optional*, defaults to `False`): whether the mode was given per call (for a cast: recorded
+            on the model by `from_pretrained`), which the environment variable cannot override; a cast's fix then
+            names the `trained_precision_check` keyword instead of the variable.
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
@@ -273,7 +283,7 @@ def format_risk_message(
     }[action]
     return (
         f"Model '{model_name}' was trained in {risk.trained} ({source}) but {verb}: {risk.reason}. "
-        f"{_fix_text(risk, action, mode)}"
+        f"{_fix_text(risk, action, mode, per_call)}"
     )
 
 
@@ -325,6 +335,7 @@ def check_trained_precision(
         mode = mode if mode is not None else scope.mode
         model_name = scope.model_name or model_name
         action = scope.action
+    per_call = mode is not None
     mode = resolve_check_mode(mode)
     if hf_quantizer is not None:
         dtype = _quantized_compute_dtype(hf_quantizer, dtype)
@@ -341,7 +352,9 @@ def check_trained_precision(
     key = (name, risk.trained, risk.runtime)
     if mode == WARN and key in _WARNED:
         return risk
-    message = format_risk_message(risk, model_name=name, source=info.describe(), action=action, mode=mode)
+    message = format_risk_message(
+        risk, model_name=name, source=info.describe(), action=action, mode=mode, per_call=per_call
+    )
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
     _WARNED.add(key)
@@ -365,7 +378,8 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
     """
     The cast hook of `PreTrainedModel.half`, `.bfloat16` and `.to`: takes the arguments of `nn.Module.to`
     (`model.half()` is checked as `(model, torch.float16)`) and checks the target dtype, if any, against the model's
-    trained precision. The mode comes from the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
+    trained precision. The mode is the `trained_precision_check` the model was loaded (or built with `from_config`)
+    with, when one was given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
 
     Args:
         model ([`PreTrainedModel`]): the model being cast.
@@ -378,7 +392,8 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
     if config is None:
         return None
     name = getattr(config, "name_or_path", None) or type(model).__name__
-    return check_trained_precision(config, dtype, model_name=name, action=CAST)
+    mode = vars(model).get(MODE_ATTRIBUTE)
+    return check_trained_precision(config, dtype, mode=mode, model_name=name, action=CAST)
 
 
 @contextlib.contextmanager
@@ -403,3 +418,23 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
         yield
     finally:
         _SCOPE.reset(token)
+
+
+def remember_check_mode(model, mode: str | None) -> None:
+    """
+    Records the `trained_precision_check` a model was loaded (or built with `from_config`) with on the model and on
+    its sub-models, as the attribute `_trained_precision_check`, so that its later casts (`.half()`, `.bfloat16()`,
+    `.to(dtype)`) follow it instead of the environment variable. Does nothing when no mode was given.
+
+    Args:
+        model ([`PreTrainedModel`]): the model just built by `from_pretrained` or `_from_config`.
+        mode (`str`, *optional*): the call's `trained_precision_check`.
+    """
+    if mode is None:
+        return
+    mode = resolve_check_mode(mode)
+    from ..modeling_utils import PreTrainedModel
+
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel):
+            vars(module).setdefault(MODE_ATTRIBUTE, mode)
