@@ -35,7 +35,6 @@ from transformers.testing_utils import (
     LoggingLevel,
     TestCasePlus,
     execute_subprocess_async,
-    get_torch_dist_unique_port,
     mockenv_context,
     require_accelerate,
     require_peft,
@@ -54,6 +53,15 @@ if is_torch_available():
 
 
 STAMP_LOGGER = "transformers.trained_precision.stamp"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now: a fixed port (29500) collides when two runs of this suite overlap."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def tiny_gpt_neo_config(**kwargs):
@@ -365,7 +373,7 @@ class TrainerStampTest(TestCasePlus):
             "-m",
             "torch.distributed.run",
             "--nproc_per_node=2",
-            f"--master_port={get_torch_dist_unique_port()}",
+            f"--master_port={free_port()}",
             script,
             "--output_dir",
             self.output_dir,
