@@ -246,7 +246,10 @@ class ResolveRunPrecisionTest(TestCasePlus):
 
 @require_torch
 @require_accelerate
-class TrainerStampTest(TestCasePlus):
+class TrainerStampTestBase(TestCasePlus):
+    """A temporary output dir, fresh warning caches, no precision variables from the environment, and a reset
+    accelerate state afterwards."""
+
     def setUp(self):
         super().setUp()
         self.output_dir = self.get_auto_remove_tmp_dir()
@@ -259,6 +262,8 @@ class TrainerStampTest(TestCasePlus):
         reset_accelerate_state()
         super().tearDown()
 
+
+class TrainerStampTest(TrainerStampTestBase):
     def train(self, model, resume_from_checkpoint=None, **kwargs):
         trainer = Trainer(model, tiny_args(self.output_dir, **kwargs), train_dataset=TinyLMDataset())
         trainer.train(resume_from_checkpoint=resume_from_checkpoint)
@@ -506,24 +511,15 @@ class FakeHubApi:
 
 @require_torch
 @require_accelerate
-class PushToHubStampTest(TestCasePlus):
+class PushToHubStampTest(TrainerStampTestBase):
     """The stamp reaches what the Trainer uploads: checkpoint pushes during training and the final `push_to_hub`."""
 
     def setUp(self):
         super().setUp()
-        self.output_dir = self.get_auto_remove_tmp_dir()
-        clear_warning_caches()
-        env = mockenv_context("ACCELERATE_MIXED_PRECISION", "TRANSFORMERS_TRAINED_PRECISION_CHECK")
-        env.__enter__()
-        self.addCleanup(env.__exit__, None, None, None)
         self.hub = FakeHubApi()
         patcher = mock.patch("transformers.trainer.hf_api", return_value=self.hub)
         patcher.start()
         self.addCleanup(patcher.stop)
-
-    def tearDown(self):
-        reset_accelerate_state()
-        super().tearDown()
 
     def assert_uploads_say(self, uploads, expected):
         for upload in uploads:
