@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -13,7 +13,7 @@
 # limitations under the License.
 """
 Utility that checks the registry of trained precisions (`src/transformers/trained_precision/registry.py`) and the table
-generated from it in `docs/source/en/trained_precision.md`, and writes `trained_precision` into checkpoint configs.
+generated from it in `docs/source/en/trained_precision.md`.
 
 Every row is checked: a canonical precision (`fp32`, `bf16`, `fp16`), a well-formed Hub id or family glob, an https
 source, a one-line note, no duplicate ids, no two rows matching the same id unless a glob lists the other row in its
@@ -25,7 +25,7 @@ Use from the root of the repo with:
 python utils/check_trained_precision.py
 ```
 
-for a check that will error on a bad row or a stale docs table (used in `make check`), and
+for a check that will error on a bad row or a stale docs table (used in `make repo-consistency`), and
 
 ```bash
 python utils/check_trained_precision.py --fix_and_overwrite
@@ -33,25 +33,11 @@ python utils/check_trained_precision.py --fix_and_overwrite
 
 to regenerate the docs table. Rows themselves are fixed by hand; the error names each bad row.
 
-Populate checkpoint configs (local checkpoints with `--model_id` or `--precision`; Hugging Face cache snapshots, repo
-folders or a whole cache, whose Hub id the layout tells):
-
-```bash
-python utils/check_trained_precision.py --populate ~/.cache/huggingface/hub --dry-run
-python utils/check_trained_precision.py --populate ./my-checkpoint --model_id EleutherAI/gpt-neo-1.3B
-python utils/check_trained_precision.py --populate ./my-checkpoint --precision bf16 [--force]
-```
-
-Prepare (default: dry run) or open (`--push`, needs a Hub token with write access) pull requests that add the field to
-the `config.json` of the registry's repos:
-
-```bash
-python utils/check_trained_precision.py --hub-pr [HUB_ID ...] [--push]
-```
+Writing the field into checkpoints is a user command, `transformers precision set` (see the trained precision guide).
 
 The registry is read from this checkout's `src/transformers/trained_precision/` *by path*, not from the installed
 `transformers`: the installed wheel may predate the edit being checked. The model types come from the installed
-`transformers` (upstream's `CONFIG_MAPPING`, which the fork does not change).
+`transformers` (`CONFIG_MAPPING`).
 """
 
 from __future__ import annotations
@@ -89,8 +75,6 @@ FIX_COMMAND = "python utils/check_trained_precision.py --fix_and_overwrite"
 TABLE_START = f"<!-- BEGIN GENERATED REGISTRY TABLE: edit registry.py, then run `{FIX_COMMAND}` -->"
 TABLE_END = "<!-- END GENERATED REGISTRY TABLE -->"
 
-# Hub repo names: letters, digits, "-", "_", "."; no "--" or ".."; neither starting nor ending with "-" or ".".
-_HUB_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
 # Glob names may also hold "*" and "?", but must start with a literal character: "org/*" would claim a whole org.
 _GLOB_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._*?-]{0,95}$")
 
@@ -111,7 +95,7 @@ def load_trained_precision(path: Path | None = None):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "registry", "populate"))
+    return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "registry", "hub_ids"))
 
 
 def get_known_model_types() -> set[str]:
@@ -120,8 +104,7 @@ def get_known_model_types() -> set[str]:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     except ImportError as e:
         raise ImportError(
-            "Checking the registry's model types needs transformers installed (`make install`, or "
-            f"`pip install transformers==5.23.0`): {e}"
+            f"Checking the registry's model types needs transformers installed (`pip install -e .`): {e}"
         ) from e
     return set(CONFIG_MAPPING_NAMES)
 
@@ -148,14 +131,15 @@ def check_hub_id(model_id: object, allow_glob: bool = True) -> str | None:
         return "character classes (`[...]`) are not supported in globs; use `*` or `?`"
     if is_glob(org):
         return "a glob may only use wildcards in the repo name; the organisation must be literal"
-    if not _HUB_PART.match(org) or "--" in org or ".." in org:
+    hub_ids = load_trained_precision()[2]
+    if not hub_ids.is_valid_repo_name(org):
         return f"`{org}` is not a valid Hub organisation name"
     if is_glob(name):
         if not allow_glob:
             return "a glob is not allowed here"
         if not _GLOB_PART.match(name) or "--" in name or ".." in name:
             return f"`{name}` is not a valid glob: it must start with a literal character of a Hub name"
-    elif not _HUB_PART.match(name) or "--" in name or ".." in name:
+    elif not hub_ids.is_valid_repo_name(name):
         return f"`{name}` is not a valid Hub repo name"
     return None
 
@@ -346,7 +330,7 @@ def _split_doc(text: str, doc_name: str) -> tuple[str, str, str]:
     return head + TABLE_START, region, TABLE_END + tail
 
 
-def check_docs_table(registry, doc_path: Path, overwrite: bool = False, atomic_write=None) -> list[str]:
+def check_docs_table(registry, doc_path: Path, overwrite: bool = False) -> list[str]:
     """Problems with the generated table in `doc_path`; with `overwrite`, rewrites a stale table instead."""
     doc_path = Path(doc_path)
     doc_name = os.path.relpath(doc_path, REPO_ROOT) if doc_path.is_absolute() else str(doc_path)
@@ -362,7 +346,8 @@ def check_docs_table(registry, doc_path: Path, overwrite: bool = False, atomic_w
     if region == expected:
         return []
     if overwrite:
-        atomic_write(doc_path, head + expected + tail)
+        with open(doc_path, "w", encoding="utf-8", newline="") as f:
+            f.write(head + expected + tail)
         return []
     return [f"{doc_name}: the registry table is out of date; run `{FIX_COMMAND}` to regenerate it"]
 
@@ -372,7 +357,7 @@ def check_trained_precision(overwrite: bool = False, registry=None, doc_path: Pa
     Checks every registry row and the docs table; with `overwrite`, regenerates the table (only from a valid
     registry). Raises a `ValueError` listing every problem.
     """
-    vocabulary, registry_module, populate = load_trained_precision()
+    vocabulary, registry_module, _ = load_trained_precision()
     registry = registry_module.REGISTRY if registry is None else registry
     model_types = get_known_model_types() if model_types is None else model_types
     registry_file = os.path.relpath(PATH_TO_TRAINED_PRECISION / "registry.py", REPO_ROOT)
@@ -384,65 +369,9 @@ def check_trained_precision(overwrite: bool = False, registry=None, doc_path: Pa
             + "\n".join(f"- {p}" for p in row_problems)
             + f"\nFix these rows in {registry_file}, then run `{FIX_COMMAND}` to regenerate the docs table."
         )
-    doc_problems = check_docs_table(
-        registry, doc_path or PATH_TO_DOC, overwrite=overwrite, atomic_write=populate.atomic_write_text
-    )
+    doc_problems = check_docs_table(registry, doc_path or PATH_TO_DOC, overwrite=overwrite)
     if doc_problems:
         raise ValueError("\n".join(doc_problems))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Populate and Hub PRs
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _print_result(result, show_diff: bool) -> None:
-    from tqdm.auto import tqdm
-
-    name = getattr(result, "path", None) or result.repo_id
-    tqdm.write(f"[{result.status}] {name}: {result.message}")
-    if show_diff and result.diff:
-        tqdm.write(result.diff.rstrip("\n"))
-
-
-def run_populate(args) -> int:
-    _, registry_module, populate = load_trained_precision()
-    if args.precision is None and args.model_id is not None and registry_module.lookup(args.model_id) is None:
-        print(f"--model_id {args.model_id} is not in the registry; pass --precision instead.", file=sys.stderr)
-        return 2
-    results = populate.populate_checkpoints(
-        args.populate,
-        precision=args.precision,
-        model_id=args.model_id,
-        force=args.force,
-        dry_run=args.dry_run,
-        progress=not args.no_progress,
-        on_result=lambda r: _print_result(r, show_diff=args.dry_run),
-    )
-    counts = {}
-    for r in results:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
-    return 1 if any(r.failed for r in results) else 0
-
-
-def run_hub_pr(args, api=None) -> int:
-    _, registry_module, populate = load_trained_precision()
-    results = populate.prepare_hub_prs(
-        registry_module.REGISTRY,
-        api=api,
-        only=args.hub_pr or None,
-        push=args.push,
-        force=args.force,
-        on_result=lambda r: _print_result(r, show_diff=not args.push),
-    )
-    if args.hub_pr:
-        known = {r.repo_id.lower() for r in results}
-        missing = [i for i in args.hub_pr if i.lower() not in known]
-        if missing:
-            print(f"Not exact-id rows of the registry: {', '.join(missing)}", file=sys.stderr)
-            return 1
-    return 1 if any(r.failed for r in results) else 0
 
 
 def main(argv=None) -> int:
@@ -450,32 +379,7 @@ def main(argv=None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--fix_and_overwrite", action="store_true", help="Regenerate the docs table.")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--populate", nargs="+", metavar="PATH", help="Write the field into these checkpoints' configs.")
-    mode.add_argument(
-        "--hub-pr",
-        "--hub_pr",
-        dest="hub_pr",
-        nargs="*",
-        metavar="HUB_ID",
-        help="Prepare Hub PRs adding the field (all exact-id rows, or these ids). Dry run unless --push.",
-    )
-    parser.add_argument("--precision", help="--populate: the value to write instead of the registry's.")
-    parser.add_argument("--model_id", "--model-id", help="--populate: the registry id of local checkpoints.")
-    parser.add_argument("--force", action="store_true", help="Replace a different value a config already holds.")
-    parser.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true", help="Print diffs only.")
-    parser.add_argument("--push", action="store_true", help="--hub-pr: really open the PRs (needs a write token).")
-    parser.add_argument("--no-progress", "--no_progress", dest="no_progress", action="store_true")
     args = parser.parse_args(argv)
-
-    if args.populate is not None:
-        return run_populate(args)
-    if args.hub_pr is not None:
-        if args.push and args.dry_run:
-            parser.error("--push and --dry-run contradict each other")
-        return run_hub_pr(args)
-    if args.push or args.precision or args.model_id or args.force or args.dry_run:
-        parser.error("--precision, --model_id, --force, --dry-run and --push go with --populate or --hub-pr")
     check_trained_precision(overwrite=args.fix_and_overwrite)
     return 0
 

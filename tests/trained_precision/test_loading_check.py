@@ -30,11 +30,12 @@ from transformers.trained_precision.check import (
     ENV_VAR,
     TrainedPrecisionRiskError,
     check_trained_precision,
-    hub_id_for,
     reset_warning_cache,
     resolve_check_mode,
 )
+from transformers.trained_precision.hub_ids import hub_id_for
 from transformers.trained_precision.registry import lookup
+from transformers.trained_precision.resolver import resolve_trained_precision
 from transformers.trained_precision.risk import assess_risk
 from transformers.utils import logging
 
@@ -421,7 +422,8 @@ class LoadingCheckRegistryTest(_CheckTestBase):
         self.assertEqual(hub_id_for(HUB_ID), HUB_ID)
         self.assertEqual(hub_id_for(snapshot), HUB_ID)
         self.assertEqual(hub_id_for(os.path.join(snapshot, "subfolder")), HUB_ID)
-        for not_an_id in (None, "", "gpt2", root, "./a/b", "/a/b", "~/a/b", "a/b/c", os.path.join(root, "x--y")):
+        self.assertEqual(hub_id_for("gpt2"), "openai-community/gpt2")  # a legacy id: the Hub redirects it
+        for not_an_id in (None, "", root, "./a/b", "/a/b", "~/a/b", "a/b/c", os.path.join(root, "x--y")):
             self.assertIsNone(hub_id_for(not_an_id), not_an_id)
         bad_cache = os.path.join(root, "models--a--b--c", "snapshots", REVISION)
         os.makedirs(bad_cache)
@@ -450,12 +452,12 @@ class CheckApiTest(unittest.TestCase):
         self.assertIn("'load', 'from_config', 'cast'", str(ctx.exception))
 
     def test_resolve_trained_precision(self):
-        info = tp_check.resolve_trained_precision(tiny_config("bf16"))
+        info = resolve_trained_precision(tiny_config("bf16"))
         self.assertEqual((info.precision, info.source), ("bf16", "config"))
-        info = tp_check.resolve_trained_precision(tiny_config(), model_name=HUB_ID)
+        info = resolve_trained_precision(tiny_config(), name_or_path=HUB_ID)
         self.assertEqual((info.precision, info.source, info.hub_id), ("bf16", "registry", HUB_ID))
         self.assertIs(info.entry, lookup(HUB_ID))
-        info = tp_check.resolve_trained_precision(tiny_config(), model_name="someone/unregistered-model")
+        info = resolve_trained_precision(tiny_config(), name_or_path="someone/unregistered-model")
         self.assertEqual((info.precision, info.source), ("unknown", None))
 
 

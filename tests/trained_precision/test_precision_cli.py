@@ -180,11 +180,13 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertEqual(report.storage.dtypes, {"float32": self.t5_parameters})
         self.assertEqual(report.storage.parameters, self.t5_parameters)
         self.assertEqual(report.storage.bytes, 4 * self.t5_parameters)
+        # unknown is not safe: only fp32 is
         self.assertEqual(
-            {name: v.status for name, v in report.verdicts.items()}, dict.fromkeys(report.verdicts, "safe")
+            {name: v.status for name, v in report.verdicts.items()},
+            {"fp32": "safe", "bf16": "unknown", "fp16": "unknown"},
         )
         self.assertIsNone(report.audit)
-        self.assertEqual(report.exit_code("fp16"), 0)
+        self.assertEqual([report.exit_code(d) for d in (None, "fp32", "bf16", "fp16")], [0, 0, 3, 3])
 
     def test_declared_bf16_verdicts(self):
         report = inspect_checkpoint(self.neo_dir)
@@ -204,7 +206,8 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertEqual(report.storage.dtypes, {"bfloat16": self.neo_parameters})
         self.assertEqual(report.storage.parameters, self.neo_parameters)
         self.assertEqual(report.storage.bytes, 2 * self.neo_parameters)
-        self.assertIn(f"{self.neo_parameters:,} parameters in {len(report.storage.files)} shards", report.format())
+        self.assertIn(f"{self.neo_parameters:,} stored values", report.format())
+        self.assertIn(f"in {len(report.storage.files)} shards", report.format())
 
     def test_missing_shard(self):
         directory = self.copy_of(self.neo_sharded_dir, "missing_shard")
@@ -288,14 +291,14 @@ class PrecisionCommandTest(TestCasePlus):
         missing = os.path.join(self.tmp, "does", "not", "exist")
         result = self.run_cli(missing)
         self.assertEqual(result.exit_code, 2)
-        self.assertIn("no such directory", result.stderr)
+        self.assertIn("does not exist, and it is not a Hub model id", result.stderr)
 
     def test_missing_config(self):
         directory = self.copy_of(self.t5_dir, "no_config")
         os.remove(os.path.join(directory, "config.json"))
         result = self.run_cli(directory)
         self.assertEqual(result.exit_code, 2)
-        self.assertIn("has no config.json", result.stderr)
+        self.assertIn("no config.json in", result.stderr)
 
     def test_uncached_hub_id_offline(self):
         with (
@@ -380,7 +383,7 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertIsNone(report.hub_id)
         self.assertIsNone(report.registry)
         self.assertEqual(report.effective, "unknown")
-        self.assertIn("not consulted for a local directory", report.format())
+        self.assertIn("not consulted: a directory outside the Hub cache has no Hub id", report.format())
 
     # ------------------------------------------------------------------------------------------------------------
     # exit codes and JSON
@@ -419,10 +422,12 @@ class PrecisionCommandTest(TestCasePlus):
                 "verdicts",
                 "audit",
                 "asked_dtype",
+                "status",
                 "exit_code",
             },
         )
-        self.assertEqual(payload["schema_version"], 1)
+        self.assertEqual(payload["schema_version"], 2)
+        self.assertEqual(payload["status"], "risky")
         self.assertEqual((payload["asked_dtype"], payload["exit_code"], payload["audit"]), ("fp16", 1, None))
         self.assertEqual(payload["model_type"], "gpt_neo")
         self.assertEqual(
@@ -433,13 +438,15 @@ class PrecisionCommandTest(TestCasePlus):
                 "registry": None,
                 "effective": "bf16",
                 "effective_from": "config",
+                "provenance": "config",
+                "pretraining": "unknown",
             },
         )
         self.assertEqual(set(payload["storage"]), {"format", "files", "sharded", "dtypes", "parameters", "bytes"})
         self.assertEqual(payload["storage"]["dtypes"], {"bfloat16": self.neo_parameters})
         self.assertEqual(list(payload["verdicts"]), ["fp32", "bf16", "fp16"])
         for verdict in payload["verdicts"].values():
-            self.assertEqual(set(verdict), {"runtime", "status", "reasons", "fix", "kind", "severity"})
+            self.assertEqual(set(verdict), {"runtime", "status", "summary", "reasons", "fix", "kind", "severity"})
         self.assertEqual(payload["verdicts"]["fp16"]["status"], "risky")
         self.assertEqual(payload["verdicts"]["bf16"]["status"], "safe")
 
@@ -527,7 +534,7 @@ class PrecisionCommandTest(TestCasePlus):
             patch_size=4,
         )
         ViTModel(config).save_pretrained(directory)
-        self.assertEqual(self.run_cli(directory, "--dtype", "fp16").exit_code, 0)  # inspection works
+        self.assertEqual(self.run_cli(directory, "--dtype", "fp16").exit_code, 3)  # inspection works: unknown
         result = self.run_cli(directory, "--audit")
         self.assertEqual(result.exit_code, 2)
         self.assertIn("text models only", result.stderr)

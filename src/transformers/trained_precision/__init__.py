@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -28,9 +28,7 @@ from .vocabulary import (
     UNKNOWN,
     InvalidTrainedPrecisionError,
     dtype_to_precision,
-    is_valid_precision,
     normalize_precision,
-    precision_to_dtype,
 )
 
 
@@ -41,9 +39,11 @@ _LAZY = {
     "check_trained_precision_on_cast": "check",
     "reset_warning_cache": "check",
     "resolve_check_mode": "check",
-    "resolve_trained_precision": "check",
+    "resolve_trained_precision": "resolver",
+    "TrainedPrecisionInfo": "resolver",
+    "canonical_hub_id": "hub_ids",
     "format_risk_message": "check",
-    "hub_id_for": "check",
+    "hub_id_for": "hub_ids",
     "inspect_checkpoint": "inspection",
     "read_safetensors_header": "inspection",
     "CheckpointReport": "inspection",
@@ -81,8 +81,6 @@ __all__ = [
     "UNKNOWN",
     "InvalidTrainedPrecisionError",
     "dtype_to_precision",
-    "is_valid_precision",
     "normalize_precision",
-    "precision_to_dtype",
     *_LAZY,
 ]

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -42,6 +42,7 @@ from typing import Any
 
 from ..utils import logging
 from .risk import FP16_MAX
+from .storage import CheckpointInspectionError
 from .vocabulary import BF16, FP16
 
 
@@ -279,6 +280,8 @@ class ActivationAudit:
     samples: int
     tokens: int
     input_source: str
+    parameters: int = 0
+    buffers: int = 0
 
     @property
     def max_abs(self) -> float:
@@ -335,6 +338,8 @@ class ActivationAudit:
             "samples": self.samples,
             "tokens": self.tokens,
             "input_source": self.input_source,
+            "parameters": self.parameters,
+            "buffers": self.buffers,
             "max_abs": _json_float(self.max_abs),
             "headroom": _json_float(self.headroom),
             "overflows_fp16": self.overflows_fp16,
@@ -352,10 +357,10 @@ class ActivationAudit:
             "random": "random token ids (no tokenizer)",
             "inputs": "the given inputs",
         }.get(self.input_source, self.input_source)
-        lines = [
-            f"Activation audit (fp32 on CPU, {self.samples} sample(s), {self.tokens} tokens, {source}):",
-            f"  {'module':<60} {'max |out|':>10} {'fp16 headroom':>14}",
-        ]
+        lines = [f"Activation audit (fp32 on CPU, {self.samples} sample(s), {self.tokens} tokens, {source}):"]
+        if self.parameters or self.buffers:
+            lines.append(f"  loaded model: {self.parameters:,} parameters, {self.buffers:,} buffer values")
+        lines.append(f"  {'module':<60} {'max |out|':>10} {'fp16 headroom':>14}")
         for m in self.top(top_k):
             flag = "  OVERFLOW" if m.overflows_fp16 else ""
             lines.append(f"  {m.name:<60} {m.max_abs:>10.3g} {m.headroom:>13.3g}x{flag}")
@@ -536,10 +541,23 @@ def audit_checkpoint(
     texts: list[str] | None = None,
     max_length: int = 128,
     seed: int = 0,
+    local_files_only: bool = True,
+    use_safetensors: bool = True,
+    cache_dir: str | os.PathLike | None = None,
 ) -> ActivationAudit:
     """
     Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
     tokenizer, when it has one, and runs [`audit_activations`].
+
+    Args:
+        path_or_id (`str` or `os.PathLike`): a checkpoint directory or a Hub id.
+        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
+        max_length (`int`, *optional*, defaults to 128): tokens per calibration text.
+        seed (`int`, *optional*, defaults to 0): for random token ids, when the checkpoint has no tokenizer.
+        local_files_only (`bool`, *optional*, defaults to `True`): never download; `False` lets a Hub id download.
+        use_safetensors (`bool`, *optional*, defaults to `True`): load safetensors weights only; `False` also loads
+            pickled weights, which can run code.
+        cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache root.
 
     Raises:
         [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
@@ -547,18 +565,20 @@ def audit_checkpoint(
     import torch
 
     from ..models.auto import AutoConfig, AutoTokenizer
-    from .inspection import CheckpointInspectionError
 
     path_or_id = os.fspath(path_or_id)
+    hub_kwargs = {"local_files_only": local_files_only, "cache_dir": cache_dir}
     try:
-        config = AutoConfig.from_pretrained(path_or_id)
-        model = _model_class(config).from_pretrained(path_or_id, dtype=torch.float32)
+        config = AutoConfig.from_pretrained(path_or_id, **hub_kwargs)
+        model = _model_class(config).from_pretrained(
+            path_or_id, dtype=torch.float32, use_safetensors=use_safetensors or None, **hub_kwargs
+        )
     except Exception as e:
         raise CheckpointInspectionError(f"Cannot load {path_or_id} for the audit ({type(e).__name__}: {e}).") from e
     tokenizer = None
     if not os.path.isdir(path_or_id) or any(os.path.isfile(os.path.join(path_or_id, n)) for n in TOKENIZER_FILES):
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path_or_id)
+            tokenizer = AutoTokenizer.from_pretrained(path_or_id, **hub_kwargs)
         except Exception as e:
             logger.info(f"{path_or_id} has no usable tokenizer ({e}); the audit uses random token ids.")
         if tokenizer is not None and _mostly_unknown(tokenizer, texts):
@@ -580,6 +600,8 @@ def audit_checkpoint(
             "call `audit_activations(model, inputs=[...])` with your own inputs."
         ) from e
     audit.input_source = source
+    audit.parameters = sum(p.numel() for p in model.parameters())
+    audit.buffers = sum(b.numel() for b in model.buffers())
     return audit
 
 

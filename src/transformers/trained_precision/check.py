@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -41,9 +41,9 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .registry import RegistryEntry, lookup
-from .risk import Risk, assess_risk
-from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_to_precision, normalize_precision
+from .resolver import persist_registry_precision, resolve_trained_precision
+from .risk import Risk
+from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
 
 logger = logging.get_logger(__name__)
@@ -65,17 +65,11 @@ CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
 #: their later casts follow it rather than the environment variable.
 MODE_ATTRIBUTE = "_trained_precision_check"
 
-#: Where a trained precision was read from.
-SOURCE_CONFIG = "config"
-SOURCE_REGISTRY = "registry"
-
 # The actions the check runs for; they decide the wording of the message and its fix.
 LOAD = "load"
 FROM_CONFIG = "from_config"
 CAST = "cast"
 _ACTIONS = (LOAD, FROM_CONFIG, CAST)
-
-_DTYPE_CODE = {FP32: "torch.float32", BF16: "torch.bfloat16", FP16: "torch.float16"}
 
 # (model name, trained precision, runtime precision) already warned about. See `reset_warning_cache`.
 _WARNED: set[tuple[str, str, str]] = set()
@@ -114,36 +108,6 @@ class TrainedPrecisionRiskError(ValueError):
         self.source = source
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainedPrecisionInfo:
-    """
-    A model's trained precision and where it was read from.
-
-    Args:
-        precision (`str`): the canonical trained precision; `"unknown"` when neither the config nor the registry
-            knows it.
-        source (`str`, *optional*): `"config"`, `"registry"`, or `None` when the precision is unknown.
-        hub_id (`str`, *optional*): the Hub id used for the registry lookup.
-        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
-    """
-
-    precision: str
-    source: str | None = None
-    hub_id: str | None = None
-    entry: RegistryEntry | None = None
-
-    def describe(self) -> str:
-        """Where the precision comes from, as a phrase for messages."""
-        if self.source == SOURCE_CONFIG:
-            return "from its config's `trained_precision`"
-        if self.source == SOURCE_REGISTRY and self.entry is not None:
-            return (
-                f"from the trained-precision registry entry for '{self.entry.model_id}', source: {self.entry.source}; "
-                f"its config says '{UNKNOWN}'"
-            )
-        return "by an unknown source"
-
-
 def _invalid_mode_error(value: Any, origin: str) -> ValueError:
     valid = ", ".join(repr(m) for m in CHECK_MODES)
     return ValueError(f"{value!r} is not a valid {origin}. Valid values are {valid} (default {WARN!r}).")
@@ -177,73 +141,14 @@ def reset_warning_cache() -> None:
     _WARNED.clear()
 
 
-def _hub_id_from_cache_path(path: str) -> str | None:
-    """The Hub id of a `huggingface_hub` cache snapshot (`.../models--{org}--{name}/snapshots/{revision}[/...]`)."""
-    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
-    for i in range(len(parts) - 2):
-        if parts[i].startswith("models--") and parts[i + 1] == "snapshots" and parts[i + 2]:
-            pieces = parts[i][len("models--") :].split("--")
-            # Hub ids cannot contain "--", so a valid cache folder splits into exactly org and name.
-            if len(pieces) == 2 and all(pieces):
-                return "/".join(pieces)
-    return None
-
-
-def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
-    """
-    The Hub id a model name or path refers to, or `None`.
-
-    A name that is not an existing local path is taken as a Hub id when it has the `org/name` form. An existing local
-    path has a Hub id only when it lies in a `huggingface_hub` cache snapshot (what `snapshot_download` returns); any
-    other directory has none, whatever its folder is called.
-
-    Args:
-        name_or_path (`str` or `os.PathLike`, *optional*): what was passed to `from_pretrained`, or
-            `config.name_or_path`.
-    """
-    if not name_or_path:
-        return None
-    name = os.fspath(name_or_path)
-    if os.path.exists(name):
-        return _hub_id_from_cache_path(name)
-    if name.count("/") != 1 or name.startswith((".", "/", "~")) or os.sep != "/" and os.sep in name:
-        return None
-    return name
-
-
-def resolve_trained_precision(config, model_name: str | os.PathLike | None = None) -> TrainedPrecisionInfo:
-    """
-    A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
-    the model's Hub id (see [`hub_id_for`]), else `"unknown"`.
-
-    Args:
-        config ([`PreTrainedConfig`]): the model's configuration.
-        model_name (`str` or `os.PathLike`, *optional*): the name or path the model was loaded from; defaults to
-            `config.name_or_path`.
-    """
-    value = getattr(config, "trained_precision", UNKNOWN)
-    try:
-        precision = normalize_precision(value)
-    except ValueError:
-        precision = UNKNOWN
-    if precision != UNKNOWN:
-        return TrainedPrecisionInfo(precision, SOURCE_CONFIG)
-    name = model_name if model_name else getattr(config, "name_or_path", None)
-    hub_id = hub_id_for(name)
-    entry = lookup(hub_id) if hub_id else None
-    if entry is None:
-        return TrainedPrecisionInfo(UNKNOWN)
-    return TrainedPrecisionInfo(normalize_precision(entry.precision), SOURCE_REGISTRY, hub_id, entry)
-
-
 def _fix_text(risk: Risk, action: str, mode: str, per_call: bool = False) -> str:
     if action == CAST:
-        casts = {FP32: "`.float()`", BF16: "`.to(torch.bfloat16)`", FP16: "`.to(torch.float16)`"}
-        fix = "Cast it with " + " or ".join(casts[p] for p in risk.safe_dtypes) + " instead"
+        casts = " or ".join("`.float()`" if p == FP32 else f"`.to({dtype_code(p)})`" for p in risk.safe_dtypes)
+        fix = f"Cast it with {casts} instead"
         # a mode recorded at loading beats the environment variable: only loading with "ignore" silences the cast
         silence = f'load the model with `{KWARG}="ignore"`' if per_call else f"set {ENV_VAR}=ignore"
     else:
-        fix = "Load it with " + " or ".join(f"`dtype={_DTYPE_CODE[p]}`" for p in risk.safe_dtypes) + " instead"
+        fix = f"Load it with {dtype_options(risk.safe_dtypes)} instead"
         silence = f'pass `{KWARG}="ignore"` or set {ENV_VAR}=ignore'
     what = "this error" if mode == ERROR else "this warning"
     return f"{fix}, or {silence} to silence {what}."
@@ -275,7 +180,7 @@ def format_risk_message(
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
-    runtime = f"{risk.runtime} (`{_DTYPE_CODE[risk.runtime]}`)"
+    runtime = f"{risk.runtime} (`{dtype_code(risk.runtime)}`)"
     verb = {
         LOAD: f"is being loaded in {runtime}",
         FROM_CONFIG: f"is being instantiated in {runtime}",
@@ -339,11 +244,13 @@ def check_trained_precision(
     mode = resolve_check_mode(mode)
     if hf_quantizer is not None:
         dtype = _quantized_compute_dtype(hf_quantizer, dtype)
+    info = resolve_trained_precision(config, model_name)
+    if action == LOAD:
+        persist_registry_precision(config, info)
     runtime = dtype_to_precision(dtype)
     if runtime in (UNKNOWN, FP32):
         return None
-    info = resolve_trained_precision(config, model_name)
-    risk = assess_risk(info.precision, runtime)
+    risk = info.risk(runtime)
     if risk is None or mode == IGNORE:
         return risk
     name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
@@ -394,6 +301,26 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
     name = getattr(config, "name_or_path", None) or type(model).__name__
     mode = vars(model).get(MODE_ATTRIBUTE)
     return check_trained_precision(config, dtype, mode=mode, model_name=name, action=CAST)
+
+
+# `Tensor.type` accepts tensor-type names: "torch.HalfTensor", "torch.cuda.BFloat16Tensor", ...
+_TENSOR_TYPE_DTYPES = {"HalfTensor": "float16", "BFloat16Tensor": "bfloat16", "FloatTensor": "float32"}
+
+
+def check_trained_precision_on_type(model, dst_type) -> Risk | None:
+    """
+    The cast hook of `PreTrainedModel.type`: `dst_type` is a `torch.dtype` or a tensor-type name
+    (`"torch.HalfTensor"`, `"torch.cuda.BFloat16Tensor"`); it is checked like [`check_trained_precision_on_cast`].
+    Names of other tensor types (integers, float64) are never risky.
+    """
+    if isinstance(dst_type, str):
+        dtype = _TENSOR_TYPE_DTYPES.get(dst_type.rsplit(".", 1)[-1])
+        if dtype is None:
+            return None
+        import torch
+
+        dst_type = getattr(torch, dtype)
+    return check_trained_precision_on_cast(model, dst_type)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -12,70 +12,116 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-`transformers precision`: inspect a checkpoint's trained precision, and optionally audit its activation ranges.
-
-Usage:
-    transformers precision ./my-checkpoint
-    transformers precision google-t5/t5-small --dtype fp16
-    transformers precision ./my-t5 --audit --dtype fp16 --json
-
-Exit codes: 0 when the asked `--dtype` is safe (or none was asked), 1 when it is risky, 2 on bad input.
+`transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
+writing the answer into checkpoints.
 
 `cli/transformers.py` registers [`precision`] as a leaf command (`app.command(name="precision")(precision)`), which
-works with both the typer app of huggingface_hub 1.x and the click group of 2.x. Heavy imports stay inside the
-function so that `transformers --help` stays fast. The command declares its own `--format` next to `--json`: the
-click group of huggingface_hub 2.x strips a bare `--json` from the arguments of commands that have no `--format`. No `from __future__ import annotations` here: the CLI frameworks
-read the `Annotated` hints at runtime.
+works with both the typer app of huggingface_hub 1.x and the click group of 2.x. `python -m
+transformers.trained_precision` runs the same command without importing the rest of the `transformers` CLI (whose
+`serve` command imports torch). Heavy imports stay inside the function: the report reads file headers only and never
+imports torch. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
+strips a bare `--json` from the arguments of commands that have no `--format`. No `from __future__ import
+annotations` here: the CLI frameworks read the `Annotated` hints at runtime.
 """
 
 import json
+import os
 import sys
 from typing import Annotated
 
 import typer
 
 
-#: Exit codes.
+#: Exit codes, also listed by `--help`.
 EXIT_SAFE = 0
 EXIT_RISKY = 1
 EXIT_BAD_INPUT = 2
+EXIT_UNKNOWN = 3
+
+SET = "set"
+HUB_PR = "hub-pr"
+
+HELP = f"""What precision a checkpoint was trained in, and whether a runtime dtype is safe for it.
+
+\b
+Report (reads config.json and safetensors headers only; never imports torch unless --audit):
+  transformers precision PATH_OR_ID [--dtype fp16] [--audit] [--json]
+\b
+Write the field into checkpoints (local directories, config.json files, Hub cache snapshots, repo folders or a whole
+cache):
+  transformers precision set PATH... --precision bf16 [--force] [--dry-run]
+  transformers precision set PATH... --from-registry [--model-id HUB_ID] [--dry-run]
+  transformers precision set PATH... --precision unknown --force     (removes the field)
+\b
+Propose the registry's values to the Hub repos they describe (a dry run unless --push; needs a write token):
+  transformers precision hub-pr [HUB_ID...] [--push] [--force]
+
+\b
+Exit codes:
+  {EXIT_SAFE}  safe (or no --dtype asked; for `set`: every file written or unchanged)
+  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (for `set`: a file could not be written)
+  {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option
+  {EXIT_UNKNOWN}  unknown: the trained precision is unknown, so nothing says the asked --dtype is safe
+"""
 
 
-def _fail(message: str) -> None:
-    # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
-    print(f"Error: {message}", file=sys.stderr)
-    raise SystemExit(EXIT_BAD_INPUT)
+class _Output:
+    """Prints results and errors as text, or as JSON on stdout with `--json`."""
+
+    def __init__(self, json_output: bool):
+        self.json = json_output
+
+    def fail(self, message: str, code: int = EXIT_BAD_INPUT):
+        # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
+        if self.json:
+            print(json.dumps({"error": message, "exit_code": code}, indent=2))
+        else:
+            print(f"Error: {message}", file=sys.stderr)
+        raise SystemExit(code)
 
 
-def _read_texts(path: str) -> list[str]:
+def _read_texts(path: str, out: _Output) -> list[str]:
     """One calibration text per non-empty paragraph (blank-line separated); a file without blank lines: per line."""
     try:
         with open(path, encoding="utf-8") as f:
             content = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        _fail(f"cannot read the calibration text file {path}: {e}")
+        out.fail(f"cannot read the calibration text file {path}: {e}")
     blocks = [b.strip() for b in content.split("\n\n") if b.strip()]
     if len(blocks) == 1:
         blocks = [line.strip() for line in content.splitlines() if line.strip()]
     if not blocks:
-        _fail(f"the calibration text file {path} is empty.")
+        out.fail(f"the calibration text file {path} is empty.")
     return blocks
 
 
 def precision(
-    path_or_id: Annotated[
-        str, typer.Argument(help="A checkpoint directory (with config.json), or a Hub id from the local cache.")
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to write.",
+            show_default=False,
+        ),
     ],
     dtype: Annotated[
         str | None,
-        typer.Option(help="The runtime dtype you plan to use: fp16, bf16 or fp32. Exit code 1 when it is risky."),
+        typer.Option(help="The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."),
     ] = None,
     audit: Annotated[
         bool,
         typer.Option(
             "--audit",
             help="Load the model in fp32 on the CPU, run a calibration forward and measure every module's max "
-            "|activation| against fp16's 65504.",
+            "|activation| against fp16's 65504. Needs torch.",
+        ),
+    ] = False,
+    download: Annotated[
+        bool, typer.Option("--download", help="With --audit: let it download the weights of an uncached Hub id.")
+    ] = False,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(
+            "--allow-pickle", help="With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
         ),
     ] = False,
     text: Annotated[
@@ -85,34 +131,171 @@ def precision(
     top: Annotated[int, typer.Option(help="With --audit: how many modules to list.")] = 10,
     output_format: Annotated[str, typer.Option("--format", help="Output format: text or json.")] = "text",
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print the report as JSON (same as --format json).")
+        bool, typer.Option("--json", help="Print the report (or the error) as JSON (same as --format json).")
     ] = False,
-    revision: Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id.")] = None,
+    revision: Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id only.")] = None,
+    precision_value: Annotated[
+        str | None,
+        typer.Option("--precision", help="`set`: the value to write: fp32, bf16, fp16, or unknown (removes it)."),
+    ] = None,
+    from_registry: Annotated[
+        bool, typer.Option("--from-registry", help="`set`: write the registry's value for each checkpoint's Hub id.")
+    ] = False,
+    model_id: Annotated[
+        str | None,
+        typer.Option("--model-id", help="`set --from-registry`: the Hub id of local checkpoints outside the cache."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="`set`: replace or remove a value a config holds.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
+    push: Annotated[bool, typer.Option("--push", help="`hub-pr`: open the pull requests (default: dry run).")] = False,
 ):
-    """Inspect a checkpoint's trained precision; with --audit, measure its activation ranges."""
-    from .inspection import RUNTIME_PRECISIONS, CheckpointInspectionError, _runtime_name, inspect_checkpoint
+    out = _Output(json_output or output_format == "json")
+    if output_format not in ("text", "json"):
+        out.fail(f"--format {output_format!r} is not valid: use text or json.")
+    set_options = precision_value is not None or from_registry or model_id is not None or force or dry_run
+    if args and args[0] == SET and (len(args) > 1 or not os.path.exists(SET)):
+        if dtype is not None or audit or download or allow_pickle or text is not None or revision is not None:
+            out.fail(
+                "--dtype, --audit, --download, --allow-pickle, --text and --revision apply to the report, not `set`."
+            )
+        _set(args[1:], precision_value, from_registry, model_id, force, dry_run, out)
+        return
+    if args and args[0] == HUB_PR and not os.path.exists(HUB_PR):
+        if precision_value is not None or from_registry or model_id is not None or dry_run:
+            out.fail("`hub-pr` takes Hub ids, --push and --force only; it is a dry run unless --push.")
+        hub_pr(args[1:], push=push, force=force, out=out)
+        return
+    if push:
+        out.fail("--push goes with `transformers precision hub-pr`.")
+    if set_options:
+        out.fail(
+            "--precision, --from-registry, --model-id, --force and --dry-run go with `transformers precision set`."
+        )
+    if len(args) != 1:
+        out.fail(f"expected one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
+    _report(args[0], dtype, audit, download, allow_pickle, text, top, revision, out)
+
+
+precision.__doc__ = HELP
+
+
+def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revision, out: _Output) -> None:
+    from .inspection import CheckpointInspectionError, inspect_checkpoint, runtime_name
 
     if dtype is not None:
         try:
-            dtype = _runtime_name(dtype)
+            dtype = runtime_name(dtype)
         except CheckpointInspectionError as e:
-            _fail(f"--dtype {dtype!r} is not valid: use one of {', '.join(RUNTIME_PRECISIONS)}. ({e})")
-    if output_format not in ("text", "json"):
-        _fail(f"--format {output_format!r} is not valid: use text or json.")
-    json_output = json_output or output_format == "json"
+            out.fail(f"--dtype: {e}")
     if text is not None and not audit:
-        _fail("--text only applies with --audit.")
+        out.fail("--text only applies with --audit.")
+    if (download or allow_pickle) and not audit:
+        out.fail("--download and --allow-pickle only apply with --audit.")
     if top < 1:
-        _fail(f"--top must be a positive integer, got {top}.")
-    texts = _read_texts(text) if text is not None else None
+        out.fail(f"--top must be a positive integer, got {top}.")
+    texts = _read_texts(text, out) if text is not None else None
     try:
-        report = inspect_checkpoint(path_or_id, audit=audit, texts=texts, revision=revision)
+        report = inspect_checkpoint(
+            path_or_id, audit=audit, texts=texts, revision=revision, download=download, allow_pickle=allow_pickle
+        )
     except CheckpointInspectionError as e:
-        _fail(str(e))
-    if json_output:
+        out.fail(str(e))
+    if out.json:
         print(json.dumps(report.to_dict(dtype, top_k=top), indent=2, default=str))
     else:
         print(report.format(dtype, top_k=top))
     code = report.exit_code(dtype)
     if code:
         raise SystemExit(code)
+
+
+def _set(paths, precision_value, from_registry, model_id, force, dry_run, out: _Output) -> None:
+    from .populate import populate_checkpoints
+    from .registry import lookup
+    from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
+
+    if not paths:
+        out.fail("`set` needs at least one path: transformers precision set PATH... --precision bf16")
+    if (precision_value is None) == (not from_registry):
+        out.fail("`set` needs exactly one of --precision VALUE and --from-registry.")
+    if precision_value is not None:
+        try:
+            precision_value = normalize_precision(precision_value)
+        except InvalidTrainedPrecisionError:
+            out.fail(f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}.")
+    if model_id is not None and lookup(model_id) is None:
+        out.fail(f"--model-id {model_id} is not in the registry: pass --precision instead.")
+
+    def show(result):
+        if not out.json:
+            print(f"[{result.status}] {result.path}: {result.message}")
+            if dry_run and result.diff:
+                print(result.diff.rstrip("\n"))
+
+    results = populate_checkpoints(
+        paths,
+        precision=precision_value,
+        model_id=model_id,
+        force=force,
+        dry_run=dry_run,
+        progress=False,
+        on_result=show,
+    )
+    failed = any(r.failed for r in results)
+    if out.json:
+        print(
+            json.dumps(
+                {
+                    "results": [
+                        {
+                            "path": r.path,
+                            "status": r.status,
+                            "message": r.message,
+                            "model_id": r.model_id,
+                            "precision": r.precision,
+                            "diff": r.diff,
+                        }
+                        for r in results
+                    ],
+                    "exit_code": EXIT_RISKY if failed else EXIT_SAFE,
+                },
+                indent=2,
+            )
+        )
+    else:
+        counts = {}
+        for r in results:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
+    if failed:
+        raise SystemExit(EXIT_RISKY)
+
+
+def hub_pr(ids: list[str], *, push: bool = False, force: bool = False, out: _Output | None = None, api=None) -> None:
+    """`transformers precision hub-pr`: prepare (or, with `push`, open) the registry's Hub pull requests."""
+    from .populate import prepare_hub_prs
+    from .registry import REGISTRY
+
+    out = out or _Output(False)
+    results = prepare_hub_prs(REGISTRY, api=api, only=ids or None, push=push, force=force)
+    known = {r.repo_id.lower() for r in results}
+    missing = [i for i in ids if i.lower() not in known]
+    if out.json:
+        payload = [{"repo_id": r.repo_id, "status": r.status, "message": r.message, "diff": r.diff} for r in results]
+        print(json.dumps({"results": payload, "not_in_registry": missing}, indent=2))
+    else:
+        for r in results:
+            print(f"[{r.status}] {r.repo_id}: {r.message}")
+            if not push and r.diff:
+                print(r.diff.rstrip("\n"))
+    if missing:
+        out.fail(f"not exact-id rows of the registry: {', '.join(missing)}", EXIT_RISKY)
+    if any(r.failed for r in results):
+        raise SystemExit(EXIT_RISKY)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m transformers.trained_precision`: the `transformers precision` command on its own."""
+    app = typer.Typer(add_completion=False)
+    app.command(help=HELP)(precision)
+    app(args=argv, prog_name="transformers precision")

@@ -24,13 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..utils import logging
-from .vocabulary import UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+from .vocabulary import FIELDS, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
 
 logger = logging.get_logger(__name__)
-
-#: The attribute name on every config.
-FIELD = "trained_precision"
 
 
 def normalize_config_value(value: Any) -> str:
@@ -48,12 +45,12 @@ def sanitize_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
     result = None
     for key, value in config_dict.items():
         new = value
-        if key == FIELD:
+        if key in FIELDS:
             try:
                 new = normalize_precision(value)
             except InvalidTrainedPrecisionError as e:
                 logger.warning_once(
-                    f"Ignoring the `{FIELD}` of this configuration and treating it as '{UNKNOWN}': {e} "
+                    f"Ignoring the `{key}` of this configuration and treating it as '{UNKNOWN}': {e} "
                     f"Fix the value in the checkpoint's config.json to silence this warning."
                 )
                 new = UNKNOWN

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -16,12 +16,13 @@ Inspecting a checkpoint without loading it: what `transformers precision` prints
 
 [`inspect_checkpoint`] reads a checkpoint directory (or a Hub id found in the local cache) and reports
 
-- the trained precision its `config.json` declares,
-- the registry's value (only for Hub ids: a local directory's name is never used to guess one),
-- the storage dtype(s) and the parameter count, read from the safetensors header(s) with a bounded read (sharded
-  checkpoints through their `model.safetensors.index.json`; pickled weights are never opened),
-- a verdict per runtime precision from the risk rules ([`assess_risk`]), and, when asked, the measured activation
-  ranges of a calibration forward ([`audit_activations`]).
+- the trained precision, as [`~trained_precision.resolver.resolve_trained_precision`] answers it for every other path
+  (the config's value, else the registry row of the Hub id: legacy ids and cache snapshot paths included),
+- the storage dtype(s) and the number of stored values, read from the safetensors header(s) with a bounded read
+  ([`~trained_precision.storage.read_storage`]; pickled weights are never opened),
+- a verdict per runtime precision: `"safe"`, `"risky"`, or `"unknown"` when the trained precision is unknown and
+  nothing was measured, and, when asked, the measured activation ranges of a calibration forward
+  ([`~trained_precision.audit.audit_checkpoint`]).
 
 Everything here works from a notebook:
 
@@ -29,7 +30,7 @@ Everything here works from a notebook:
 >>> from transformers.trained_precision import inspect_checkpoint
 >>> report = inspect_checkpoint("./my-t5", audit=True)
 >>> print(report.format())
->>> report.verdicts["fp16"].status
+>>> report.verdict("fp16").status
 'risky'
 ```
 """
@@ -38,21 +39,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
-import re
-import struct
 from typing import Any
 
-from ..utils import logging
+from ..utils import CONFIG_NAME, logging
+from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
-from .risk import FP16_MAX, assess_risk
+from .resolver import resolve_trained_precision
+from .risk import FP16_MAX, OVERFLOW
+from .storage import (
+    MAX_HEADER_BYTES,
+    CheckpointInspectionError,
+    SafetensorsHeaderError,
+    StorageSummary,
+    read_safetensors_header,
+    read_storage,
+    storage_from_hub_metadata,
+)
 from .vocabulary import (
-    BF16,
-    FP16,
+    FIELD,
     FP32,
+    RUNTIME_PRECISIONS,
     UNKNOWN,
     InvalidTrainedPrecisionError,
+    dtype_options,
     normalize_precision,
 )
 
@@ -60,221 +70,19 @@ from .vocabulary import (
 logger = logging.get_logger(__name__)
 
 #: Bump when a key of [`CheckpointReport.to_dict`] changes meaning or disappears.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-#: The safetensors library refuses headers above 100 MB; so do we, before reading them.
-MAX_HEADER_BYTES = 100_000_000
-
-SAFE_WEIGHTS_NAME = "model.safetensors"
-SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
-CONFIG_NAME = "config.json"
-PICKLE_WEIGHTS_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-
-#: The runtime precisions a verdict is given for, in the order they are printed.
-RUNTIME_PRECISIONS = (FP32, BF16, FP16)
-
+#: Verdict statuses.
 SAFE = "safe"
 RISKY = "risky"
+UNKNOWN_STATUS = "unknown"
 
-#: safetensors dtype tag -> (torch dtype name, bytes per element). Unlisted tags are reported as they are.
-_SAFETENSORS_DTYPES = {
-    "F64": ("float64", 8),
-    "F32": ("float32", 4),
-    "BF16": ("bfloat16", 2),
-    "F16": ("float16", 2),
-    "F8_E4M3": ("float8_e4m3fn", 1),
-    "F8_E5M2": ("float8_e5m2", 1),
-    "I64": ("int64", 8),
-    "I32": ("int32", 4),
-    "I16": ("int16", 2),
-    "I8": ("int8", 1),
-    "U8": ("uint8", 1),
-    "BOOL": ("bool", 1),
-}
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-class CheckpointInspectionError(ValueError):
-    """A checkpoint that cannot be inspected: a missing path or file, a malformed header, an uncached Hub id."""
-
-
-class SafetensorsHeaderError(CheckpointInspectionError):
-    """A safetensors file whose header is truncated, oversized or not valid JSON."""
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# safetensors headers
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def read_safetensors_header(path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES) -> dict[str, Any]:
-    """
-    Reads the JSON header of a safetensors file, and only the header: at most `8 + max_header_bytes` bytes.
-
-    The file starts with a little-endian `uint64` header length N, then N bytes of JSON mapping each tensor name to
-    `{"dtype", "shape", "data_offsets"}` (plus an optional `"__metadata__"`). The header is checked against the file
-    size, so a truncated download is reported here rather than when the weights are loaded.
-
-    Args:
-        path (`str` or `os.PathLike`): the `.safetensors` file.
-        max_header_bytes (`int`, *optional*, defaults to 100 MB): refuse longer headers without reading them.
-
-    Returns:
-        `dict`: the parsed header.
-
-    Raises:
-        [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
-    """
-    path = os.fspath(path)
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            prefix = f.read(8)
-            if len(prefix) < 8:
-                raise SafetensorsHeaderError(
-                    f"{path} is not a safetensors file: it has {size} bytes, fewer than the 8-byte header length."
-                )
-            (length,) = struct.unpack("<Q", prefix)
-            if length > max_header_bytes:
-                raise SafetensorsHeaderError(
-                    f"{path} declares a {length}-byte header, over the {max_header_bytes}-byte limit: the file is "
-                    "corrupted or not a safetensors file."
-                )
-            if length > size - 8:
-                raise SafetensorsHeaderError(
-                    f"{path} is truncated: it declares a {length}-byte header but only {size - 8} bytes follow."
-                )
-            raw = f.read(length)
-    except OSError as e:
-        raise SafetensorsHeaderError(f"Cannot read {path}: {e}") from e
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SafetensorsHeaderError(f"{path} has a malformed header (not UTF-8 JSON): {e}") from e
-    if not isinstance(header, dict):
-        raise SafetensorsHeaderError(f"{path} has a malformed header: a JSON object was expected.")
-    data_size = size - 8 - length
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        _check_tensor_entry(path, name, info, data_size)
-    return header
-
-
-def _check_tensor_entry(path: str, name: str, info: Any, data_size: int) -> None:
-    valid = (
-        isinstance(info, dict)
-        and isinstance(info.get("dtype"), str)
-        and isinstance(info.get("shape"), list)
-        and all(isinstance(d, int) and d >= 0 for d in info["shape"])
-        and isinstance(info.get("data_offsets"), list)
-        and len(info["data_offsets"]) == 2
-        and all(isinstance(o, int) for o in info["data_offsets"])
-        and 0 <= info["data_offsets"][0] <= info["data_offsets"][1]
-    )
-    if not valid:
-        raise SafetensorsHeaderError(
-            f"{path} has a malformed header: tensor {name!r} needs a `dtype`, a `shape` and two `data_offsets`."
-        )
-    if info["data_offsets"][1] > data_size:
-        raise SafetensorsHeaderError(
-            f"{path} is truncated: tensor {name!r} ends at byte {info['data_offsets'][1]} of the data section, which "
-            f"has {data_size} bytes."
-        )
-
-
-@dataclasses.dataclass
-class StorageSummary:
-    """
-    What the safetensors header(s) say about the stored weights.
-
-    Args:
-        format (`str`): `"safetensors"`, `"pickle"` (present but never opened) or `"none"`.
-        files (`list[str]`): the weight files, relative to the checkpoint directory.
-        sharded (`bool`): whether an index file listed them.
-        dtypes (`dict[str, int]`): torch dtype name -> number of stored elements in that dtype.
-        parameters (`int`): the number of stored elements (tied weights are stored, and counted, once).
-        bytes (`int`): the size of the tensor data.
-    """
-
-    format: str
-    files: list[str] = dataclasses.field(default_factory=list)
-    sharded: bool = False
-    dtypes: dict[str, int] = dataclasses.field(default_factory=dict)
-    parameters: int = 0
-    bytes: int = 0
-
-    @property
-    def main_dtype(self) -> str | None:
-        """The dtype that holds most elements."""
-        return max(self.dtypes, key=self.dtypes.get) if self.dtypes else None
-
-
-def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False) -> StorageSummary:
-    """Sums dtypes, element counts and bytes over parsed safetensors headers (`{file name: header}`)."""
-    summary = StorageSummary(format="safetensors", files=sorted(headers), sharded=sharded)
-    for header in headers.values():
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            dtype = _SAFETENSORS_DTYPES.get(info["dtype"], (info["dtype"].lower(), None))[0]
-            count = math.prod(info["shape"])
-            summary.dtypes[dtype] = summary.dtypes.get(dtype, 0) + count
-            summary.parameters += count
-            summary.bytes += info["data_offsets"][1] - info["data_offsets"][0]
-    summary.dtypes = dict(sorted(summary.dtypes.items(), key=lambda kv: -kv[1]))
-    return summary
-
-
-def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> StorageSummary:
-    """
-    Summarizes the safetensors weights of a checkpoint directory: a single `model.safetensors`, or the shards listed
-    by `model.safetensors.index.json`. Pickled weights are reported as present but never opened.
-
-    Raises:
-        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
-    """
-    index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
-    if os.path.isfile(index_path):
-        try:
-            with open(index_path, encoding="utf-8") as f:
-                index = json.load(f)
-            files = sorted(set(index["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointInspectionError(
-                f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
-                f"expected ({type(e).__name__}: {e})."
-            ) from e
-        missing = [name for name in files if not os.path.isfile(os.path.join(directory, name))]
-        if missing:
-            raise CheckpointInspectionError(
-                f"{index_path} lists shard(s) missing from {directory}: {', '.join(missing)}."
-            )
-        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in files}
-        return summarize_headers(headers, sharded=True)
-    single = os.path.join(directory, SAFE_WEIGHTS_NAME)
-    if os.path.isfile(single):
-        return summarize_headers({SAFE_WEIGHTS_NAME: read_safetensors_header(single, max_header_bytes)})
-    others = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
-    if others:
-        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in others}
-        return summarize_headers(headers, sharded=len(others) > 1)
-    pickled = [n for n in PICKLE_WEIGHTS_NAMES if os.path.isfile(os.path.join(directory, n))]
-    if pickled:
-        return StorageSummary(format="pickle", files=pickled)
-    return StorageSummary(format="none")
-
-
-def _storage_from_hub_metadata(metadata: Any) -> StorageSummary:
-    """Converts `huggingface_hub.get_safetensors_metadata`'s answer (headers read with HTTP range requests)."""
-    headers = {}
-    for filename, file_metadata in metadata.files_metadata.items():
-        headers[filename] = {
-            name: {"dtype": info.dtype, "shape": list(info.shape), "data_offsets": list(info.data_offsets)}
-            for name, info in file_metadata.tensors.items()
-        }
-    return summarize_headers(headers, sharded=metadata.sharded)
+#: `transformers precision` exit codes (also [`CheckpointReport.exit_code`]).
+EXIT_SAFE = 0
+EXIT_RISKY = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNKNOWN = 3
+_EXIT_CODES = {SAFE: EXIT_SAFE, RISKY: EXIT_RISKY, UNKNOWN_STATUS: EXIT_UNKNOWN}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -285,8 +93,8 @@ def _storage_from_hub_metadata(metadata: Any) -> StorageSummary:
 @dataclasses.dataclass
 class _Resolved:
     directory: str | None  # a local directory holding config.json (a cached snapshot for a Hub id)
-    hub_id: str | None
-    config_path: str | None = None
+    name: str  # what the resolver is given: the directory, or the Hub id when nothing is cached
+    config_path: str
     remote_storage: StorageSummary | None = None
 
 
@@ -296,54 +104,54 @@ def _hub_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
-def _looks_like_hub_id(value: str) -> bool:
-    return bool(_HUB_ID.match(value)) and ".." not in value and not value.endswith((".json", ".safetensors"))
-
-
-def _resolve(path_or_id: str, revision: str | None = None, max_header_bytes: int = MAX_HEADER_BYTES) -> _Resolved:
+def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None = None) -> _Resolved:
     expanded = os.path.expanduser(os.fspath(path_or_id))
     if os.path.isdir(expanded):
+        if revision is not None:
+            raise CheckpointInspectionError(
+                f"--revision applies to Hub ids, and {expanded} is a local directory: drop --revision, or pass the Hub "
+                "id instead of the directory."
+            )
         config_path = os.path.join(expanded, CONFIG_NAME)
         if not os.path.isfile(config_path):
             raise CheckpointInspectionError(
-                f"{expanded} has no {CONFIG_NAME}: pass the directory that `save_pretrained` wrote (it holds "
+                f"no {CONFIG_NAME} in {expanded}: pass the directory that `save_pretrained` wrote (it holds "
                 f"{CONFIG_NAME} next to the weights)."
             )
-        return _Resolved(directory=expanded, hub_id=None, config_path=config_path)
+        return _Resolved(directory=expanded, name=expanded, config_path=config_path)
     if os.path.exists(expanded):
         raise CheckpointInspectionError(
             f"{expanded} is a file: pass the checkpoint directory that holds {CONFIG_NAME} and the weights."
         )
-    if not _looks_like_hub_id(path_or_id):
-        raise CheckpointInspectionError(f"{path_or_id}: no such directory, and it is not a Hub model id.")
+    hub_id = parse_hub_id(path_or_id)
+    if hub_id is None:
+        raise CheckpointInspectionError(f"{path_or_id} does not exist, and it is not a Hub model id.")
 
-    from huggingface_hub import try_to_load_from_cache
-
-    cached = try_to_load_from_cache(path_or_id, CONFIG_NAME, revision=revision)
-    if isinstance(cached, str) and os.path.isfile(cached):
-        return _Resolved(directory=os.path.dirname(cached), hub_id=path_or_id, config_path=cached)
+    snapshot = find_cached_snapshot(hub_id, revision=revision, cache_dir=cache_dir)
+    if snapshot is not None:
+        return _Resolved(directory=snapshot, name=snapshot, config_path=os.path.join(snapshot, CONFIG_NAME))
     if _hub_offline():
         raise CheckpointInspectionError(
-            f"{path_or_id}: no such directory, and the Hub id is not in the local Hugging Face cache (offline mode is "
-            f"on, so nothing is downloaded). Pass a checkpoint directory, or download it first with "
+            f"{path_or_id} is not a local directory, and the Hub id is not in the local Hugging Face cache (offline "
+            f"mode is on, so nothing is downloaded). Pass a checkpoint directory, or download it first with "
             f"`hf download {path_or_id}` while online."
         )
     # Online and not cached: fetch config.json only, and read the safetensors headers with HTTP range requests.
     from huggingface_hub import get_safetensors_metadata, hf_hub_download
 
     try:
-        config_path = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision)
+        config_path = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     except Exception as e:
         raise CheckpointInspectionError(
-            f"{path_or_id}: no such directory, and its {CONFIG_NAME} could not be fetched from the Hub "
+            f"{path_or_id} is not a local directory, and its {CONFIG_NAME} could not be fetched from the Hub "
             f"({type(e).__name__}: {e})."
         ) from e
     try:
-        remote = _storage_from_hub_metadata(get_safetensors_metadata(path_or_id, revision=revision))
+        remote = storage_from_hub_metadata(get_safetensors_metadata(path_or_id, revision=revision))
     except Exception as e:  # not a safetensors repo, or the headers could not be read
         logger.info(f"Could not read the safetensors headers of {path_or_id} from the Hub: {e}")
         remote = StorageSummary(format="none")
-    return _Resolved(directory=None, hub_id=path_or_id, config_path=config_path, remote_storage=remote)
+    return _Resolved(directory=None, name=hub_id, config_path=config_path, remote_storage=remote)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -358,16 +166,20 @@ class Verdict:
 
     Args:
         runtime (`str`): `"fp32"`, `"bf16"` or `"fp16"`.
-        status (`str`): `"safe"` or `"risky"`.
-        reasons (`list[str]`): why it is risky (from the risk rules and/or the audit); empty when safe.
+        status (`str`): `"safe"`, `"risky"`, or `"unknown"` (the trained precision is unknown and nothing was
+            measured: no rule can say it is safe).
+        summary (`str`): the verdict in one line a user can act on, e.g. "risky: precision loss expected (trained in
+            fp32); the measured range fits fp16 (headroom 337x)".
+        reasons (`list[str]`): the details behind the summary (the risk rule, the measurement).
         fix (`str`, *optional*): what to do instead.
-        kind (`str`, *optional*): the risk rule's kind (`"overflow"`, `"precision_loss"`), or `"measured_overflow"`
-            when only the audit found it.
+        kind (`str`, *optional*): the risk's kind: `"overflow"`, `"precision_loss"`, or `"measured_overflow"` when
+            only the audit found it.
         severity (`str`, *optional*): `"high"` or `"low"`.
     """
 
     runtime: str
     status: str
+    summary: str = ""
     reasons: list[str] = dataclasses.field(default_factory=list)
     fix: str | None = None
     kind: str | None = None
@@ -376,6 +188,10 @@ class Verdict:
     @property
     def is_safe(self) -> bool:
         return self.status == SAFE
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self.status]
 
 
 @dataclasses.dataclass
@@ -387,17 +203,19 @@ class CheckpointReport:
     Args:
         checkpoint (`str`): what was asked for.
         directory (`str`, *optional*): the local directory read (a cache snapshot for a Hub id).
-        hub_id (`str`, *optional*): the Hub id, when one was given.
+        hub_id (`str`, *optional*): the canonical Hub id, when the checkpoint has one (a Hub id, or a cache snapshot).
         model_type (`str`, *optional*): the config's `model_type`.
         architectures (`list[str]`): the config's `architectures`.
         declared (`str`): the trained precision `config.json` declares (`"unknown"` when absent).
         declared_raw (`Any`): the raw value in `config.json` (`None` when absent).
-        registry (`RegistryEntry`, *optional*): the registry row, for Hub ids only.
-        effective (`str`): the trained precision the verdicts use: the config's when known, else the registry's.
+        registry (`RegistryEntry`, *optional*): the registry row of the Hub id, if any.
+        effective (`str`): the trained precision the verdicts use, as the resolver answers.
         effective_from (`str`, *optional*): `"config"`, `"registry"` or `None` (unknown).
         storage (`StorageSummary`): the stored weights.
         verdicts (`dict[str, Verdict]`): per runtime precision.
         audit (`ActivationAudit`, *optional*): the measured activation ranges, when an audit ran.
+        pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
+        provenance (`str`, *optional*, defaults to `"unknown"`): `"config"`, `"registry: <row>"` or `"unknown"`.
     """
 
     checkpoint: str
@@ -413,20 +231,25 @@ class CheckpointReport:
     storage: StorageSummary
     verdicts: dict[str, Verdict]
     audit: Any = None
+    pretraining: str = UNKNOWN
+    provenance: str = UNKNOWN
 
     def verdict(self, runtime: Any) -> Verdict:
         """The verdict for a runtime precision (any spelling of fp32, bf16 or fp16)."""
-        return self.verdicts[_runtime_name(runtime)]
+        return self.verdicts[runtime_name(runtime)]
 
     def exit_code(self, runtime: Any = None) -> int:
-        """`transformers precision`'s exit code: 0 when `runtime` is safe (or `None`), 1 when it is risky."""
+        """
+        `transformers precision`'s exit code: 0 when `runtime` is safe (or `None`), 1 when it is risky, 3 when it is
+        unknown (2 is bad input, raised before a report exists).
+        """
         if runtime is None:
-            return 0
-        return 0 if self.verdict(runtime).is_safe else 1
+            return EXIT_SAFE
+        return self.verdict(runtime).exit_code
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
-        asked = None if runtime is None else _runtime_name(runtime)
+        asked = None if runtime is None else runtime_name(runtime)
         registry = None
         if self.registry is not None:
             registry = {
@@ -442,26 +265,29 @@ class CheckpointReport:
             "hub_id": self.hub_id,
             "model_type": self.model_type,
             "architectures": list(self.architectures),
-            "trained_precision": {
+            FIELD: {
                 "declared": self.declared,
                 "declared_raw": self.declared_raw,
                 "registry": registry,
                 "effective": self.effective,
                 "effective_from": self.effective_from,
+                "provenance": self.provenance,
+                "pretraining": self.pretraining,
             },
             "storage": dataclasses.asdict(self.storage),
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
             "audit": None if self.audit is None else self.audit.to_dict(top_k=top_k),
             "asked_dtype": asked,
+            "status": None if asked is None else self.verdicts[asked].status,
             "exit_code": self.exit_code(asked),
         }
 
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
         """The human-readable report; `runtime` marks the asked dtype."""
-        asked = None if runtime is None else _runtime_name(runtime)
+        asked = None if runtime is None else runtime_name(runtime)
         lines = [f"Checkpoint: {self.checkpoint}"]
-        if self.hub_id and self.directory:
-            lines.append(f"  cached at: {self.directory}")
+        if self.directory and self.directory != self.checkpoint:
+            lines.append(f"  read from: {self.directory}")
         if self.model_type or self.architectures:
             arch = f" ({', '.join(self.architectures)})" if self.architectures else ""
             lines.append(f"  model type: {self.model_type or 'unknown'}{arch}")
@@ -471,29 +297,26 @@ class CheckpointReport:
         if self.declared_raw is None:
             declared += " (not in config.json)"
         lines.append(f"Trained precision (config): {declared}")
+        if self.pretraining != UNKNOWN:
+            lines.append(f"Pretraining precision (config): {self.pretraining}")
         if self.hub_id is None:
-            lines.append("Trained precision (registry): not consulted for a local directory")
+            lines.append(
+                "Trained precision (registry): not consulted: a directory outside the Hub cache has no Hub id"
+            )
         elif self.registry is None:
-            lines.append("Trained precision (registry): no entry")
+            lines.append(f"Trained precision (registry): no entry for {self.hub_id}")
         else:
             lines.append(
                 f"Trained precision (registry): {self.registry.precision} via {self.registry.model_id} "
                 f"({self.registry.note}; {self.registry.source})"
             )
-        used = f" (from the {self.effective_from})" if self.effective_from else ""
-        lines.append(f"Trained precision used for the verdicts: {self.effective}{used}")
+        lines.append(f"Trained precision used for the verdicts: {self.effective} ({self.provenance})")
         lines.append(_format_storage(self.storage))
         lines.append("Verdicts:")
         for name, verdict in self.verdicts.items():
             mark = "  <- asked" if name == asked else ""
-            if verdict.is_safe:
-                note = "safe"
-                if self.effective == UNKNOWN and name != FP32 and self.audit is None:
-                    note = "no rule applies (trained precision unknown; `--audit` measures the activations)"
-                lines.append(f"  {name}: {note}{mark}")
-            else:
-                mild = " (mild: weak public evidence)" if verdict.severity == "low" else ""
-                lines.append(f"  {name}: RISKY{mild}{mark}")
+            lines.append(f"  {name}: {verdict.summary}{mark}")
+            if verdict.status != SAFE:
                 lines.extend(f"      {reason}" for reason in verdict.reasons)
                 if verdict.fix:
                     lines.append(f"      fix: {verdict.fix}")
@@ -506,25 +329,35 @@ def _format_storage(storage: StorageSummary) -> str:
     if storage.format == "safetensors":
         dtypes = ", ".join(f"{name} ({count:,})" for name, count in storage.dtypes.items()) or "no tensors"
         files = f"{len(storage.files)} shards" if storage.sharded else ", ".join(storage.files)
-        return f"Storage: {dtypes}; {storage.parameters:,} parameters in {files}"
+        return (
+            f"Storage: {dtypes}; {storage.parameters:,} stored values (parameters and persistent buffers; the header "
+            f"does not tell them apart) in {files}"
+        )
     if storage.format == "pickle":
         return f"Storage: pickled weights ({', '.join(storage.files)}), not opened: no safetensors header to read"
     return "Storage: no weight files found"
 
 
-def _runtime_name(runtime: Any) -> str:
+def runtime_name(runtime: Any) -> str:
+    """
+    The canonical runtime precision of `runtime` (`"fp16"`, `torch.float16`, `"half"`, ...).
+
+    Raises:
+        [`CheckpointInspectionError`]: for anything that is not fp32, bf16 or fp16, naming those.
+    """
+    valid = ", ".join(RUNTIME_PRECISIONS)
     try:
         name = normalize_precision(runtime)
-    except InvalidTrainedPrecisionError as e:
-        raise CheckpointInspectionError(f"{e} The runtime dtype must be one of fp32, bf16, fp16.") from e
+    except InvalidTrainedPrecisionError:
+        name = None
     if name not in RUNTIME_PRECISIONS:
-        raise CheckpointInspectionError(f"{runtime!r} is not a runtime dtype: use one of fp32, bf16, fp16.")
+        raise CheckpointInspectionError(f"{runtime!r} is not a runtime dtype: use one of {valid}.")
     return name
 
 
 def _read_config(config_path: str) -> dict[str, Any]:
     try:
-        with open(config_path, encoding="utf-8") as f:
+        with open(config_path, encoding="utf-8-sig") as f:
             config = json.load(f)
     except (OSError, ValueError) as e:
         raise CheckpointInspectionError(f"{config_path} is not a readable JSON file: {e}") from e
@@ -533,43 +366,84 @@ def _read_config(config_path: str) -> dict[str, Any]:
     return config
 
 
-def _declared_precision(config: dict[str, Any]) -> tuple[str, Any]:
-    raw = config.get("trained_precision")
+def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, Any]:
+    raw = config.get(FIELD)
     if raw is None:
         return UNKNOWN, None
     try:
         return normalize_precision(raw), raw
     except InvalidTrainedPrecisionError:
-        logger.warning(f"config.json holds an unrecognised trained_precision {raw!r}: treated as 'unknown'.")
+        logger.warning(f"{config_path} holds an unrecognised {FIELD} {raw!r}: treated as '{UNKNOWN}'.")
         return UNKNOWN, raw
 
 
-def build_verdicts(trained: str, audit: Any = None) -> dict[str, Verdict]:
+def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
+    """The verdict from the risk rules, refined by the measurement when an audit ran."""
+    risk = info.risk(runtime)
+    measured = audit.problem_for(runtime) if audit is not None else None
+    fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"
+    if risk is not None:
+        verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
+        verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
+        mild = " (mild: weak public evidence)" if risk.severity == "low" else ""
+        if measured is not None:
+            verdict.summary = f"RISKY: overflow measured ({measured})"
+            verdict.reasons.append(f"measured: {measured}.")
+        elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
+            verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
+        elif risk.kind == OVERFLOW and audit is not None:
+            verdict.summary = (
+                f"RISKY: overflow expected (trained in {risk.trained}), not seen on the calibration inputs{fits}; "
+                "other inputs may overflow"
+            )
+        else:
+            what = "overflow" if risk.kind == OVERFLOW else "precision loss"
+            verdict.summary = f"RISKY{mild}: {what} expected (trained in {risk.trained}){fits}"
+        return verdict
+    if measured is not None:
+        safer = [p for p in RUNTIME_PRECISIONS if p != runtime and audit.problem_for(p) is None]
+        fix = f"use {dtype_options(reversed(safer))}" if safer else None
+        return Verdict(
+            runtime,
+            RISKY,
+            summary=f"RISKY: overflow measured ({measured})",
+            reasons=[f"measured: {measured}."],
+            fix=fix,
+            kind="measured_overflow",
+            severity="high",
+        )
+    if runtime == FP32 or runtime in info.lineage:
+        why = "fp32 is always safe" if runtime == FP32 else f"trained in {runtime}"
+        return Verdict(runtime, SAFE, summary=f"safe ({why})")
+    if info.is_known:
+        return Verdict(runtime, SAFE, summary=f"safe (trained in {' then '.join(info.lineage)})")
+    if audit is not None:
+        return Verdict(
+            runtime,
+            SAFE,
+            summary=f"safe as measured: the range fits {runtime} ({audit.verdict}); the trained precision is unknown, "
+            "so precision loss cannot be ruled out",
+        )
+    return Verdict(
+        runtime,
+        UNKNOWN_STATUS,
+        summary="unknown: the trained precision is unknown, so no rule says this is safe",
+        reasons=[
+            "`--audit` measures the activation ranges; `transformers precision set PATH --precision ...` records the "
+            "precision once you know it."
+        ],
+    )
+
+
+def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
     """
-    A verdict per runtime precision. A runtime is risky when the risk rules say so for `trained`, or when the audit
-    measured an activation it cannot hold (above fp16's 65504 for fp16; non-finite for any precision).
+    A verdict per runtime precision, from the resolved trained precision
+    ([`~trained_precision.resolver.TrainedPrecisionInfo`]) and, when an audit ran, the measured ranges. A runtime is
+    risky when the risk rules say so for every known training stage or when the audit measured a value it cannot
+    hold; fp32 and the precision the model was trained in are safe; anything else is `"unknown"` until the trained
+    precision is known or an audit measured the range.
     """
-    verdicts = {}
-    for runtime in RUNTIME_PRECISIONS:
-        verdict = Verdict(runtime=runtime, status=SAFE)
-        risk = assess_risk(trained, runtime)
-        if risk is not None:
-            verdict.status = RISKY
-            verdict.kind, verdict.severity, verdict.fix = risk.kind, risk.severity, risk.fix
-            verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
-        if audit is not None:
-            measured = audit.problem_for(runtime)
-            if measured is not None:
-                verdict.status = RISKY
-                verdict.reasons.append(f"measured: {measured}.")
-                if verdict.kind is None:
-                    verdict.kind, verdict.severity = "measured_overflow", "high"
-                    safer = [p for p in RUNTIME_PRECISIONS if p != runtime and audit.problem_for(p) is None]
-                    names = {FP32: "torch.float32", BF16: "torch.bfloat16", FP16: "torch.float16"}
-                    if safer:
-                        verdict.fix = "use " + " or ".join(f"`dtype={names[p]}`" for p in reversed(safer))
-        verdicts[runtime] = verdict
-    return verdicts
+    return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
 
 
 def inspect_checkpoint(
@@ -578,42 +452,46 @@ def inspect_checkpoint(
     texts: list[str] | None = None,
     revision: str | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
+    download: bool = False,
+    allow_pickle: bool = False,
+    cache_dir: str | None = None,
     **audit_kwargs,
 ) -> CheckpointReport:
     """
-    Inspects a checkpoint: declared and registry trained precision, storage dtypes, and a verdict per runtime
-    precision. Nothing is loaded unless `audit=True`.
+    Inspects a checkpoint: its trained precision (as the resolver answers it for loading and training), its storage
+    dtypes, and a verdict per runtime precision. Nothing is loaded unless `audit=True`.
 
     Args:
         path_or_id (`str`):
-            A directory written by `save_pretrained`, or a Hub id. A Hub id is read from the local cache; when it is
-            not cached and the Hub is reachable (`HF_HUB_OFFLINE` unset), only its `config.json` is downloaded and
+            A directory written by `save_pretrained` (a Hub cache snapshot directory is recognised as its Hub id), or
+            a Hub id, legacy short ids included (found in the local cache under any of its spellings). When a Hub id
+            is not cached and the Hub is reachable (`HF_HUB_OFFLINE` unset), only its `config.json` is downloaded and
             its safetensors headers are read with HTTP range requests.
         audit (`bool`, *optional*, defaults to `False`):
             Also load the model in fp32 on the CPU and measure its activations on calibration texts
-            ([`audit_activations`]); the measurement enters the verdicts.
+            ([`~trained_precision.audit.audit_activations`]); the measurement enters the verdicts. Needs torch.
         texts (`list[str]`, *optional*): calibration texts for the audit (default: a few built-in samples).
-        revision (`str`, *optional*): the Hub revision.
+        revision (`str`, *optional*): the Hub revision, for a Hub id only.
         max_header_bytes (`int`, *optional*, defaults to 100 MB): the largest safetensors header read.
-        audit_kwargs: passed to [`audit_checkpoint`] (`top_k`, `max_length`, `seed`).
+        download (`bool`, *optional*, defaults to `False`):
+            Let the audit download the weights of a Hub id that is not cached. Without it, such an audit is refused.
+        allow_pickle (`bool`, *optional*, defaults to `False`):
+            Let the audit load pickled (`.bin`) weights, which can run code: only for checkpoints you trust.
+        cache_dir (`str`, *optional*): the Hub cache root, when it is not `huggingface_hub`'s default.
+        audit_kwargs: passed to [`~trained_precision.audit.audit_checkpoint`] (`max_length`, `seed`).
 
     Returns:
         [`CheckpointReport`].
 
     Raises:
         [`CheckpointInspectionError`] (a `ValueError`): for a missing path, a directory without `config.json`, a
-        malformed index or header, or a Hub id that is neither cached nor reachable.
+        malformed index or header, a Hub id that is neither cached nor reachable, or an audit that would download or
+        unpickle without the matching opt-in.
     """
-    resolved = _resolve(path_or_id, revision=revision, max_header_bytes=max_header_bytes)
+    resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
     config = _read_config(resolved.config_path)
-    declared, declared_raw = _declared_precision(config)
-    entry = lookup(resolved.hub_id) if resolved.hub_id else None
-    if declared != UNKNOWN:
-        effective, effective_from = declared, "config"
-    elif entry is not None:
-        effective, effective_from = entry.precision, "registry"
-    else:
-        effective, effective_from = UNKNOWN, None
+    declared, declared_raw = _declared_precision(config, resolved.config_path)
+    info = resolve_trained_precision(config, resolved.name)
     if resolved.remote_storage is not None:
         storage = resolved.remote_storage
     else:
@@ -621,36 +499,73 @@ def inspect_checkpoint(
 
     measured = None
     if audit:
-        from .audit import audit_checkpoint
-
-        measured = audit_checkpoint(resolved.directory or resolved.hub_id, texts=texts, **audit_kwargs)
+        measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs)
 
     architectures = config.get("architectures") or []
+    snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
         checkpoint=os.fspath(path_or_id),
         directory=resolved.directory,
-        hub_id=resolved.hub_id,
+        hub_id=info.hub_id,
         model_type=config.get("model_type"),
         architectures=list(architectures) if isinstance(architectures, list) else [str(architectures)],
         declared=declared,
         declared_raw=declared_raw,
-        registry=entry,
-        effective=effective,
-        effective_from=effective_from,
+        registry=lookup(info.hub_id) if info.hub_id else None,
+        effective=info.precision,
+        effective_from=info.source,
         storage=storage,
-        verdicts=build_verdicts(effective, measured),
+        verdicts=build_verdicts(info, measured),
         audit=measured,
+        pretraining=info.pretraining,
+        provenance=info.provenance if snapshot is None else f"{info.provenance} (cached as {snapshot.cached_as})",
+    )
+
+
+def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs):
+    if resolved.directory is None and not download:
+        size = f"{storage.bytes / 1e9:.2f} GB of weights" if storage.bytes else "its weights (size unknown)"
+        raise CheckpointInspectionError(
+            f"{resolved.name} is not in the local cache: the audit would download {size} and load them in fp32. "
+            "Pass --download (`download=True`) to allow it."
+        )
+    if storage.format == "pickle" and not allow_pickle:
+        raise CheckpointInspectionError(
+            f"the weights are pickled ({', '.join(storage.files)}): loading them for the audit unpickles them, which "
+            "can run code. Pass --allow-pickle (`allow_pickle=True`) only if you trust the checkpoint, or convert it "
+            "to safetensors."
+        )
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise CheckpointInspectionError(
+            "the audit runs the model, which needs PyTorch: `pip install torch` (the report without --audit does not "
+            "need it)."
+        ) from e
+    from .audit import audit_checkpoint
+
+    return audit_checkpoint(
+        resolved.directory or resolved.name,
+        texts=texts,
+        local_files_only=not download,
+        use_safetensors=storage.format != "pickle",
+        cache_dir=cache_dir,
+        **audit_kwargs,
     )
 
 
 __all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_RISKY",
+    "EXIT_SAFE",
+    "EXIT_UNKNOWN",
     "FP16_MAX",
     "CheckpointInspectionError",
     "CheckpointReport",
     "SafetensorsHeaderError",
-    "StorageSummary",
     "Verdict",
+    "build_verdicts",
     "inspect_checkpoint",
     "read_safetensors_header",
-    "read_storage",
+    "runtime_name",
 ]

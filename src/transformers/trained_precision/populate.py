@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..utils import CONFIG_NAME
+from .hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
 from .registry import REGISTRY, RegistryEntry, lookup
-from .vocabulary import UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
 
-FIELD = "trained_precision"
-CONFIG_NAME = "config.json"
 RFC_URL = "https://github.com/huggingface/transformers/issues/11209"
 HUB_PR_TITLE = "Add `trained_precision` to config.json"
 
@@ -168,6 +168,8 @@ def set_config_field(text: str, value: str, *, force: bool = False, source: str 
     key_json, value_json = json.dumps(FIELD), json.dumps(value)
     members, open_brace, close_brace = _top_level_members(text)
     existing = [m for m in members if m.key == FIELD]
+    if value == UNKNOWN:
+        return _remove_field(text, data, members, open_brace, close_brace, force=force)
     if existing:
         current = data[FIELD]
         try:
@@ -211,6 +213,31 @@ def set_config_field(text: str, value: str, *, force: bool = False, source: str 
     return new_text
 
 
+def _remove_field(
+    text: str, data: dict, members: list[_Member], open_brace: int, close_brace: int, force: bool
+) -> str:
+    """`text` without its `trained_precision` member(s): what `--precision unknown --force` writes."""
+    if FIELD not in data:
+        return text
+    if not force:
+        raise ConfigEditError(
+            f"it says {FIELD}={data[FIELD]!r}; removing a config's own value needs --force (`force=True`)"
+        )
+    while any(m.key == FIELD for m in members):
+        i = next(i for i, m in enumerate(members) if m.key == FIELD)
+        m = members[i]
+        if i > 0:  # drop `, "trained_precision": "bf16"` after the previous member
+            text = text[: members[i - 1].value_end] + text[m.value_end :]
+        elif len(members) > 1:  # the first member: drop it up to the next key
+            text = text[: m.key_start] + text[members[1].key_start :]
+        else:
+            text = text[: open_brace + 1] + text[close_brace:]
+        members, open_brace, close_brace = _top_level_members(text)
+    if json.loads(text) != {k: v for k, v in data.items() if k != FIELD}:
+        raise ConfigEditError("internal error: the edited JSON does not round-trip; nothing modified")
+    return text
+
+
 def unified_diff(old: str, new: str, path: str) -> str:
     """The unified diff of a file's edit, as `--dry-run` prints it."""
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), path, path))
@@ -220,7 +247,9 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
     """
     Replaces `path` with `text` atomically: a temporary file in the same directory, fsynced, then `os.replace`. If
     anything fails (or the process is interrupted) before the replace, `path` is untouched and the temporary file is
-    removed. A symlink at `path` is replaced by a regular file; its target is not written.
+    removed. The new file keeps the permission bits and, where the process may set them, the owner and group of the
+    old one. A symlink at `path` is replaced by a regular file; its target is not written (see [`populate_config`]
+    for when that is wanted).
 
     Args:
         path (`str` or `os.PathLike`): the file to replace.
@@ -228,14 +257,18 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
         mode (`int`, *optional*): permission bits for the new file; by default those of the current `path`.
     """
     path = Path(path)
+    old = os.stat(path)
     if mode is None:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        mode = stat.S_IMODE(old.st_mode)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+            with contextlib.suppress(PermissionError):  # only root (or the owner, for its groups) may
+                os.chown(tmp, old.st_uid, old.st_gid)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -249,15 +282,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _cache_repo_id(repo_dir: Path) -> str | None:
-    """`models--EleutherAI--gpt-neo-1.3B` -> `EleutherAI/gpt-neo-1.3B` (Hub names never contain `--`)."""
-    name = repo_dir.name
-    if not name.startswith("models--"):
-        return None
-    return name[len("models--") :].replace("--", "/")
-
-
-def _snapshots(repo_dir: Path, model_id: str) -> list[CheckpointTarget]:
+def _snapshots(repo_dir: Path, model_id: str | None) -> list[CheckpointTarget]:
     snapshots = repo_dir / "snapshots"
     if not snapshots.is_dir():
         return []
@@ -268,38 +293,58 @@ def _snapshots(repo_dir: Path, model_id: str) -> list[CheckpointTarget]:
     ]
 
 
+def _is_cache_root(path: Path) -> bool:
+    return path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("models--*/snapshots"))
+
+
 def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = None) -> list[CheckpointTarget]:
     """
     Expands user paths into the `config.json` files to populate.
 
     Each path may be a checkpoint directory, a `config.json`, a cache snapshot (`.../snapshots/<revision>`), a cache
-    repo folder (`models--org--name`, every snapshot), or a cache root holding `models--*` folders (`~/.cache/huggingface/hub`, or its parent).
-    Cache layouts tell the Hub id; for other paths it is `model_id` or unknown. A path that does not exist yields a
-    target whose `config.json` is missing, reported by [`populate_config`].
+    repo folder (`models--org--name`, every snapshot), or a cache root holding `models--*` folders
+    (`~/.cache/huggingface/hub`, or its parent). Cache layouts tell the Hub id (legacy folders such as
+    `models--t5-base` give the canonical id); for other paths it is `model_id` or unknown. A path that does not exist
+    yields a target whose `config.json` is missing, reported by [`populate_config`].
     """
     targets: list[CheckpointTarget] = []
     for raw in paths:
         path = Path(raw).expanduser()
         if path.name == CONFIG_NAME and not path.is_dir():
             path = path.parent
-        if path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("hub/models--*/snapshots")):
+        if _is_cache_root(path / "hub"):
             path = path / "hub"  # ~/.cache/huggingface rather than ~/.cache/huggingface/hub
-        snapshot_repo = path.parent.parent if path.parent.name == "snapshots" else None
-        if snapshot_repo is not None and _cache_repo_id(snapshot_repo):
-            targets.append(CheckpointTarget(path / CONFIG_NAME, _cache_repo_id(snapshot_repo), in_cache=True))
-        elif path.is_dir() and _cache_repo_id(path) and (path / "snapshots").is_dir():
-            targets.extend(_snapshots(path, _cache_repo_id(path)))
-        elif path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("models--*/snapshots")):
+        snapshot = cache_snapshot_of(path) if path.is_dir() else None
+        repo_id = cache_folder_hub_id(path.name)
+        if snapshot is not None and os.path.normpath(snapshot.snapshot_dir) == os.path.normpath(path.absolute()):
+            targets.append(CheckpointTarget(path / CONFIG_NAME, snapshot.hub_id, in_cache=True))
+        elif path.is_dir() and repo_id and (path / "snapshots").is_dir():
+            targets.extend(_snapshots(path, canonical_hub_id(repo_id)))
+        elif _is_cache_root(path):
             for repo_dir in sorted(path.glob("models--*")):
-                targets.extend(_snapshots(repo_dir, _cache_repo_id(repo_dir)))
+                repo_id = cache_folder_hub_id(repo_dir.name)
+                targets.extend(_snapshots(repo_dir, canonical_hub_id(repo_id) if repo_id else None))
         else:
-            targets.append(CheckpointTarget(path / CONFIG_NAME, model_id))
+            targets.append(CheckpointTarget(path / CONFIG_NAME, canonical_hub_id(model_id) if model_id else None))
     return targets
 
 
-def _is_read_only(path: Path) -> bool:
+def _read_only_reason(path: Path) -> str | None:
+    """Why `path` may not be modified, or `None`."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return "on a read-only file system"
+    except (AttributeError, OSError):
+        pass
+    mode = stat.S_IMODE(os.stat(path).st_mode)
     # os.access alone is not enough: it says yes to root even for a 0o444 file, whose owner meant "do not edit".
-    return not (os.stat(path).st_mode & 0o222) or not os.access(path, os.W_OK)
+    if not (mode & 0o222) or not os.access(path, os.W_OK):
+        return f"read-only (mode {mode:#o}); make it writable to change it"
+    return None
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
 
 
 def populate_config(
@@ -310,18 +355,27 @@ def populate_config(
     dry_run: bool = False,
     source: str | None = None,
     model_id: str | None = None,
+    in_cache: bool | None = None,
 ) -> PopulateResult:
     """
-    Writes `trained_precision` into one `config.json`. Never raises for a bad file: the result says what happened,
-    and when it is an error nothing was modified.
+    Writes `trained_precision` into one `config.json` (or, with `precision="unknown"` and `force=True`, removes it).
+    Never raises for a bad file: the result says what happened, and when it is an error nothing was modified.
+
+    Only the field changes: the rest of the text (indentation, key order, a UTF-8 byte-order mark) is kept, the file
+    is replaced atomically under a lock file beside it (`.config.json.lock`, so two writers do not lose each other's
+    edit), and keeps its mode, owner and group. A Hub cache snapshot's `config.json` is a symlink to a content-named
+    blob that other revisions may share: that link is replaced by a regular file and the blob is left alone. Any other
+    symlink is written through: its target is the user's file.
 
     Args:
-        config_path (`str` or `os.PathLike`): the `config.json` (a regular file or a cache symlink to a blob).
-        precision (`str`): the value; any spelling [`normalize_precision`] accepts except `"unknown"`.
-        force (`bool`, *optional*, defaults to `False`): replace a different value the file already holds.
+        config_path (`str` or `os.PathLike`): the `config.json` (a regular file or a symlink).
+        precision (`str`): the value; any spelling [`normalize_precision`] accepts. `"unknown"` removes the field
+            (with `force=True`).
+        force (`bool`, *optional*, defaults to `False`): replace (or remove) a different value the file already holds.
         dry_run (`bool`, *optional*, defaults to `False`): only compute the diff.
         source (`str`, *optional*): where the value comes from (quoted in messages).
         model_id (`str`, *optional*): the Hub id, for the result.
+        in_cache (`bool`, *optional*): whether the file lies in a Hub cache snapshot; by default the path tells.
     """
     path = Path(config_path)
     shown = str(path)
@@ -333,21 +387,36 @@ def populate_config(
         precision = normalize_precision(precision)
     except InvalidTrainedPrecisionError as e:
         return result(ERROR, f"{e} Nothing modified.")
-    if precision == UNKNOWN:
-        return result(ERROR, f"'{UNKNOWN}' is the default and is never written; nothing modified.")
 
+    if not path.parent.exists():
+        return result(ERROR, f"{path.parent} does not exist; nothing modified.")
     if not os.path.lexists(path):
         return result(ERROR, f"no {CONFIG_NAME} in {path.parent}; nothing modified.")
     if path.is_symlink() and not path.exists():
         return result(ERROR, f"{CONFIG_NAME} is a broken symlink (to {os.readlink(path)}); nothing modified.")
     if not path.is_file():
         return result(ERROR, f"{path} is not a regular file; nothing modified.")
-    if _is_read_only(path):
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        return result(ERROR, f"read-only (mode {mode:#o}); nothing modified. Make it writable to populate it.")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        return result(ERROR, f"its directory {path.parent} is not writable; nothing modified.")
+    if in_cache is None:
+        in_cache = cache_snapshot_of(path.parent) is not None
+    # the file to replace: the cache's link itself, or the target of a user's own link
+    target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
+    reason = _read_only_reason(target)
+    if reason is not None:
+        return result(ERROR, f"{reason}; nothing modified.")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        return result(ERROR, f"its directory {target.parent} is not writable; nothing modified.")
 
+    try:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(_lock_path(target)), timeout=30) if not dry_run else contextlib.nullcontext()
+        with lock:
+            return _edit_locked(path, target, precision, force, dry_run, source, result)
+    except Timeout:
+        return result(ERROR, f"another process holds {_lock_path(target)} (waited 30 s); nothing modified.")
+
+
+def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run: bool, source, result):
     try:
         with open(path, encoding="utf-8", newline="") as f:
             text = f.read()
@@ -355,24 +424,33 @@ def populate_config(
         return result(ERROR, f"not UTF-8 text ({e.reason}); nothing modified.")
     except OSError as e:
         return result(ERROR, f"cannot be read ({e.strerror}); nothing modified.")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    body = text[len(bom) :]
     try:
-        new_text = set_config_field(text, precision, force=force, source=source)
+        new_body = set_config_field(body, precision, force=force, source=source)
     except ConfigEditError as e:
         return result(ERROR, f"{e}; nothing modified.")
-    if new_text == text:
+    if new_body == body:
+        if precision == UNKNOWN:
+            return result(UNCHANGED, f"has no {FIELD} to remove.")
         return result(UNCHANGED, f"already says {FIELD}={precision!r}.")
+    new_text = bom + new_body
 
-    diff = unified_diff(text, new_text, shown)
+    diff = unified_diff(text, new_text, str(path))
+    what = f"remove {FIELD}" if precision == UNKNOWN else f"set {FIELD}={precision!r}"
     if dry_run:
-        return result(WOULD_WRITE, f"would set {FIELD}={precision!r} (dry run, nothing modified).", diff)
+        return result(WOULD_WRITE, f"would {what} (dry run, nothing modified).", diff)
     how = ""
-    if path.is_symlink():
-        how = f" (the symlink to {os.readlink(path)} is now a regular file; the blob is untouched)"
+    if target != path:
+        how = f" (through the symlink, in {target})"
+    elif path.is_symlink():
+        how = f" (the cache's symlink to {os.readlink(path)} is now a regular file; the blob is untouched)"
     try:
-        atomic_write_text(path, new_text, stat.S_IMODE(os.stat(path).st_mode))
+        atomic_write_text(target, new_text, stat.S_IMODE(os.stat(target).st_mode))
     except OSError as e:
         return result(ERROR, f"cannot be replaced ({e.strerror}); nothing modified.")
-    return result(WRITTEN, f"set {FIELD}={precision!r}{how}.", diff)
+    done = f"removed {FIELD}" if precision == UNKNOWN else f"set {FIELD}={precision!r}"
+    return result(WRITTEN, f"{done}{how}.", diff)
 
 
 def populate_checkpoints(
@@ -427,7 +505,15 @@ def populate_checkpoints(
                 continue
             value, source = entry.precision, entry.source
         results.append(
-            populate_config(target.config_path, value, force=force, dry_run=dry_run, source=source, model_id=target_id)
+            populate_config(
+                target.config_path,
+                value,
+                force=force,
+                dry_run=dry_run,
+                source=source,
+                model_id=target_id,
+                in_cache=target.in_cache or None,
+            )
         )
         if on_result:
             on_result(results[-1])
@@ -503,15 +589,16 @@ def prepare_hub_prs(
     `trained_precision` to the repo's `config.json`. Glob rows are not repos and are skipped.
 
     Network access and a token with write access (`hf auth login` or `HF_TOKEN`) are needed to read the current
-    `config.json` and, with `push=True`, to open the PRs. Repos that already hold the value, or have an open PR with
-    the same title, are skipped.
+    `config.json` and, with `push=True`, to open the PRs. Repos that already hold the value, or have any earlier PR
+    with the same title (open, merged or closed: a closed one is a maintainer's answer), are skipped unless `force`.
 
     Args:
         registry (`Sequence[RegistryEntry]`, *optional*): the rows.
         api (`huggingface_hub.HfApi`, *optional*): the client (tests pass a fake one).
         only (`Iterable[str]`, *optional*): restrict to these Hub ids.
         push (`bool`, *optional*, defaults to `False`): open the PRs; otherwise only prepare them (dry run).
-        force (`bool`, *optional*, defaults to `False`): propose a change even where the config says something else.
+        force (`bool`, *optional*, defaults to `False`): propose a change even where the config says something else,
+            or where an earlier PR was closed.
         on_result (`Callable`, *optional*): called with each result as it is produced.
     """
     from huggingface_hub import CommitOperationAdd
@@ -528,13 +615,20 @@ def prepare_hub_prs(
         repo_id = entry.model_id
         try:
             sha = api.model_info(repo_id).sha
-            open_prs = [
+            # any earlier PR of ours, open, merged or closed: a maintainer who closed one has answered
+            earlier = [
                 d
-                for d in api.get_repo_discussions(repo_id, discussion_type="pull_request", discussion_status="open")
+                for d in api.get_repo_discussions(repo_id, discussion_type="pull_request", discussion_status=None)
                 if d.title == HUB_PR_TITLE
             ]
-            if open_prs:
-                result = HubPullRequest(repo_id, SKIPPED, f"an open PR already proposes it (#{open_prs[0].num}).")
+            if earlier and not force:
+                pr = earlier[0]
+                result = HubPullRequest(
+                    repo_id,
+                    SKIPPED,
+                    f"an earlier PR already proposed it (#{pr.num}, {getattr(pr, 'status', 'unknown status')}); pass "
+                    "--force to open another.",
+                )
             else:
                 local = api.hf_hub_download(repo_id, CONFIG_NAME, revision=sha)
                 with open(local, encoding="utf-8", newline="") as f:

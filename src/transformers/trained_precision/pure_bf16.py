@@ -441,13 +441,22 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
     Args:
         model (`nn.Module`): The model about to be saved.
 
+    Only fp32, bf16 and fp16 parameters are counted: a model that stores float8 (or other) weights keeps upstream's
+    choice, the first parameter's dtype, so FP8 checkpoints are saved exactly as upstream saves them.
+
     Returns:
-        `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie or when nothing is floating point.
+        `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie, or when the model holds floating
+        parameters outside fp32/bf16/fp16 or none at all.
     """
+    from .vocabulary import PRECISION_DTYPE_NAMES
+
     counts: dict[Any, int] = {}
     for param in model.parameters():
-        if param.is_floating_point():
-            counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
+        if not param.is_floating_point():
+            continue
+        if str(param.dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES:
+            return model.dtype
+        counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
     if not counts:
         return model.dtype
     first = model.dtype

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 
+from .hub_ids import canonical_hub_id
 from .vocabulary import BF16, FP16, FP32
 
 
@@ -337,17 +338,17 @@ REGISTRY: tuple[RegistryEntry, ...] = (
 
 def lookup(model_id: str | None, registry: tuple[RegistryEntry, ...] = REGISTRY) -> RegistryEntry | None:
     """
-    The registry row for a Hub id, or `None`. Exact ids win over globs. Local paths are never matched: a directory
-    is not a Hub id, and guessing from its name could be wrong.
+    The registry row for a Hub id, or `None`. Legacy short ids are looked up under the id the Hub redirects them to
+    (`"t5-base"` -> `"google-t5/t5-base"`); case does not matter. Exact ids win over globs. Paths are never matched:
+    a directory is not a Hub id (resolve a cache snapshot path with [`~trained_precision.hub_ids.hub_id_for`] first).
 
     Args:
-        model_id (`str`, *optional*): a Hub id such as `"EleutherAI/gpt-neo-1.3B"`.
+        model_id (`str`, *optional*): a Hub id such as `"EleutherAI/gpt-neo-1.3B"` or `"t5-base"`.
     """
-    if not model_id or not isinstance(model_id, str):
+    hub_id = canonical_hub_id(model_id)
+    if hub_id is None or "/" not in hub_id:
         return None
-    if model_id.count("/") != 1 or model_id.startswith((".", "/", "~")):
-        return None
-    exact = [e for e in registry if not e.is_glob and e.matches(model_id)]
+    exact = [e for e in registry if not e.is_glob and e.matches(hub_id)]
     if exact:
         return exact[0]
-    return next((e for e in registry if e.is_glob and e.matches(model_id)), None)
+    return next((e for e in registry if e.is_glob and e.matches(hub_id)), None)

@@ -29,9 +29,10 @@ Every caller (the loading check, the Trainer stamp, `transformers precision`) as
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
-from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_to_precision, normalize_precision
+from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options, dtype_to_precision, normalize_precision
 
 
 #: fp16's largest finite value: activations above it become inf, then NaN.
@@ -65,9 +66,7 @@ class Risk:
     @property
     def fix(self) -> str:
         """What to do instead, as a `dtype=` suggestion."""
-        names = {FP32: "torch.float32", BF16: "torch.bfloat16", FP16: "torch.float16"}
-        options = " or ".join(f"`dtype={names[p]}`" for p in self.safe_dtypes)
-        return f"use {options}"
+        return f"use {dtype_options(self.safe_dtypes)}"
 
 
 _RULES: dict[tuple[str, str], tuple[str, str, str]] = {
@@ -98,11 +97,6 @@ _RULES: dict[tuple[str, str], tuple[str, str, str]] = {
 _SAFE: dict[str, tuple[str, ...]] = {FP32: (FP32,), BF16: (BF16, FP32), FP16: (FP16, FP32)}
 
 
-def runtime_precision(dtype: Any) -> str:
-    """The canonical runtime precision of a dtype (`torch.float16` -> `"fp16"`); `"unknown"` when no rule applies."""
-    return dtype_to_precision(dtype)
-
-
 def assess_risk(trained: Any, runtime: Any) -> Risk | None:
     """
     Whether running a model trained in `trained` at `runtime` precision is risky.
@@ -125,7 +119,21 @@ def assess_risk(trained: Any, runtime: Any) -> Risk | None:
     return Risk(trained, runtime, kind, severity, reason, _SAFE[trained])
 
 
-def safe_runtime_precisions(trained: Any) -> tuple[str, ...]:
-    """Runtime precisions that carry no risk for `trained` (all of them for `"unknown"`)."""
-    trained = normalize_precision(trained)
-    return _SAFE.get(trained, (FP32, BF16, FP16))
+def assess_lineage_risk(lineage: Iterable[Any], runtime: Any) -> Risk | None:
+    """
+    The risk of running a model whose training had several stages (pretraining in bf16, then fine-tuning in fp32, say)
+    at `runtime` precision. A runtime is safe when it is safe for any known stage: a bf16-pretrained, fp32-fine-tuned
+    model runs well in bf16, since most of its training happened there, but still overflows in fp16, where every stage
+    is risky. The risk returned is the oldest stage's, which shaped the activations most.
+
+    Args:
+        lineage (`Iterable`): the trained precisions of the stages, oldest first; `"unknown"` stages are skipped.
+        runtime (`str` or `torch.dtype`): the runtime precision or dtype.
+
+    Returns:
+        [`Risk`] when every known stage makes `runtime` risky, `None` when one makes it safe or none is known.
+    """
+    risks = [assess_risk(stage, runtime) for stage in lineage if normalize_precision(stage) != UNKNOWN]
+    if not risks or any(risk is None for risk in risks):
+        return None
+    return risks[0]

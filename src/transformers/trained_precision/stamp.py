@@ -36,9 +36,20 @@ from collections import Counter
 from typing import Any
 
 from ..utils import logging
-from .check import ENV_VAR, ERROR, IGNORE, TrainedPrecisionRiskError, resolve_check_mode, resolve_trained_precision
-from .risk import OVERFLOW, Risk, assess_risk
-from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_to_precision, normalize_precision
+from .check import ENV_VAR, ERROR, IGNORE, TrainedPrecisionRiskError, resolve_check_mode
+from .resolver import config_precision, resolve_trained_precision
+from .risk import OVERFLOW, Risk
+from .vocabulary import (
+    BF16,
+    FIELD,
+    FP16,
+    FP32,
+    PRETRAINING_FIELD,
+    UNKNOWN,
+    dtype_options,
+    dtype_to_precision,
+    normalize_precision,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -268,12 +279,11 @@ def _all_configs(config: Any):
 
 def _training_fix(risk, mode: str) -> str:
     flags = {BF16: "`bf16=True`", FP16: "`fp16=True`", FP32: "no mixed precision"}
-    dtypes = {BF16: "`torch.bfloat16`", FP16: "`torch.float16`", FP32: "`torch.float32`"}
     safe = risk.safe_dtypes
     what = "this error" if mode == ERROR else "this warning"
     return (
         f"Train in {' or '.join(safe)} instead ({' or '.join(flags[p] for p in safe)} in `TrainingArguments`, with "
-        f"the weights loaded as {' or '.join(dtypes[p] for p in safe)}), or set {ENV_VAR}=ignore to silence {what}."
+        f"the weights loaded as {dtype_options(safe, '`{}`')}), or set {ENV_VAR}=ignore to silence {what}."
     )
 
 
@@ -297,7 +307,7 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     mode = resolve_check_mode()
     config = getattr(model, "config", None)
     info = resolve_trained_precision(config)
-    risk = assess_risk(info.precision, precision)
+    risk = info.risk(precision)
     if risk is None or mode == IGNORE:
         return risk
     name = getattr(config, "name_or_path", None) or type(model).__name__
@@ -365,9 +375,30 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
     if check:
         check_run_precision(inner, precision)
     for config in configs:
-        config.trained_precision = precision
+        _record_stage(config, precision, inner)
     logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}.")
     return precision
+
+
+def _record_stage(config: Any, precision: str, model: Any) -> None:
+    """
+    Stamps `precision` on one config. When that replaces a different known value, the older one is kept as
+    `pretraining_precision` (unless an earlier stage is already recorded there), and a warning names both: a
+    bf16-pretrained model fine-tuned in fp32 is stamped `"fp32"` but still runs safely in bf16.
+    """
+    previous = config_precision(config, FIELD)
+    if previous not in (UNKNOWN, precision):
+        if config_precision(config, PRETRAINING_FIELD) == UNKNOWN:
+            setattr(config, PRETRAINING_FIELD, previous)
+        earliest = config_precision(config, PRETRAINING_FIELD)
+        name = getattr(config, "name_or_path", None) or type(model).__name__
+        if resolve_check_mode() != IGNORE:
+            logger.warning_once(
+                f"Model '{name}' says `{FIELD}={previous!r}`, and this run trains in {precision}: its checkpoints "
+                f"will say `{FIELD}={precision!r}` and keep `{PRETRAINING_FIELD}={earliest!r}`, so the precision "
+                "checks consider both stages."
+            )
+    config.trained_precision = precision
 
 
 def _is_dtype(value: Any) -> bool:
@@ -392,7 +423,8 @@ def model_card_precision_entries(trainer: Any) -> dict[str, str]:
         entries["mixed_precision_training"] = "Native AMP (bf16)"
     model = getattr(trainer, "model", None)
     config = getattr(unwrap_model_for_config(model), "config", None) if model is not None else None
-    trained = getattr(config, "trained_precision", UNKNOWN)
-    if trained != UNKNOWN:
-        entries["trained_precision"] = trained
+    for field in (FIELD, PRETRAINING_FIELD):
+        value = config_precision(config, field) if config is not None else UNKNOWN
+        if value != UNKNOWN:
+            entries[field] = value
     return entries

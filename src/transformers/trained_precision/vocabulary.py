@@ -29,6 +29,13 @@ from __future__ import annotations
 from typing import Any
 
 
+#: The config field of the RFC: the precision of the model's latest training.
+FIELD = "trained_precision"
+#: The config field that keeps the precision of an earlier stage (pretraining) when a later one differs.
+PRETRAINING_FIELD = "pretraining_precision"
+#: Both fields; they accept the same values and are validated the same way.
+FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
+
 FP32 = "fp32"
 BF16 = "bf16"
 FP16 = "fp16"
@@ -67,7 +74,43 @@ PRECISION_ALIASES: dict[str, str] = {
     "unknown": UNKNOWN,
 }
 
-_DTYPE_NAMES: dict[str, str] = {FP32: "float32", BF16: "bfloat16", FP16: "float16"}
+#: The precisions a model can run in, in the order verdicts list them. `"unknown"` is a trained precision only.
+RUNTIME_PRECISIONS: tuple[str, ...] = (FP32, BF16, FP16)
+
+#: Canonical precision -> torch dtype name (`torch.float32` is `"float32"`).
+TORCH_DTYPE_NAMES: dict[str, str] = {FP32: "float32", BF16: "bfloat16", FP16: "float16"}
+
+#: Canonical precision -> how code spells its dtype, for messages that tell users what to write.
+DTYPE_CODE: dict[str, str] = {name: f"torch.{dtype}" for name, dtype in TORCH_DTYPE_NAMES.items()}
+
+#: safetensors dtype tag -> (torch dtype name, bytes per element), as the safetensors format defines them.
+SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
+    "F64": ("float64", 8),
+    "F32": ("float32", 4),
+    "BF16": ("bfloat16", 2),
+    "F16": ("float16", 2),
+    "F8_E4M3": ("float8_e4m3fn", 1),
+    "F8_E5M2": ("float8_e5m2", 1),
+    "I64": ("int64", 8),
+    "I32": ("int32", 4),
+    "I16": ("int16", 2),
+    "I8": ("int8", 1),
+    "U8": ("uint8", 1),
+    "BOOL": ("bool", 1),
+}
+
+#: Floating dtypes that are a training precision (float8 and float64 are not: no risk rule applies to them).
+PRECISION_DTYPE_NAMES: frozenset[str] = frozenset(TORCH_DTYPE_NAMES.values())
+
+
+def dtype_code(precision: Any) -> str:
+    """How code spells a precision's dtype: `"bf16"` -> `"torch.bfloat16"`."""
+    return DTYPE_CODE[normalize_precision(precision)]
+
+
+def dtype_options(precisions: Any, template: str = "`dtype={}`") -> str:
+    """`("bf16", "fp32")` -> "`dtype=torch.bfloat16` or `dtype=torch.float32`", for the fix line of a message."""
+    return " or ".join(template.format(dtype_code(p)) for p in precisions)
 
 
 class InvalidTrainedPrecisionError(ValueError):
@@ -120,29 +163,6 @@ def normalize_precision(value: Any) -> str:
             f"{value!r} ({type(value).__name__}) is not a valid `trained_precision`. {_describe_valid_values()}."
         )
     return name
-
-
-def is_valid_precision(value: Any) -> bool:
-    """Whether [`normalize_precision`] accepts `value`."""
-    try:
-        normalize_precision(value)
-    except InvalidTrainedPrecisionError:
-        return False
-    return True
-
-
-def precision_to_dtype(precision: Any):
-    """
-    The `torch.dtype` a precision computes in: `torch.float32`, `torch.bfloat16` or `torch.float16`.
-
-    Raises a `ValueError` for `"unknown"`, which has no dtype.
-    """
-    name = normalize_precision(precision)
-    if name == UNKNOWN:
-        raise InvalidTrainedPrecisionError("'unknown' has no torch dtype.")
-    import torch
-
-    return getattr(torch, _DTYPE_NAMES[name])
 
 
 def dtype_to_precision(dtype: Any) -> str:

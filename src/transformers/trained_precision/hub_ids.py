@@ -1,0 +1,277 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Hub ids: how every way of naming a model becomes the one id the registry knows.
+
+A user names a model with a legacy short id (`t5-base`, `gpt2`), a canonical id (`google-t5/t5-base`), in any case,
+with or without a revision, or with a path: a `huggingface_hub` cache snapshot
+(`<cache>/models--google-t5--t5-base/snapshots/<revision>`, under any cache root), or a local copy. This module is
+the only place that parses these forms; the resolver, the loading check, the Trainer stamp and `transformers
+precision` all call it.
+
+A local directory that is not a cache snapshot has no Hub id: its folder name is never taken as a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+
+#: Where the Hub moved the models that had no organisation (January 2024); the old ids still redirect.
+_CANONICAL_MOVE_SOURCE = "https://github.com/huggingface/transformers/pull/28795"
+
+_LEGACY_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("google-t5", ("t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b")),
+    (
+        "openai-community",
+        (
+            "gpt2",
+            "gpt2-medium",
+            "gpt2-large",
+            "gpt2-xl",
+            "openai-gpt",
+            "roberta-base-openai-detector",
+            "roberta-large-openai-detector",
+        ),
+    ),
+    (
+        "google-bert",
+        (
+            "bert-base-uncased",
+            "bert-large-uncased",
+            "bert-base-cased",
+            "bert-large-cased",
+            "bert-base-multilingual-uncased",
+            "bert-base-multilingual-cased",
+            "bert-base-chinese",
+            "bert-base-german-cased",
+            "bert-large-uncased-whole-word-masking",
+            "bert-large-cased-whole-word-masking",
+            "bert-large-uncased-whole-word-masking-finetuned-squad",
+            "bert-large-cased-whole-word-masking-finetuned-squad",
+            "bert-base-cased-finetuned-mrpc",
+        ),
+    ),
+    (
+        "FacebookAI",
+        (
+            "roberta-base",
+            "roberta-large",
+            "roberta-large-mnli",
+            "xlm-roberta-base",
+            "xlm-roberta-large",
+            "xlm-mlm-en-2048",
+        ),
+    ),
+    (
+        "distilbert",
+        (
+            "distilbert-base-uncased",
+            "distilbert-base-cased",
+            "distilbert-base-uncased-distilled-squad",
+            "distilbert-base-cased-distilled-squad",
+            "distilbert-base-multilingual-cased",
+            "distilbert-base-uncased-finetuned-sst-2-english",
+            "distilgpt2",
+            "distilroberta-base",
+        ),
+    ),
+    ("albert", ("albert-base-v1", "albert-base-v2", "albert-large-v2", "albert-xlarge-v2", "albert-xxlarge-v2")),
+    ("xlnet", ("xlnet-base-cased", "xlnet-large-cased")),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LegacyHubId:
+    """
+    A model id from before the Hub gave every model an organisation, and the id it redirects to.
+
+    Args:
+        legacy (`str`): the old id, e.g. `"t5-base"`.
+        canonical (`str`): the id it redirects to, e.g. `"google-t5/t5-base"`.
+        source (`str`): where the move is recorded.
+    """
+
+    legacy: str
+    canonical: str
+    source: str
+
+
+#: Legacy id (lower case) -> its row.
+LEGACY_HUB_IDS: dict[str, LegacyHubId] = {
+    name.lower(): LegacyHubId(name, f"{org}/{name}", _CANONICAL_MOVE_SOURCE)
+    for org, names in _LEGACY_FAMILIES
+    for name in names
+}
+
+# A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96 characters; no `--` or `..`; not starting or
+# ending with `-` or `.`.
+_NAME = re.compile(r"^[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?$", re.ASCII)
+
+#: The folder prefix `huggingface_hub` gives a model repository in its cache.
+CACHE_REPO_PREFIX = "models--"
+
+
+def is_valid_repo_name(part: str) -> bool:
+    """Whether `part` can be a Hub organisation or repository name (one side of `org/name`)."""
+    return isinstance(part, str) and bool(_NAME.match(part)) and "--" not in part and ".." not in part
+
+
+def parse_hub_id(value: object) -> str | None:
+    """
+    `value` as a Hub id (`"name"` or `"org/name"`, surrounding whitespace removed), or `None` when it cannot be one:
+    paths (`./x`, `/x`, `~/x`, `a/b/c`), empty strings, characters the Hub refuses, file names of weights or configs.
+    """
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if not value or value.endswith((".json", ".safetensors", ".bin")) or (os.sep != "/" and os.sep in value):
+        return None
+    parts = value.split("/")
+    if len(parts) > 2 or not all(is_valid_repo_name(part) for part in parts):
+        return None
+    return value
+
+
+def canonical_hub_id(value: object) -> str | None:
+    """
+    The canonical Hub id `value` refers to: a legacy short id becomes the id the Hub redirects it to (`"T5-Base"` ->
+    `"google-t5/t5-base"`), other ids are returned as written (the Hub and the registry match ids case-insensitively).
+    `None` when `value` is not a Hub id (see [`parse_hub_id`]).
+    """
+    hub_id = parse_hub_id(value)
+    if hub_id is None:
+        return None
+    legacy = LEGACY_HUB_IDS.get(hub_id.lower())
+    return legacy.canonical if legacy is not None else hub_id
+
+
+def hub_id_spellings(hub_id: str) -> list[str]:
+    """
+    Every id a model may be cached under: as written, its canonical id, and the legacy id that redirects to it.
+    `huggingface_hub` names a cache folder after the id the user typed, so `t5-base` and `google-t5/t5-base` are
+    cached apart.
+    """
+    canonical = canonical_hub_id(hub_id)
+    if canonical is None:
+        return []
+    spellings = [hub_id.strip(), canonical]
+    spellings += [row.legacy for row in LEGACY_HUB_IDS.values() if row.canonical.lower() == canonical.lower()]
+    return list(dict.fromkeys(spellings))
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheSnapshot:
+    """
+    Where a path lies in a `huggingface_hub` cache.
+
+    Args:
+        hub_id (`str`): the canonical Hub id (a `models--t5-base` folder gives `"google-t5/t5-base"`).
+        cached_as (`str`): the id the cache folder is named after (`"t5-base"`).
+        revision (`str`): the snapshot folder's name, a commit hash.
+        snapshot_dir (`str`): the snapshot directory.
+    """
+
+    hub_id: str
+    cached_as: str
+    revision: str
+    snapshot_dir: str
+
+
+def cache_folder_hub_id(folder_name: str) -> str | None:
+    """`"models--google-t5--t5-base"` -> `"google-t5/t5-base"`, `"models--t5-base"` -> `"t5-base"`; else `None`."""
+    if not folder_name.startswith(CACHE_REPO_PREFIX):
+        return None
+    return parse_hub_id(folder_name[len(CACHE_REPO_PREFIX) :].replace("--", "/"))
+
+
+def cache_snapshot_of(path: str | os.PathLike) -> CacheSnapshot | None:
+    """
+    The cache snapshot a path lies in (`<any cache root>/models--{org}--{name}/snapshots/{revision}[/...]`, the layout
+    `huggingface_hub` writes, whatever `HF_HUB_CACHE`, `HF_HOME` or `cache_dir` chose), or `None`.
+    """
+    parts = os.path.normpath(os.path.abspath(os.fspath(path))).split(os.sep)
+    for i in range(len(parts) - 2):
+        if parts[i + 1] != "snapshots" or not parts[i + 2]:
+            continue
+        cached_as = cache_folder_hub_id(parts[i])
+        if cached_as is not None:
+            return CacheSnapshot(
+                hub_id=canonical_hub_id(cached_as),
+                cached_as=cached_as,
+                revision=parts[i + 2],
+                snapshot_dir=os.sep.join(parts[: i + 3]) or os.sep,
+            )
+    return None
+
+
+def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
+    """
+    The canonical Hub id a model name or path refers to, or `None`.
+
+    An existing local path has a Hub id only when it lies in a `huggingface_hub` cache snapshot (what
+    `snapshot_download` returns); any other directory has none, whatever it is called. A name that is not a local
+    path is read as a Hub id, legacy short ids included (`"t5-base"` -> `"google-t5/t5-base"`).
+
+    Args:
+        name_or_path (`str` or `os.PathLike`, *optional*): what was passed to `from_pretrained`, or
+            `config.name_or_path`.
+    """
+    if not name_or_path:
+        return None
+    name = os.fspath(name_or_path)
+    if os.path.exists(name):
+        snapshot = cache_snapshot_of(name)
+        return snapshot.hub_id if snapshot is not None else None
+    return canonical_hub_id(name)
+
+
+def find_cached_snapshot(
+    hub_id: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None, filename: str = "config.json"
+) -> str | None:
+    """
+    The local cache snapshot directory of a Hub id that holds `filename`, or `None` when it is not cached. Every
+    spelling of the id is tried (see [`hub_id_spellings`]): a model downloaded as `t5-base` is found when asked for
+    `google-t5/t5-base`, and the other way round.
+
+    Args:
+        hub_id (`str`): any spelling of the id.
+        revision (`str`, *optional*): a branch, tag or commit; defaults to `main`.
+        cache_dir (`str` or `os.PathLike`, *optional*): the cache root; defaults to `huggingface_hub`'s
+            (`HF_HUB_CACHE`, else `HF_HOME/hub`).
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    for spelling in hub_id_spellings(hub_id):
+        cached = try_to_load_from_cache(spelling, filename, cache_dir=cache_dir, revision=revision)
+        if isinstance(cached, str) and os.path.isfile(cached):
+            return os.path.dirname(cached)
+    return None
+
+
+__all__ = [
+    "LEGACY_HUB_IDS",
+    "CacheSnapshot",
+    "LegacyHubId",
+    "cache_folder_hub_id",
+    "cache_snapshot_of",
+    "canonical_hub_id",
+    "find_cached_snapshot",
+    "hub_id_for",
+    "hub_id_spellings",
+    "is_valid_repo_name",
+    "parse_hub_id",
+]

@@ -1,0 +1,243 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Reading what a checkpoint stores, without loading it: the safetensors header(s), with bounded reads.
+
+A safetensors file starts with its header length and a JSON header naming each tensor's dtype, shape and byte range;
+[`read_storage`] sums those over a checkpoint directory (a single file, or the shards its index lists). Only files
+inside the checkpoint directory are opened; pickled weights are reported as present and never opened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import struct
+from typing import Any
+
+from ..utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from .vocabulary import SAFETENSORS_DTYPES
+
+
+#: The safetensors library refuses headers above 100 MB; so do we, before reading them.
+MAX_HEADER_BYTES = 100_000_000
+
+
+class CheckpointInspectionError(ValueError):
+    """A checkpoint that cannot be inspected: a missing path or file, a malformed header, an uncached Hub id."""
+
+
+class SafetensorsHeaderError(CheckpointInspectionError):
+    """A safetensors file whose header is truncated, oversized or not valid JSON."""
+
+
+def read_safetensors_header(path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES) -> dict[str, Any]:
+    """
+    Reads the JSON header of a safetensors file, and only the header: at most `8 + max_header_bytes` bytes.
+
+    The file starts with a little-endian `uint64` header length N, then N bytes of JSON mapping each tensor name to
+    `{"dtype", "shape", "data_offsets"}` (plus an optional `"__metadata__"`). The header is checked against the file
+    size, so a truncated download is reported here rather than when the weights are loaded.
+
+    Args:
+        path (`str` or `os.PathLike`): the `.safetensors` file.
+        max_header_bytes (`int`, *optional*, defaults to 100 MB): refuse longer headers without reading them.
+
+    Returns:
+        `dict`: the parsed header.
+
+    Raises:
+        [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
+    """
+    path = os.fspath(path)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise SafetensorsHeaderError(
+                    f"{path} is not a safetensors file: it has {size} bytes, fewer than the 8-byte header length."
+                )
+            (length,) = struct.unpack("<Q", prefix)
+            if length > max_header_bytes:
+                raise SafetensorsHeaderError(
+                    f"{path} declares a {length}-byte header, over the {max_header_bytes}-byte limit: the file is "
+                    "corrupted or not a safetensors file."
+                )
+            if length > size - 8:
+                raise SafetensorsHeaderError(
+                    f"{path} is truncated: it declares a {length}-byte header but only {size - 8} bytes follow."
+                )
+            raw = f.read(length)
+    except OSError as e:
+        raise SafetensorsHeaderError(f"Cannot read {path}: {e}") from e
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SafetensorsHeaderError(f"{path} has a malformed header (not UTF-8 JSON): {e}") from e
+    if not isinstance(header, dict):
+        raise SafetensorsHeaderError(f"{path} has a malformed header: a JSON object was expected.")
+    data_size = size - 8 - length
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        _check_tensor_entry(path, name, info, data_size)
+    return header
+
+
+def _check_tensor_entry(path: str, name: str, info: Any, data_size: int) -> None:
+    valid = (
+        isinstance(info, dict)
+        and isinstance(info.get("dtype"), str)
+        and isinstance(info.get("shape"), list)
+        and all(isinstance(d, int) and d >= 0 for d in info["shape"])
+        and isinstance(info.get("data_offsets"), list)
+        and len(info["data_offsets"]) == 2
+        and all(isinstance(o, int) for o in info["data_offsets"])
+        and 0 <= info["data_offsets"][0] <= info["data_offsets"][1]
+    )
+    if not valid:
+        raise SafetensorsHeaderError(
+            f"{path} has a malformed header: tensor {name!r} needs a `dtype`, a `shape` and two `data_offsets`."
+        )
+    if info["data_offsets"][1] > data_size:
+        raise SafetensorsHeaderError(
+            f"{path} is truncated: tensor {name!r} ends at byte {info['data_offsets'][1]} of the data section, which "
+            f"has {data_size} bytes."
+        )
+
+
+@dataclasses.dataclass
+class StorageSummary:
+    """
+    What the safetensors header(s) say about the stored weights.
+
+    Args:
+        format (`str`): `"safetensors"`, `"pickle"` (present but never opened) or `"none"`.
+        files (`list[str]`): the weight files, relative to the checkpoint directory.
+        sharded (`bool`): whether an index file listed them.
+        dtypes (`dict[str, int]`): torch dtype name -> number of stored elements in that dtype.
+        parameters (`int`): the number of stored elements (tied weights are stored, and counted, once).
+        bytes (`int`): the size of the tensor data.
+    """
+
+    format: str
+    files: list[str] = dataclasses.field(default_factory=list)
+    sharded: bool = False
+    dtypes: dict[str, int] = dataclasses.field(default_factory=dict)
+    parameters: int = 0
+    bytes: int = 0
+
+    @property
+    def main_dtype(self) -> str | None:
+        """The dtype that holds most elements."""
+        return max(self.dtypes, key=self.dtypes.get) if self.dtypes else None
+
+
+def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False) -> StorageSummary:
+    """Sums dtypes, element counts and bytes over parsed safetensors headers (`{file name: header}`)."""
+    summary = StorageSummary(format="safetensors", files=sorted(headers), sharded=sharded)
+    for header in headers.values():
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            dtype = SAFETENSORS_DTYPES.get(info["dtype"], (info["dtype"].lower(), None))[0]
+            count = math.prod(info["shape"])
+            summary.dtypes[dtype] = summary.dtypes.get(dtype, 0) + count
+            summary.parameters += count
+            summary.bytes += info["data_offsets"][1] - info["data_offsets"][0]
+    summary.dtypes = dict(sorted(summary.dtypes.items(), key=lambda kv: -kv[1]))
+    return summary
+
+
+def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> StorageSummary:
+    """
+    Summarizes the safetensors weights of a checkpoint directory: a single `model.safetensors`, or the shards listed
+    by `model.safetensors.index.json`. Pickled weights are reported as present but never opened.
+
+    Raises:
+        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
+    """
+    index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
+    if os.path.isfile(index_path):
+        try:
+            with open(index_path, encoding="utf-8") as f:
+                index = json.load(f)
+            files = sorted(set(index["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointInspectionError(
+                f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
+                f"expected ({type(e).__name__}: {e})."
+            ) from e
+        bad = [name for name in files if not _is_plain_file_name(name)]
+        if bad:
+            raise CheckpointInspectionError(
+                f"{index_path} is malformed: shard names must be plain file names inside the checkpoint directory, "
+                f"got {', '.join(repr(name) for name in bad[:5])}. Nothing outside the checkpoint is opened."
+            )
+        missing = [name for name in files if not os.path.isfile(os.path.join(directory, name))]
+        if missing:
+            raise CheckpointInspectionError(
+                f"{index_path} lists shard(s) missing from {directory}: {', '.join(missing)}."
+            )
+        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in files}
+        return summarize_headers(headers, sharded=True)
+    single = os.path.join(directory, SAFE_WEIGHTS_NAME)
+    if os.path.isfile(single):
+        return summarize_headers({SAFE_WEIGHTS_NAME: read_safetensors_header(single, max_header_bytes)})
+    others = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
+    if others:
+        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in others}
+        return summarize_headers(headers, sharded=len(others) > 1)
+    pickled = [n for n in (WEIGHTS_NAME, WEIGHTS_INDEX_NAME) if os.path.isfile(os.path.join(directory, n))]
+    if pickled:
+        return StorageSummary(format="pickle", files=pickled)
+    return StorageSummary(format="none")
+
+
+def storage_from_hub_metadata(metadata: Any) -> StorageSummary:
+    """Converts `huggingface_hub.get_safetensors_metadata`'s answer (headers read with HTTP range requests)."""
+    headers = {}
+    for filename, file_metadata in metadata.files_metadata.items():
+        headers[filename] = {
+            name: {"dtype": info.dtype, "shape": list(info.shape), "data_offsets": list(info.data_offsets)}
+            for name, info in file_metadata.tensors.items()
+        }
+    return summarize_headers(headers, sharded=metadata.sharded)
+
+
+def _is_plain_file_name(name: Any) -> bool:
+    """A shard name an index may list: a file name, without directories, `..`, or an absolute path."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and os.path.basename(name) == name
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
+
+
+__all__ = [
+    "MAX_HEADER_BYTES",
+    "CheckpointInspectionError",
+    "SafetensorsHeaderError",
+    "StorageSummary",
+    "read_safetensors_header",
+    "read_storage",
+    "storage_from_hub_metadata",
+    "summarize_headers",
+]

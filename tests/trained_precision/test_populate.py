@@ -1,0 +1,464 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""`transformers precision set` and `hub-pr`: writing the field into checkpoints' configs, and Hub pull requests."""
+
+import argparse
+import contextlib
+import difflib
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+from parameterized import parameterized
+
+from transformers.testing_utils import TestCasePlus
+from transformers.trained_precision import cli, populate, registry
+
+
+CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_type": "gpt_neo", "vocab_size": 50257}
+
+
+def dump_config(data, indent=2, sort_keys=True):
+    return json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
+
+
+#: The lock file `set` takes beside a config it writes (left in place: removing it would race with other writers).
+LOCK = ".config.json.lock"
+
+
+def listdir(path):
+    """The directory's entries, without the lock file."""
+    return sorted(name for name in os.listdir(path) if name != LOCK)
+
+
+def run_set(*args):
+    """`transformers precision set ARGS...` in-process; returns its exit code (stdout is the caller's)."""
+    try:
+        cli.main(["set", *args])
+    except SystemExit as e:
+        return e.code or 0
+    return 0
+
+
+def run_hub_pr(args, api):
+    try:
+        cli.hub_pr(args.hub_pr, push=args.push, force=args.force, api=api)
+    except SystemExit as e:
+        return e.code or 0
+    return 0
+
+
+class PopulateTest(TestCasePlus):
+    def checkpoint(self, content=None, mode=None):
+        path = Path(self.get_auto_remove_tmp_dir()) / "ckpt"
+        path.mkdir()
+        if content is not None:
+            (path / "config.json").write_text(content)
+            if mode is not None:
+                os.chmod(path / "config.json", mode)
+        return path
+
+    def assertOnlyFieldAdded(self, old_text, new_text, value):
+        old, new = json.loads(old_text), json.loads(new_text)
+        self.assertEqual(new.pop("trained_precision"), value)
+        self.assertEqual(new, old)
+        added = set(new_text.splitlines()) - set(old_text.splitlines())
+        self.assertEqual(len(new_text.splitlines()), len(old_text.splitlines()) + 1)
+        self.assertEqual(len(added), 1, added)
+
+    def test_local_checkpoint_with_precision(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old, mode=0o640)
+        [result] = populate.populate_checkpoints([ckpt], precision="bfloat16", progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        new = (ckpt / "config.json").read_text()
+        self.assertOnlyFieldAdded(old, new, "bf16")
+        self.assertEqual(list(json.loads(new)), sorted(json.loads(new)))  # sorted keys stay sorted
+        self.assertEqual(new, dump_config({**CONFIG, "trained_precision": "bf16"}))
+        self.assertEqual(stat.S_IMODE(os.stat(ckpt / "config.json").st_mode), 0o640)
+        self.assertEqual(listdir(ckpt), ["config.json"])
+
+    def test_local_checkpoint_with_registry_id(self):
+        ckpt = self.checkpoint(dump_config(CONFIG))
+        [result] = populate.populate_checkpoints([ckpt / "config.json"], model_id="EleutherAI/gpt-neo-2.7B")
+        self.assertEqual(result.status, "written")
+        self.assertEqual(json.loads((ckpt / "config.json").read_text())["trained_precision"], "fp32")
+
+    def test_local_checkpoint_without_id_is_skipped(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        [result] = populate.populate_checkpoints([ckpt], progress=False)
+        self.assertEqual(result.status, "skipped")
+        self.assertIn("--model_id", result.message)
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+
+    @parameterized.expand(
+        [
+            ("indent4_unsorted", json.dumps({"z": 1, "a": [1, 2]}, indent=4), '    "trained_precision": "fp16"\n}'),
+            ("compact", '{"a":1,"b":{"c":2}}', '"b":{"c":2},"trained_precision":"fp16"}'),
+            (
+                "crlf_tabs",
+                '{\r\n\t"a": 1,\r\n\t"z": 2\r\n}\r\n',
+                '\t"trained_precision": "fp16",\r\n\t"z": 2\r\n}\r\n',
+            ),
+            ("unicode_floats", '{\n  "name": "caf\\u00e9 \u00e9",\n  "eps": 1e-05\n}', '"eps": 1e-05,\n  "trained'),
+            ("empty", "{}", '{\n  "trained_precision": "fp16"\n}'),
+        ]
+    )
+    def test_formatting_kept(self, _, old, expected_fragment):
+        ckpt = self.checkpoint(old)
+        with open(ckpt / "config.json", "w", newline="") as f:
+            f.write(old)
+        [result] = populate.populate_checkpoints([ckpt], precision="fp16", progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        with open(ckpt / "config.json", newline="") as f:
+            new = f.read()
+        self.assertIn(expected_fragment, new)
+        old_data, new_data = json.loads(old), json.loads(new)
+        self.assertEqual(new_data.pop("trained_precision"), "fp16")
+        self.assertEqual(new_data, old_data)
+        self.assertEqual(list(new_data), list(old_data))
+        # the edit only inserts text: every character of the original is kept, in order
+        opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+        self.assertEqual({tag for tag, *_ in opcodes} - {"equal"}, {"insert"})
+
+    def test_idempotent(self):
+        ckpt = self.checkpoint(dump_config(CONFIG))
+        populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        text, inode = (ckpt / "config.json").read_text(), os.stat(ckpt / "config.json").st_ino
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "unchanged")
+        self.assertEqual((ckpt / "config.json").read_text(), text)
+        self.assertEqual(os.stat(ckpt / "config.json").st_ino, inode)  # not even rewritten
+
+    def test_existing_alias_of_the_same_value_is_unchanged(self):
+        old = dump_config({**CONFIG, "trained_precision": "bfloat16"})
+        ckpt = self.checkpoint(old)
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "unchanged")
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+
+    def test_dry_run_prints_diff_and_modifies_nothing(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = run_set(str(ckpt), "--precision", "bf16", "--dry-run")
+        self.assertEqual(rc, 0)
+        self.assertIn('+  "trained_precision": "bf16",', out.getvalue())
+        self.assertIn("[would write]", out.getvalue())
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+
+    @parameterized.expand(
+        [
+            ("malformed_json", '{"a": 1,,}', None, "malformed JSON"),
+            ("not_an_object", "[1, 2]", None, "not an object"),
+            ("read_only", dump_config(CONFIG), 0o444, "read-only (mode 0o444)"),
+            ("conflict", dump_config({**CONFIG, "trained_precision": "fp16"}), None, "pass --force"),
+            ("invalid_existing", dump_config({**CONFIG, "trained_precision": "fp8"}), None, "pass --force"),
+        ]
+    )
+    def test_refused_and_untouched(self, _, content, mode, expected):
+        ckpt = self.checkpoint(content, mode)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = run_set(str(ckpt), "--precision", "bf16")
+        self.assertEqual(rc, 1)
+        self.assertIn(expected, out.getvalue())
+        self.assertIn("nothing modified", out.getvalue())
+        self.assertEqual((ckpt / "config.json").read_text(), content)
+        self.assertEqual(listdir(ckpt), ["config.json"])
+
+    def test_missing_config(self):
+        ckpt = self.checkpoint()
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("no config.json", result.message)
+        self.assertEqual(os.listdir(ckpt), [])
+
+    @parameterized.expand([("fp8", "Valid values are"), ("fp64", "Valid values are")])
+    def test_bad_precision(self, precision, expected):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        [result] = populate.populate_checkpoints([ckpt], precision=precision, progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn(expected, result.message)
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+
+    def test_force_replaces_only_the_value(self):
+        old = dump_config({**CONFIG, "trained_precision": "fp16"})
+        ckpt = self.checkpoint(old)
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", force=True, progress=False)
+        self.assertEqual(result.status, "written")
+        self.assertEqual((ckpt / "config.json").read_text(), old.replace('"fp16"', '"bf16"'))
+
+    def test_interrupted_between_write_and_replace(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        with mock.patch.object(populate.os, "replace", side_effect=KeyboardInterrupt):
+            with self.assertRaises(KeyboardInterrupt):
+                populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+        self.assertEqual(listdir(ckpt), ["config.json"])  # the temporary file is gone too
+
+    def test_killed_between_write_and_replace(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        code = (
+            "import os, sys; from transformers.trained_precision import populate; "
+            "populate.os.replace = lambda *a: os._exit(3); "
+            "populate.populate_checkpoints([sys.argv[1]], precision='bf16', progress=False)"
+        )
+        result = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True)
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+        # a killed process cannot clean up: its complete temporary file stays, hidden, next to the original
+        leftovers = [name for name in os.listdir(ckpt) if name not in ("config.json", LOCK)]
+        self.assertEqual(len(leftovers), 1)
+        self.assertTrue(leftovers[0].startswith(".config.json.") and leftovers[0].endswith(".tmp"))
+
+    def test_failed_write_leaves_original(self):
+        old = dump_config(CONFIG)
+        ckpt = self.checkpoint(old)
+        with mock.patch.object(populate.os, "fsync", side_effect=OSError(28, "No space left on device")):
+            [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("No space left on device", result.message)
+        self.assertEqual((ckpt / "config.json").read_text(), old)
+        self.assertEqual(listdir(ckpt), ["config.json"])
+
+
+class CachePopulateTest(TestCasePlus):
+    """A fake Hugging Face cache: snapshots hold relative symlinks into blobs/, shared between revisions."""
+
+    REPO = "models--EleutherAI--gpt-neo-1.3B"
+    CONFIG_BLOB = "b1" * 20
+    TOKENIZER_BLOB = "c2" * 32
+    REV1, REV2 = "1" * 40, "2" * 40
+
+    def make_cache(self):
+        hub = Path(self.get_auto_remove_tmp_dir()) / "hub"
+        repo = hub / self.REPO
+        (repo / "blobs").mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(self.REV2)
+        (repo / "blobs" / self.CONFIG_BLOB).write_text(dump_config(CONFIG))
+        (repo / "blobs" / self.TOKENIZER_BLOB).write_text("{}")
+        for rev in (self.REV1, self.REV2):
+            snap = repo / "snapshots" / rev
+            snap.mkdir(parents=True)
+            os.symlink(f"../../blobs/{self.CONFIG_BLOB}", snap / "config.json")
+            os.symlink(f"../../blobs/{self.TOKENIZER_BLOB}", snap / "tokenizer.json")
+        other = hub / "models--someone--unlisted" / "snapshots" / "rev"
+        other.mkdir(parents=True)
+        (other / "config.json").write_text(dump_config(CONFIG))
+        (hub / "datasets--someone--data" / "snapshots" / "rev").mkdir(parents=True)
+        return hub
+
+    def test_populating_a_copy_of_a_snapshot_writes_the_field_and_nothing_else(self):
+        original = self.make_cache()
+        hub = original.parent / "copy"
+        shutil.copytree(original, hub, symlinks=True)
+        repo = hub / self.REPO
+        blob_before = (repo / "blobs" / self.CONFIG_BLOB).read_text()
+
+        [result] = populate.populate_checkpoints([repo / "snapshots" / self.REV1], progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        self.assertEqual(result.model_id, "EleutherAI/gpt-neo-1.3B")
+        self.assertIn("the blob is untouched", result.message)
+
+        config = repo / "snapshots" / self.REV1 / "config.json"
+        self.assertFalse(config.is_symlink())
+        self.assertOnlyField(blob_before, config.read_text(), "bf16")
+        # the blob, the other revision and the other files of the snapshot are unchanged
+        self.assertEqual((repo / "blobs" / self.CONFIG_BLOB).read_text(), blob_before)
+        self.assertTrue((repo / "snapshots" / self.REV2 / "config.json").is_symlink())
+        self.assertEqual((repo / "snapshots" / self.REV2 / "config.json").read_text(), blob_before)
+        self.assertEqual(
+            os.readlink(repo / "snapshots" / self.REV1 / "tokenizer.json"), f"../../blobs/{self.TOKENIZER_BLOB}"
+        )
+        self.assertEqual(listdir(repo / "snapshots" / self.REV1), ["config.json", "tokenizer.json"])
+        self.assertEqual(sorted(os.listdir(repo / "blobs")), sorted([self.CONFIG_BLOB, self.TOKENIZER_BLOB]))
+        # the original cache was not touched through the copy
+        self.assertTrue((original / self.REPO / "snapshots" / self.REV1 / "config.json").is_symlink())
+
+        # huggingface_hub still reads the cache, and the config loads from it by Hub id
+        import huggingface_hub
+
+        self.assertEqual(huggingface_hub.scan_cache_dir(hub).warnings, [])
+        path = huggingface_hub.hf_hub_download(
+            "EleutherAI/gpt-neo-1.3B", "config.json", revision=self.REV1, cache_dir=hub, local_files_only=True
+        )
+        self.assertEqual(Path(path), config)
+        from transformers import AutoConfig
+
+        loaded = AutoConfig.from_pretrained("EleutherAI/gpt-neo-1.3B", revision=self.REV1, cache_dir=hub)
+        self.assertEqual(loaded.hidden_size, 2048)
+        self.assertEqual(loaded.trained_precision, "bf16")
+
+    def assertOnlyField(self, old_text, new_text, value):
+        old, new = json.loads(old_text), json.loads(new_text)
+        self.assertEqual(new.pop("trained_precision"), value)
+        self.assertEqual(new, old)
+        self.assertEqual(len(new_text.splitlines()), len(old_text.splitlines()) + 1)
+
+    def test_whole_cache_with_progress_bar(self):
+        hub = self.make_cache()
+        unlisted = hub / "models--someone--unlisted" / "snapshots" / "rev" / "config.json"
+        unlisted_before = unlisted.read_text()
+        with mock.patch("tqdm.auto.tqdm", side_effect=lambda it, **kwargs: it) as bar:
+            results = populate.populate_checkpoints([hub])
+        bar.assert_called_once()
+        self.assertEqual(bar.call_args.kwargs["unit"], "checkpoint")
+        by_status = sorted((r.status, r.model_id) for r in results)
+        self.assertEqual(
+            by_status,
+            [
+                ("skipped", "someone/unlisted"),
+                ("written", "EleutherAI/gpt-neo-1.3B"),
+                ("written", "EleutherAI/gpt-neo-1.3B"),
+            ],
+        )
+        self.assertEqual(unlisted.read_text(), unlisted_before)
+        # a repo folder also expands to its snapshots, and a second run changes nothing
+        results = populate.populate_checkpoints([hub / self.REPO], progress=False)
+        self.assertEqual([r.status for r in results], ["unchanged", "unchanged"])
+        # the folder above the cache (~/.cache/huggingface) finds it too
+        results = populate.populate_checkpoints([hub.parent], progress=False)
+        self.assertEqual(sorted(r.status for r in results), ["skipped", "unchanged", "unchanged"])
+
+    def test_broken_symlink(self):
+        hub = self.make_cache()
+        repo = hub / self.REPO
+        os.unlink(repo / "blobs" / self.CONFIG_BLOB)
+        [result] = populate.populate_checkpoints([repo / "snapshots" / self.REV1], progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("broken symlink", result.message)
+        self.assertTrue((repo / "snapshots" / self.REV1 / "config.json").is_symlink())
+
+    def test_read_only_blob(self):
+        hub = self.make_cache()
+        repo = hub / self.REPO
+        os.chmod(repo / "blobs" / self.CONFIG_BLOB, 0o444)
+        [result] = populate.populate_checkpoints([repo / "snapshots" / self.REV1], progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("read-only", result.message)
+        self.assertTrue((repo / "snapshots" / self.REV1 / "config.json").is_symlink())
+
+
+class FakeHubApi:
+    """Records what would be sent to the Hub; serves config.json files from a dict."""
+
+    def __init__(self, tmp, configs, open_pr_titles=(), failing=()):
+        self.tmp, self.configs, self.open_pr_titles, self.failing = Path(tmp), configs, open_pr_titles, failing
+        self.commits = []
+
+    def model_info(self, repo_id):
+        if repo_id in self.failing:
+            raise OSError(f"cannot reach {repo_id}")
+        return SimpleNamespace(sha=f"{abs(hash(repo_id)):040d}"[:40])
+
+    def get_repo_discussions(self, repo_id, discussion_type=None, discussion_status=None):
+        assert (discussion_type, discussion_status) == ("pull_request", None)  # open, merged and closed ones
+        return iter([SimpleNamespace(title=t, num=7, status=s) for t, s in self.open_pr_titles])
+
+    def hf_hub_download(self, repo_id, filename, revision=None):
+        assert filename == "config.json" and revision == self.model_info(repo_id).sha
+        path = self.tmp / repo_id.replace("/", "--") / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.configs.get(repo_id, dump_config(CONFIG)))
+        return str(path)
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        self.commits.append((repo_id, list(operations), kwargs))
+        return SimpleNamespace(pr_url=f"https://huggingface.co/{repo_id}/discussions/1")
+
+
+class HubPullRequestTest(TestCasePlus):
+    def test_dry_run_prepares_operations_for_exact_rows(self):
+        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
+        results = populate.prepare_hub_prs(registry.REGISTRY, api=api)
+        exact = [e for e in registry.REGISTRY if not e.is_glob]
+        self.assertEqual([r.repo_id for r in results], [e.model_id for e in exact])
+        self.assertEqual(api.commits, [])  # a dry run sends nothing
+        for entry, result in zip(exact, results):
+            self.assertEqual(result.status, "would write")
+            [op] = result.operations
+            self.assertEqual(op.path_in_repo, "config.json")
+            self.assertEqual(
+                op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": entry.precision}).encode()
+            )
+            self.assertIn(entry.source, result.commit_description)
+            self.assertEqual(result.parent_commit, api.model_info(entry.model_id).sha)
+
+    def test_push_opens_a_pull_request(self):
+        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
+        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=["meta-llama/llama-2-7b-hf"], push=True)
+        self.assertEqual(result.status, "written")
+        self.assertEqual(result.pr_url, "https://huggingface.co/meta-llama/Llama-2-7b-hf/discussions/1")
+        [(repo_id, operations, kwargs)] = api.commits
+        self.assertEqual(repo_id, "meta-llama/Llama-2-7b-hf")
+        self.assertTrue(kwargs["create_pr"])
+        self.assertEqual(kwargs["parent_commit"], api.model_info(repo_id).sha)
+        self.assertEqual(kwargs["commit_message"], populate.HUB_PR_TITLE)
+        self.assertIn("https://github.com/huggingface/transformers/pull/25794", kwargs["commit_description"])
+        self.assertIn("stored in fp16", kwargs["commit_description"])
+        self.assertEqual(json.loads(operations[0].path_or_fileobj)["trained_precision"], "bf16")
+
+    def test_skips_and_errors(self):
+        ids = ["EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neo-2.7B", "bigscience/bloom"]
+        configs = {
+            "EleutherAI/gpt-neo-1.3B": dump_config({**CONFIG, "trained_precision": "bf16"}),
+            "EleutherAI/gpt-neo-2.7B": dump_config({**CONFIG, "trained_precision": "bf16"}),
+        }
+        api = FakeHubApi(self.get_auto_remove_tmp_dir(), configs, failing=("bigscience/bloom",))
+        results = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True)
+        self.assertEqual([r.status for r in results], ["unchanged", "error", "error"])
+        self.assertIn("pass --force", results[1].message)
+        self.assertIn("cannot reach bigscience/bloom", results[2].message)
+        self.assertEqual(api.commits, [])
+
+    @parameterized.expand([("open",), ("merged",), ("closed",)])
+    def test_any_earlier_pr_is_an_answer(self, status):
+        ids = ["EleutherAI/gpt-neo-1.3B"]
+        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {}, open_pr_titles=[(populate.HUB_PR_TITLE, status)])
+        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True)
+        self.assertEqual(result.status, "skipped")
+        self.assertIn(f"#7, {status}", result.message)
+        self.assertIn("--force", result.message)
+        self.assertEqual(api.commits, [])
+        # --force opens another one anyway
+        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True, force=True)
+        self.assertEqual(result.status, "written")
+        self.assertEqual(len(api.commits), 1)
+
+    def test_cli_dry_run_is_the_default(self):
+        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
+        args = argparse.Namespace(hub_pr=["EleutherAI/gpt-neo-1.3B"], push=False, force=False)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(run_hub_pr(args, api), 0)
+        self.assertIn('+  "trained_precision": "bf16",', out.getvalue())
+        self.assertEqual(api.commits, [])
+        args = argparse.Namespace(hub_pr=["EleutherAI/pythia-*"], push=False, force=False)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(run_hub_pr(args, api), 1)
+        self.assertIn("not exact-id rows", err.getvalue())
