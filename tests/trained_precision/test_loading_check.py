@@ -665,3 +665,74 @@ class LoadingCheckModeStickTest(_CheckTestBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@require_torch
+class TypeCastAndStorageDtypeTest(unittest.TestCase):
+    def setUp(self):
+        reset_warning_cache()
+
+    @parameterized.expand([("dtype", torch.float16), ("tensor_type", "torch.HalfTensor")])
+    def test_type_cast_is_checked(self, _, dst_type):
+        model = GPTNeoForCausalLM(tiny_config("bf16"))
+        with CaptureLogger(LOGGER) as cl:
+            model.type(dst_type)
+        self.assertIn("is being cast to fp16", cl.out)
+        self.assertEqual(next(model.parameters()).dtype, torch.float16)
+
+    def test_type_cast_to_safe_dtype_is_silent(self):
+        model = GPTNeoForCausalLM(tiny_config("bf16"))
+        with CaptureLogger(LOGGER) as cl:
+            model.type(torch.bfloat16)
+            model.type("torch.FloatTensor")
+            model.type(torch.float64)
+        self.assertEqual(cl.out, "")
+
+    @parameterized.expand([("dtype", torch.float16), ("cuda_tensor_type", "torch.cuda.HalfTensor")])
+    def test_type_cast_error_mode(self, _, dst_type):
+        model = GPTNeoForCausalLM(tiny_config("bf16"))
+        with mockenv_context(**{ENV_VAR: "error"}), self.assertRaises(TrainedPrecisionRiskError):
+            model.type(dst_type)
+        self.assertEqual(next(model.parameters()).dtype, torch.float32)  # raised before anything was cast
+
+    def test_float8_models_keep_upstreams_config_dtype(self):
+        from transformers.trained_precision.pure_bf16 import storage_dtype
+
+        model = GPTNeoForCausalLM(tiny_config())
+        model.to(torch.bfloat16)
+        model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
+        self.assertEqual(storage_dtype(model), torch.bfloat16)  # the dominant dtype
+        model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
+            torch.float8_e4m3fn
+        )
+        self.assertEqual(storage_dtype(model), model.dtype)  # float8 present: upstream's choice, unchanged
+
+
+@require_torch
+class RegistryPersistenceTest(unittest.TestCase):
+    def setUp(self):
+        reset_warning_cache()
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def test_registry_answer_is_written_by_save_pretrained(self):
+        root = os.path.join(self.tmp, "models--EleutherAI--gpt-neo-1.3B")
+        snapshot = os.path.join(root, "snapshots", REVISION)
+        GPTNeoForCausalLM(tiny_config()).save_pretrained(snapshot)
+        with open(os.path.join(snapshot, "config.json"), encoding="utf-8") as f:
+            self.assertNotIn("trained_precision", json.load(f))
+        model = AutoModelForCausalLM.from_pretrained(snapshot)  # fp32: no warning, but the answer is kept
+        self.assertEqual(model.config.trained_precision, "bf16")
+        copy = os.path.join(self.tmp, "copy")
+        model.save_pretrained(copy)
+        with open(os.path.join(copy, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["trained_precision"], "bf16")
+        with CaptureLogger(LOGGER) as cl:
+            AutoModelForCausalLM.from_pretrained(copy, dtype=torch.float16)
+        self.assertIn("was trained in bf16", cl.out)
+
+    def test_config_value_is_never_replaced(self):
+        snapshot = os.path.join(self.tmp, "models--EleutherAI--gpt-neo-1.3B", "snapshots", REVISION)
+        GPTNeoForCausalLM(tiny_config("fp32")).save_pretrained(snapshot)
+        model = AutoModelForCausalLM.from_pretrained(snapshot)
+        self.assertEqual(model.config.trained_precision, "fp32")

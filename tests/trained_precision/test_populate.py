@@ -23,6 +23,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -462,3 +463,83 @@ class HubPullRequestTest(TestCasePlus):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             self.assertEqual(run_hub_pr(args, api), 1)
         self.assertIn("not exact-id rows", err.getvalue())
+
+
+class SetSafetyTest(TestCasePlus):
+    """`set` changes the one field and nothing else of the user's: owner, links, BOM, concurrent writers."""
+
+    def checkpoint(self, content=None):
+        ckpt = Path(self.get_auto_remove_tmp_dir()) / "ckpt"
+        ckpt.mkdir()
+        (ckpt / "config.json").write_text(dump_config(CONFIG) if content is None else content, encoding="utf-8")
+        return ckpt
+
+    def test_utf8_bom_is_accepted_and_kept(self):
+        ckpt = self.checkpoint("\ufeff" + dump_config(CONFIG))
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        text = (ckpt / "config.json").read_text(encoding="utf-8")
+        self.assertTrue(text.startswith("\ufeff{"))
+        self.assertEqual(json.loads(text[1:])["trained_precision"], "bf16")
+
+    @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "changing a file's owner needs root")
+    def test_owner_and_group_are_kept(self):
+        ckpt = self.checkpoint()
+        os.chown(ckpt / "config.json", 65534, 65534)  # nobody:nogroup
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        st = os.stat(ckpt / "config.json")
+        self.assertEqual((st.st_uid, st.st_gid), (65534, 65534))
+
+    def test_users_symlink_is_written_through(self):
+        ckpt = self.checkpoint()
+        real = Path(self.get_auto_remove_tmp_dir()) / "shared_config.json"
+        shutil.move(ckpt / "config.json", real)
+        os.symlink(real, ckpt / "config.json")
+        [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "written", result.message)
+        self.assertIn("through the symlink", result.message)
+        self.assertTrue((ckpt / "config.json").is_symlink())  # the user's link is still a link
+        self.assertEqual(json.loads(real.read_text())["trained_precision"], "bf16")
+
+    def test_a_second_writer_waits_for_the_lock(self):
+        import threading
+
+        from filelock import FileLock
+
+        ckpt = self.checkpoint()
+        results = []
+        with FileLock(str(ckpt / LOCK)):
+            worker = threading.Thread(
+                target=lambda: results.extend(populate.populate_checkpoints([ckpt], precision="bf16", progress=False))
+            )
+            worker.start()
+            worker.join(0.5)
+            self.assertTrue(worker.is_alive())  # blocked on the lock
+            self.assertNotIn("trained_precision", json.loads((ckpt / "config.json").read_text()))
+        worker.join(30)
+        self.assertEqual([r.status for r in results], ["written"])
+
+    def test_read_only_file_system_is_named(self):
+        ckpt = self.checkpoint()
+        flags = SimpleNamespace(f_flag=os.ST_RDONLY)
+        with mock.patch.object(populate.os, "statvfs", return_value=flags):
+            [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("read-only file system", result.message)
+        self.assertNotIn("mode", result.message)
+
+    def test_missing_directory_says_it_does_not_exist(self):
+        missing = Path(self.get_auto_remove_tmp_dir()) / "nope"
+        [result] = populate.populate_checkpoints([missing], precision="bf16", progress=False)
+        self.assertEqual(result.status, "error")
+        self.assertIn("does not exist", result.message)
+
+    def test_legacy_cache_folder_populates_from_the_registry(self):
+        root = Path(self.get_auto_remove_tmp_dir())
+        snapshot = root / "models--t5-small" / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").write_text(dump_config({"model_type": "t5"}))
+        [result] = populate.populate_checkpoints([root], progress=False)
+        self.assertEqual((result.status, result.model_id), ("written", "google-t5/t5-small"))
+        self.assertEqual(json.loads((snapshot / "config.json").read_text())["trained_precision"], "bf16")

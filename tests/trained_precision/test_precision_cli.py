@@ -13,6 +13,8 @@
 # limitations under the License.
 """Tests for `transformers precision` and the inspection/audit API behind it."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -647,3 +649,146 @@ class PrecisionCommandTest(TestCasePlus):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@require_torch
+class PrecisionCommandSafetyTest(TestCasePlus):
+    """Unknown is not safe, one coherent verdict per runtime, and nothing outside a checkpoint is opened."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.get_auto_remove_tmp_dir()
+
+    def save(self, name, **config_kwargs):
+        directory = os.path.join(self.tmp, name)
+        tiny_gpt_neo(**config_kwargs).save_pretrained(directory)
+        return directory
+
+    def run_main(self, *args):
+        from transformers.trained_precision import cli
+
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main(list(args))
+            except SystemExit as e:
+                code = e.code or 0
+        return code, out.getvalue(), err.getvalue()
+
+    def test_unknown_verdict_and_exit_code(self):
+        directory = self.save("unknown")
+        report = inspect_checkpoint(directory)
+        self.assertEqual(report.verdict("fp16").status, "unknown")
+        self.assertFalse(report.verdict("fp16").is_safe)
+        self.assertEqual(report.verdict("fp32").status, "safe")
+        code, out, _ = self.run_main(directory, "--dtype", "fp16", "--json")
+        self.assertEqual((code, json.loads(out)["status"]), (3, "unknown"))
+
+    def test_fp32_stamped_audit_says_which_risk_is_which(self):
+        directory = self.save("fp32", trained_precision="fp32")
+        report = inspect_checkpoint(directory, audit=True)
+        verdict = report.verdict("fp16")
+        self.assertEqual(verdict.status, "risky")
+        self.assertIn("precision loss expected", verdict.summary)
+        self.assertIn("the measured range fits fp16", verdict.summary)
+        self.assertNotIn("overflow expected", verdict.summary)
+        self.assertEqual(report.format().count("fp16: RISKY"), 1)
+
+    def test_unknown_with_audit_is_measured(self):
+        report = inspect_checkpoint(self.save("unknown_audit"), audit=True)
+        self.assertEqual(report.verdict("fp16").status, "safe")
+        self.assertIn("precision loss cannot be ruled out", report.verdict("fp16").summary)
+        self.assertGreater(report.audit.parameters, 0)
+
+    @parameterized.expand(
+        [("parent", "../../../etc/passwd"), ("absolute", "/etc/passwd"), ("subdir", "a/b.safetensors")]
+    )
+    def test_shard_names_must_stay_inside(self, _, shard):
+        directory = self.save("bad_index")
+        with open(os.path.join(directory, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+            json.dump({"metadata": {}, "weight_map": {"w": shard}}, f)
+        opened = []
+        real_open = open
+
+        def spy(path, *args, **kwargs):
+            opened.append(os.path.abspath(os.fspath(path)))
+            return real_open(path, *args, **kwargs)
+
+        with mock.patch("builtins.open", spy), self.assertRaisesRegex(CheckpointInspectionError, "plain file names"):
+            inspect_checkpoint(directory)
+        self.assertTrue(all(p.startswith(os.path.abspath(directory)) for p in opened), opened)
+        code, _, err = self.run_main(directory)
+        self.assertEqual(code, 2)
+        self.assertIn("plain file names", err)
+
+    def test_audit_of_pickled_weights_needs_an_opt_in(self):
+        directory = os.path.join(self.tmp, "pickled")
+        model = tiny_gpt_neo()
+        model.save_pretrained(directory)
+        os.remove(os.path.join(directory, "model.safetensors"))
+        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
+        with self.assertRaisesRegex(CheckpointInspectionError, "--allow-pickle"):
+            inspect_checkpoint(directory, audit=True)
+        report = inspect_checkpoint(directory, audit=True, allow_pickle=True)
+        self.assertIsNotNone(report.audit)
+
+    def test_audit_of_an_uncached_hub_id_needs_download(self):
+        from transformers.trained_precision import inspection
+        from transformers.trained_precision.storage import StorageSummary
+
+        remote = inspection._Resolved(None, "org/model", os.path.join(self.save("remote"), "config.json"))
+        remote.remote_storage = StorageSummary(format="safetensors", bytes=3_000_000_000)
+        with mock.patch.object(inspection, "_resolve", return_value=remote):
+            with self.assertRaisesRegex(CheckpointInspectionError, r"download 3.00 GB .*--download"):
+                inspect_checkpoint("org/model", audit=True)
+
+    def test_audit_without_torch_says_how_to_install_it(self):
+        directory = self.save("no_torch")
+        with mock.patch.dict(sys.modules, {"torch": None}):
+            code, _, err = self.run_main(directory, "--audit")
+        self.assertEqual(code, 2)
+        self.assertIn("pip install torch", err)
+        self.assertNotIn("Traceback", err)
+
+    def test_help_lists_exit_codes_and_bad_dtype_lists_runtime_dtypes(self):
+        code, out, _ = self.run_main("--help")
+        self.assertEqual(code, 0)
+        for line in ("0  safe", "1  risky", "2  bad input", "3  unknown"):
+            self.assertIn(line, out)
+        code, _, err = self.run_main(self.save("d"), "--dtype", "unknown")
+        self.assertEqual(code, 2)
+        self.assertIn("use one of fp32, bf16, fp16", err)
+        self.assertNotIn("'unknown'", err.split("use one of")[1])
+
+    def test_errors_are_json_with_json(self):
+        code, out, err = self.run_main(os.path.join(self.tmp, "missing"), "--json")
+        self.assertEqual(code, 2)
+        self.assertEqual(json.loads(out)["exit_code"], 2)
+        self.assertIn("does not exist", json.loads(out)["error"])
+        self.assertEqual(err, "")
+
+    def test_set_precision_then_remove_it(self):
+        directory = self.save("set_remove")
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            original = f.read()
+        code, out, _ = self.run_main("set", directory, "--precision", "bfloat16")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(inspect_checkpoint(directory).declared, "bf16")
+        code, out, _ = self.run_main("set", directory, "--precision", "unknown")
+        self.assertEqual(code, 1)
+        self.assertIn("needs --force", out)
+        code, out, _ = self.run_main("set", directory, "--precision", "unknown", "--force")
+        self.assertEqual(code, 0, out)
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), original)
+
+    def test_set_needs_one_source(self):
+        directory = self.save("set_bad")
+        for args in ((), ("--precision", "bf16", "--from-registry"), ("--precision", "fp8")):
+            code, _, err = self.run_main("set", directory, *args)
+            self.assertEqual(code, 2, args)
+        self.assertIn("fp32, bf16, fp16, unknown", err)
+        code, _, err = self.run_main(directory, "--precision", "bf16")
+        self.assertEqual(code, 2)
+        self.assertIn("transformers precision set", err)

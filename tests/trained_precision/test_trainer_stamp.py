@@ -350,6 +350,24 @@ class TrainerStampTest(TrainerStampTestBase):
             stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16")
         self.assertIn("was trained in fp32", cl.out)
 
+    def test_fp32_fine_tuning_of_a_bf16_model_keeps_its_lineage(self):
+        with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            trainer = self.train(tiny_gpt_neo(trained_precision="bf16"))
+        self.assertIn("says `trained_precision='bf16'`, and this run trains in fp32", cl.out)
+        self.assertEqual(trainer.model.config.pretraining_precision, "bf16")
+        self.assert_saved("fp32")
+        with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["pretraining_precision"], "bf16")
+        check_logger = logging.get_logger("transformers.trained_precision.check")
+        clear_warning_caches()
+        with CaptureLogger(check_logger) as cl:
+            GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.bfloat16)
+        self.assertEqual(cl.out, "")  # no false alarm: most of its training ran in bf16
+        with CaptureLogger(check_logger) as cl:
+            GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        self.assertIn("was trained in bf16", cl.out)
+        self.assertIn("pretrained in bf16", cl.out)
+
     def test_resume_keeps_the_stamp(self):
         self.train(tiny_gpt_neo(), bf16=True, max_steps=2)
         # a fresh model whose config knows nothing resumes from checkpoint-2 and trains to step 4

@@ -134,6 +134,12 @@ def precision(
         bool, typer.Option("--json", help="Print the report (or the error) as JSON (same as --format json).")
     ] = False,
     revision: Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id only.")] = None,
+    cache_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-dir", help="The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."
+        ),
+    ] = None,
     precision_value: Annotated[
         str | None,
         typer.Option("--precision", help="`set`: the value to write: fp32, bf16, fp16, or unknown (removes it)."),
@@ -158,7 +164,7 @@ def precision(
             out.fail(
                 "--dtype, --audit, --download, --allow-pickle, --text and --revision apply to the report, not `set`."
             )
-        _set(args[1:], precision_value, from_registry, model_id, force, dry_run, out)
+        _set(args[1:], precision_value, from_registry, model_id, force, dry_run, cache_dir, out)
         return
     if args and args[0] == HUB_PR and not os.path.exists(HUB_PR):
         if precision_value is not None or from_registry or model_id is not None or dry_run:
@@ -173,13 +179,13 @@ def precision(
         )
     if len(args) != 1:
         out.fail(f"expected one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
-    _report(args[0], dtype, audit, download, allow_pickle, text, top, revision, out)
+    _report(args[0], dtype, audit, download, allow_pickle, text, top, revision, cache_dir, out)
 
 
 precision.__doc__ = HELP
 
 
-def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revision, out: _Output) -> None:
+def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revision, cache_dir, out: _Output) -> None:
     from .inspection import CheckpointInspectionError, inspect_checkpoint, runtime_name
 
     if dtype is not None:
@@ -196,7 +202,13 @@ def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revisio
     texts = _read_texts(text, out) if text is not None else None
     try:
         report = inspect_checkpoint(
-            path_or_id, audit=audit, texts=texts, revision=revision, download=download, allow_pickle=allow_pickle
+            path_or_id,
+            audit=audit,
+            texts=texts,
+            revision=revision,
+            download=download,
+            allow_pickle=allow_pickle,
+            cache_dir=cache_dir,
         )
     except CheckpointInspectionError as e:
         out.fail(str(e))
@@ -209,7 +221,8 @@ def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revisio
         raise SystemExit(code)
 
 
-def _set(paths, precision_value, from_registry, model_id, force, dry_run, out: _Output) -> None:
+def _set(paths, precision_value, from_registry, model_id, force, dry_run, cache_dir, out: _Output) -> None:
+    from .hub_ids import find_cached_snapshot, parse_hub_id
     from .populate import populate_checkpoints
     from .registry import lookup
     from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
@@ -225,6 +238,16 @@ def _set(paths, precision_value, from_registry, model_id, force, dry_run, out: _
             out.fail(f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}.")
     if model_id is not None and lookup(model_id) is None:
         out.fail(f"--model-id {model_id} is not in the registry: pass --precision instead.")
+    # a Hub id that is not a local path names its cached snapshot (every spelling of the id is tried)
+    resolved = []
+    for path in paths:
+        if not os.path.exists(os.path.expanduser(path)) and parse_hub_id(path) is not None:
+            snapshot = find_cached_snapshot(path, cache_dir=cache_dir)
+            if snapshot is None:
+                out.fail(f"{path} is neither a local path nor a Hub id in the local cache: download it first.")
+            path = snapshot
+        resolved.append(path)
+    paths = resolved
 
     def show(result):
         if not out.json:

@@ -244,8 +244,8 @@ def find_cached_snapshot(
 ) -> str | None:
     """
     The local cache snapshot directory of a Hub id that holds `filename`, or `None` when it is not cached. Every
-    spelling of the id is tried (see [`hub_id_spellings`]): a model downloaded as `t5-base` is found when asked for
-    `google-t5/t5-base`, and the other way round.
+    spelling of the id is tried (see [`hub_id_spellings`]), in any case: a model downloaded as `t5-base` is found
+    when asked for `google-t5/t5-base` or `T5-Base`, and the other way round.
 
     Args:
         hub_id (`str`): any spelling of the id.
@@ -253,10 +253,22 @@ def find_cached_snapshot(
         cache_dir (`str` or `os.PathLike`, *optional*): the cache root; defaults to `huggingface_hub`'s
             (`HF_HUB_CACHE`, else `HF_HOME/hub`).
     """
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import constants, try_to_load_from_cache
 
-    for spelling in hub_id_spellings(hub_id):
-        cached = try_to_load_from_cache(spelling, filename, cache_dir=cache_dir, revision=revision)
+    spellings = hub_id_spellings(hub_id)
+    root = os.fspath(cache_dir) if cache_dir is not None else constants.HF_HUB_CACHE
+    # the cache keeps the case the id was typed in; the Hub does not care: match folders case-insensitively too
+    wanted = {CACHE_REPO_PREFIX + spelling.replace("/", "--").lower() for spelling in spellings}
+    try:
+        spellings += [
+            cache_folder_hub_id(name)
+            for name in sorted(os.listdir(root))
+            if name.lower() in wanted and cache_folder_hub_id(name) not in spellings
+        ]
+    except OSError:
+        pass
+    for spelling in spellings:
+        cached = try_to_load_from_cache(spelling, filename, cache_dir=root, revision=revision)
         if isinstance(cached, str) and os.path.isfile(cached):
             return os.path.dirname(cached)
     return None

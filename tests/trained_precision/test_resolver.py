@@ -1,0 +1,254 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+One answer on every path for every way of naming a model: a fake Hub cache holds tiny checkpoints under legacy and
+canonical ids, and the same table of id forms drives the loader, `transformers precision` (report and `set`) and a
+saved copy.
+"""
+
+import contextlib
+import io
+import json
+import os
+import unittest
+from unittest import mock
+
+from parameterized import parameterized
+
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
+from transformers.trained_precision import cli
+from transformers.trained_precision.hub_ids import (
+    LEGACY_HUB_IDS,
+    cache_snapshot_of,
+    canonical_hub_id,
+    hub_id_for,
+    hub_id_spellings,
+    parse_hub_id,
+)
+from transformers.trained_precision.registry import lookup
+from transformers.trained_precision.resolver import resolve_trained_precision
+from transformers.trained_precision.risk import assess_lineage_risk
+from transformers.utils import is_torch_available, logging
+
+
+if is_torch_available():
+    import torch
+
+    from transformers import AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+
+# (name, cache folder the model lies in, how the user names it); "{root}" is the cache root. Every form resolves to a
+# bf16 registry row: google-t5/t5-* (T5 was trained with bf16 activations).
+ID_FORMS = [
+    ("legacy_id", "t5-small", "t5-small"),
+    ("canonical_id", "google-t5/t5-base", "google-t5/t5-base"),
+    ("legacy_snapshot_path", "t5-small", "{root}/models--t5-small/snapshots/" + REVISION),
+    ("canonical_snapshot_path", "google-t5/t5-base", "{root}/models--google-t5--t5-base/snapshots/" + REVISION),
+    ("snapshot_subfolder_path", "google-t5/t5-base", "{root}/models--google-t5--t5-base/snapshots/" + REVISION),
+]
+# Forms only the report and `set` accept: the model is cached under another spelling than the one asked for.
+CROSS_SPELLINGS = [
+    ("canonical_id_of_legacy_cache", "google-t5/t5-small"),
+    ("legacy_id_of_canonical_cache", "t5-base"),
+    ("other_case", "Google-T5/T5-Base"),
+]
+
+
+class HubIdsTest(unittest.TestCase):
+    @parameterized.expand(
+        [
+            ("t5-base", "google-t5/t5-base"),
+            ("T5-Base", "google-t5/t5-base"),
+            (" gpt2 ", "openai-community/gpt2"),
+            ("bert-base-uncased", "google-bert/bert-base-uncased"),
+            ("roberta-base", "FacebookAI/roberta-base"),
+            ("google-t5/t5-base", "google-t5/t5-base"),
+            ("EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neo-1.3B"),
+            ("my-model", "my-model"),
+        ]
+    )
+    def test_canonical_hub_id(self, value, expected):
+        self.assertEqual(canonical_hub_id(value), expected)
+
+    @parameterized.expand([(v,) for v in (None, "", "./a", "/a/b", "~/a", "a/b/c", "a--b/c", "a/b..c", "a/b.json", 3)])
+    def test_not_a_hub_id(self, value):
+        self.assertIsNone(parse_hub_id(value))
+        self.assertIsNone(canonical_hub_id(value))
+
+    def test_every_legacy_row_is_consistent(self):
+        for key, row in LEGACY_HUB_IDS.items():
+            self.assertEqual(key, row.legacy.lower())
+            self.assertEqual(row.canonical.split("/")[1], row.legacy)
+            self.assertTrue(row.source.startswith("https://"), row)
+
+    def test_registry_sees_the_canonical_id(self):
+        for legacy in ("t5-small", "T5-LARGE", "bert-base-uncased", "roberta-base"):
+            self.assertIs(lookup(legacy), lookup(canonical_hub_id(legacy)))
+            self.assertIsNotNone(lookup(legacy), legacy)
+        self.assertEqual(lookup("t5-11b").precision, "bf16")
+
+    def test_spellings(self):
+        self.assertEqual(hub_id_spellings("google-t5/t5-base"), ["google-t5/t5-base", "t5-base"])
+        self.assertEqual(hub_id_spellings("t5-base"), ["t5-base", "google-t5/t5-base"])
+
+    def test_cache_snapshot_of_any_root(self):
+        for root in ("/data/hf", "/home/u/.cache/huggingface/hub", "relative/cache"):
+            snapshot = cache_snapshot_of(f"{root}/models--t5-small/snapshots/{REVISION}/sub")
+            self.assertEqual(
+                (snapshot.hub_id, snapshot.cached_as, snapshot.revision), ("google-t5/t5-small", "t5-small", REVISION)
+            )
+        self.assertIsNone(cache_snapshot_of(f"/x/models--a--b--c/snapshots/{REVISION}"))
+        self.assertIsNone(cache_snapshot_of("/x/models--a--b/refs/main"))
+
+
+class LineageTest(unittest.TestCase):
+    def test_bf16_pretrained_fp32_finetuned(self):
+        # no false alarm in bf16, still a warning in fp16
+        self.assertIsNone(assess_lineage_risk(("bf16", "fp32"), "bf16"))
+        self.assertEqual(assess_lineage_risk(("bf16", "fp32"), "fp16").trained, "bf16")
+        self.assertIsNone(assess_lineage_risk(("unknown", "unknown"), "fp16"))
+        self.assertIsNone(assess_lineage_risk((), "fp16"))
+
+    def test_resolver_reads_both_fields(self):
+        config = {"trained_precision": "fp32", "pretraining_precision": "bf16"}
+        info = resolve_trained_precision(config, "google-t5/t5-small")
+        self.assertEqual((info.precision, info.pretraining, info.lineage), ("fp32", "bf16", ("bf16", "fp32")))
+        self.assertIsNone(info.risk("bf16"))
+        self.assertEqual(info.risk("fp16").kind, "overflow")
+        self.assertEqual(info.provenance, "config")
+
+    def test_registry_provenance(self):
+        info = resolve_trained_precision({}, "t5-small")
+        self.assertEqual((info.precision, info.source, info.hub_id), ("bf16", "registry", "google-t5/t5-small"))
+        self.assertEqual(info.provenance, "registry: google-t5/t5-*")
+        info = resolve_trained_precision({"trained_precision": "not-a-precision"}, None)
+        self.assertEqual((info.precision, info.provenance), ("unknown", "unknown"))
+
+
+def tiny_t5():
+    config = T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2, decoder_start_token_id=0)
+    return T5ForConditionalGeneration(config)
+
+
+@require_torch
+class IdFormsTest(TestCasePlus):
+    """Every id form of `ID_FORMS` on every path: the loader, the report, `set`, and a saved copy."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        import tempfile
+
+        cls.root = tempfile.mkdtemp(prefix="hub_cache_")
+        model = tiny_t5()
+        for hub_id in ("t5-small", "google-t5/t5-base"):
+            repo = os.path.join(cls.root, "models--" + hub_id.replace("/", "--"))
+            os.makedirs(os.path.join(repo, "refs"))
+            with open(os.path.join(repo, "refs", "main"), "w", encoding="utf-8") as f:
+                f.write(REVISION)
+            model.save_pretrained(os.path.join(repo, "snapshots", REVISION))
+        os.makedirs(os.path.join(cls.root, "models--google-t5--t5-base", "snapshots", REVISION, "sub"), exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+
+        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        from transformers.trained_precision import check
+
+        check.reset_warning_cache()
+
+    def form(self, name_or_path):
+        return name_or_path.format(root=self.root)
+
+    def cli(self, *args):
+        """`transformers precision ARGS --cache-dir ROOT` in-process: (exit code, stdout)."""
+        out = io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                cli.main([*args, "--cache-dir", self.root])
+            except SystemExit as e:
+                code = e.code or 0
+        return code, out.getvalue()
+
+    def load(self, name_or_path, dtype):
+        logger = logging.get_logger("transformers.trained_precision.check")
+        with CaptureLogger(logger) as cl:
+            model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, cache_dir=self.root, dtype=dtype)
+        return model, cl.out
+
+    @parameterized.expand(ID_FORMS)
+    def test_loader_warns(self, _, cached_as, name_or_path):
+        _, out = self.load(self.form(name_or_path), torch.float16)
+        self.assertIn("was trained in bf16", out)
+        self.assertIn("registry entry for 'google-t5/t5-*'", out)
+
+    @parameterized.expand(ID_FORMS + [(n, None, f) for n, f in CROSS_SPELLINGS])
+    def test_report_exits_risky(self, _, cached_as, name_or_path):
+        code, out = self.cli(self.form(name_or_path), "--dtype", "fp16", "--json")
+        self.assertEqual(code, 1, out)
+        payload = json.loads(out)
+        self.assertEqual(payload["status"], "risky")
+        self.assertEqual(payload["trained_precision"]["effective"], "bf16")
+        self.assertTrue(payload["trained_precision"]["provenance"].startswith("registry: google-t5/t5-*"))
+        self.assertEqual(self.cli(self.form(name_or_path), "--dtype", "bf16")[0], 0)
+
+    @parameterized.expand(ID_FORMS + [(n, None, f) for n, f in CROSS_SPELLINGS])
+    def test_set_from_registry_writes_bf16(self, _, cached_as, name_or_path):
+        code, out = self.cli("set", self.form(name_or_path), "--from-registry", "--dry-run")
+        self.assertEqual(code, 0, out)
+        self.assertIn('+  "trained_precision": "bf16",', out)
+        self.assertIn("[would write]", out)
+
+    @parameterized.expand(ID_FORMS)
+    def test_saved_copy_keeps_the_registry_answer(self, _, cached_as, name_or_path):
+        model, _ = self.load(self.form(name_or_path), torch.float32)
+        self.assertEqual(model.config.trained_precision, "bf16")  # persisted from the registry row
+        copy = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(copy)
+        with open(os.path.join(copy, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["trained_precision"], "bf16")
+        _, out = self.load(copy, torch.float16)
+        self.assertIn("was trained in bf16", out)
+        self.assertIn("from its config's `trained_precision`", out)
+
+    def test_report_and_loader_agree_on_a_snapshot_path(self):
+        path = os.path.join(self.root, "models--t5-small", "snapshots", REVISION)
+        self.assertEqual(hub_id_for(path), "google-t5/t5-small")
+        code, out = self.cli(path, "--dtype", "fp16")
+        self.assertEqual(code, 1)
+        self.assertIn("registry", out)
+        self.assertNotIn("not consulted", out)
+
+    def test_revision_on_a_local_directory_is_an_error(self):
+        path = os.path.join(self.root, "models--t5-small", "snapshots", REVISION)
+        code, out = self.cli(path, "--revision", "main", "--json")
+        self.assertEqual(code, 2)
+        self.assertIn("--revision applies to Hub ids", json.loads(out)["error"])
+
+    def test_hub_cache_environment(self):
+        from huggingface_hub import constants
+
+        with mock.patch.object(constants, "HF_HUB_CACHE", self.root):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as ctx:
+                cli.main(["t5-small", "--dtype", "fp16"])
+        self.assertEqual(ctx.exception.code, 1)
+        self.assertIn("fp16: RISKY", out.getvalue())
