@@ -183,6 +183,8 @@ class BadValueTest(unittest.TestCase):
         self.assertEqual(again.trained_precision, "unknown")
         self.assertEqual(cl.out.count("treating it as 'unknown'"), 1, cl.out)
         self.assertIn(repr(value), cl.out)
+        self.assertIn(f"in {os.path.join(tmp, 'config.json')}", cl.out)  # names the file it came from
+        self.assertIn("`save_pretrained` drops it", cl.out)
 
     def test_config_json_with_bad_sub_config_value(self):
         logger = logging.get_logger("transformers.trained_precision.configuration")

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -21,6 +21,7 @@ one warning, so that no checkpoint stops loading because of this field.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..utils import logging
@@ -35,10 +36,12 @@ def normalize_config_value(value: Any) -> str:
     return normalize_precision(value)
 
 
-def sanitize_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
+def sanitize_config_dict(config_dict: dict[str, Any], source: str | os.PathLike | None = None) -> dict[str, Any]:
     """
-    Returns `config_dict` with every `trained_precision` (also in nested sub-config dicts) made loadable: aliases
-    are normalised, unrecognised values become `"unknown"` with a warning. The input dict is not modified.
+    Returns `config_dict` with every `trained_precision` and `pretraining_precision` (also in nested sub-config
+    dicts) made loadable: aliases are normalised, unrecognised values become `"unknown"` with one warning, which names
+    `source` (the `config.json` read) when given: the next `save_pretrained` drops the value. The input dict is not
+    modified.
     """
     if not isinstance(config_dict, dict):
         return config_dict
@@ -49,13 +52,14 @@ def sanitize_config_dict(config_dict: dict[str, Any]) -> dict[str, Any]:
             try:
                 new = normalize_precision(value)
             except InvalidTrainedPrecisionError as e:
+                where = f"in {os.fspath(source)}" if source is not None else "of this configuration"
                 logger.warning_once(
-                    f"Ignoring the `{key}` of this configuration and treating it as '{UNKNOWN}': {e} "
-                    f"Fix the value in the checkpoint's config.json to silence this warning."
+                    f"Ignoring the `{key}` {where} and treating it as '{UNKNOWN}' (a later `save_pretrained` drops "
+                    f"it): {e} Fix the value in the checkpoint's config.json to silence this warning."
                 )
                 new = UNKNOWN
         elif isinstance(value, dict):
-            new = sanitize_config_dict(value)
+            new = sanitize_config_dict(value, source)
         if new is not value:
             if result is None:
                 result = dict(config_dict)

@@ -1,0 +1,207 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Property-based tests of everything that reads a user's files: config values, safetensors headers, index files and
+`set`. Invariants: no exception but the documented error classes, bounded reads, no file outside the checkpoint
+opened, no write outside the target file. Seeded (`derandomize=True`) and bounded, so `make test` stays repeatable.
+"""
+
+import builtins
+import json
+import os
+import shutil
+import struct
+import tempfile
+import unittest
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transformers import GPTNeoConfig
+from transformers.trained_precision import populate
+from transformers.trained_precision.inspection import inspect_checkpoint
+from transformers.trained_precision.resolver import resolve_trained_precision
+from transformers.trained_precision.storage import (
+    CheckpointInspectionError,
+    SafetensorsHeaderError,
+    read_safetensors_header,
+    read_storage,
+)
+from transformers.trained_precision.vocabulary import PRECISIONS
+
+
+FUZZ = settings(
+    max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+MAX_HEADER = 4096
+
+
+class FileSpy:
+    """Records every path opened and the largest single read from a file object opened in binary mode."""
+
+    def __init__(self):
+        self.opened, self.largest_read = [], 0
+        self._open = builtins.open
+
+    def __call__(self, path, mode="r", *args, **kwargs):
+        self.opened.append(os.path.abspath(os.fspath(path)))
+        handle = self._open(path, mode, *args, **kwargs)
+        if "b" in mode:
+            spy, read = self, handle.read
+
+            def bounded_read(size=-1):
+                data = read(size)
+                spy.largest_read = max(spy.largest_read, len(data))
+                return data
+
+            handle.read = bounded_read
+        return handle
+
+
+class FuzzTestBase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def fresh_dir(self, name="ckpt"):
+        directory = tempfile.mkdtemp(dir=self.tmp, prefix=name)
+        return directory
+
+
+class ConfigValueFuzzTest(FuzzTestBase):
+    @FUZZ
+    @given(value=JSON, nested=JSON)
+    def test_any_json_value_loads(self, value, nested):
+        config_dict = {
+            "model_type": "gpt_neo",
+            "trained_precision": value,
+            "pretraining_precision": nested,
+            "extra": {"trained_precision": nested, "inner": {"trained_precision": value}},
+        }
+        config = GPTNeoConfig.from_dict(config_dict)
+        self.assertIn(config.trained_precision, PRECISIONS)
+        info = resolve_trained_precision(config_dict, "t5-small")
+        self.assertIn(info.precision, PRECISIONS)
+        self.assertIn(info.pretraining, PRECISIONS)
+
+    @FUZZ
+    @given(value=JSON)
+    def test_report_on_any_config_value(self, value):
+        directory = self.fresh_dir()
+        with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+            json.dump({"model_type": "gpt_neo", "trained_precision": value}, f)
+        report = inspect_checkpoint(directory)
+        self.assertIn(report.effective, PRECISIONS)
+        self.assertIn(report.verdict("fp16").status, ("safe", "risky", "unknown"))
+
+
+def valid_header():
+    return {
+        "__metadata__": {"format": "pt"},
+        "a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+        "b": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]},
+    }
+
+
+class SafetensorsHeaderFuzzTest(FuzzTestBase):
+    def write(self, directory, raw_header: bytes, declared=None, data=b"\0" * 24):
+        path = os.path.join(directory, "model.safetensors")
+        length = len(raw_header) if declared is None else declared
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", length % 2**64) + raw_header + data)
+        return path
+
+    def check_read(self, path):
+        spy = FileSpy()
+        with mock.patch("builtins.open", spy):
+            try:
+                header = read_safetensors_header(path, max_header_bytes=MAX_HEADER)
+            except SafetensorsHeaderError:
+                header = None
+        self.assertLessEqual(spy.largest_read, MAX_HEADER)
+        self.assertEqual(set(spy.opened), {os.path.abspath(path)})
+        return header
+
+    @FUZZ
+    @given(raw=st.binary(max_size=64), declared=st.none() | st.integers(min_value=0, max_value=2**64 - 1))
+    def test_random_bytes(self, raw, declared):
+        self.check_read(self.write(self.fresh_dir(), raw, declared))
+
+    @FUZZ
+    @given(
+        name=st.sampled_from(["a", "b"]),
+        key=st.sampled_from(["dtype", "shape", "data_offsets"]),
+        value=JSON,
+        declared_delta=st.integers(min_value=-8, max_value=8),
+    )
+    def test_mutated_valid_headers(self, name, key, value, declared_delta):
+        header = valid_header()
+        header[name][key] = value
+        raw = json.dumps(header).encode()
+        path = self.write(self.fresh_dir(), raw, max(0, len(raw) + declared_delta))
+        parsed = self.check_read(path)
+        if parsed is not None:  # what passed the checks can be summed without an error
+            read_storage(os.path.dirname(path), max_header_bytes=MAX_HEADER)
+
+
+class IndexFuzzTest(FuzzTestBase):
+    @FUZZ
+    @given(index=JSON | st.fixed_dictionaries({"weight_map": st.dictionaries(st.text(max_size=6), JSON, max_size=4)}))
+    def test_any_index_opens_nothing_outside(self, index):
+        directory = self.fresh_dir()
+        with open(os.path.join(directory, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+            json.dump(index, f)
+        spy = FileSpy()
+        with mock.patch("builtins.open", spy):
+            try:
+                read_storage(directory, max_header_bytes=MAX_HEADER)
+            except CheckpointInspectionError:
+                pass
+        inside = os.path.abspath(directory) + os.sep
+        self.assertTrue(all(p.startswith(inside) for p in spy.opened), spy.opened)
+
+
+class SetFuzzTest(FuzzTestBase):
+    @FUZZ
+    @given(document=JSON, precision=st.sampled_from(["bf16", "fp32", "unknown", "fp8"]), force=st.booleans())
+    def test_set_writes_only_the_target(self, document, precision, force):
+        directory = self.fresh_dir()
+        path = os.path.join(directory, "config.json")
+        text = json.dumps(document, indent=2)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        result = populate.populate_config(path, precision, force=force)
+        self.assertIn(result.status, ("written", "unchanged", "error"))
+        self.assertLessEqual(set(os.listdir(directory)), {"config.json", ".config.json.lock"})
+        with open(path, encoding="utf-8") as f:
+            new_text = f.read()
+        if result.status != "written":
+            self.assertEqual(new_text, text)
+            return
+        new = json.loads(new_text)
+        old = document
+        self.assertEqual(
+            {k: v for k, v in new.items() if k != "trained_precision"},
+            {k: v for k, v in old.items() if k != "trained_precision"},
+        )
+        if precision == "unknown":
+            self.assertNotIn("trained_precision", new)
+        else:
+            self.assertEqual(new["trained_precision"], precision)
