@@ -77,7 +77,8 @@ class StrictApplyTest(PatchsetTestBase):
         first = re.search(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", text, flags=re.M)
         a, b, c, d = (int(x) for x in first.groups())
         self.edit_patch(first.group(0), f"@@ -{a + 1},{b} +{c + 1},{d} @@")
-        stderr = self.assert_fails(CONFIG_PATCH.name, "transformers/configuration_utils.py", "hunk #1", f"-{a + 1}")
+        first_file = re.search(r"^\+\+\+ b/src/(\S+)", text, flags=re.M).group(1)  # the file of the first hunk
+        stderr = self.assert_fails(CONFIG_PATCH.name, first_file, "hunk #1", f"-{a + 1}")
         self.assertIn("found -1 lines away", stderr)
 
     def test_wrong_context_line_fails(self):
