@@ -205,6 +205,17 @@ class OptimiOptimizerTest(TestCasePlus):
         self.assertGreater(1 - results[True], 0.75 * expected)
         self.assertLess(1 - results[True], 1.25 * expected)
 
+    @parameterized.expand([("adan_decay", False, 1 / 1.5), ("adam_decay", True, 0.5)])
+    def test_adan_decay_form(self, _, adam_wd, expected):
+        # Adan divides by 1 + lr * wd; with adam_wd=True it multiplies by 1 - lr * wd, as Adam does
+        cls = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")
+        param = nn.Parameter(torch.ones(8, dtype=torch.bfloat16))
+        optimizer = cls([param], lr=0.5, weight_decay=1.0, kahan_sum=True, adam_wd=adam_wd)
+        param.grad = torch.zeros_like(param)  # only the decay moves the weight
+        optimizer.step()
+        total = param.float() + optimizer.state[param]["kahan_comp"].float()
+        torch.testing.assert_close(total, torch.full((8,), expected), atol=1e-3, rtol=0)
+
     def test_resume_from_other_implementation(self):
         # a checkpoint written where optimi chose Triton resumes on a machine without it (here: the CPU)
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")

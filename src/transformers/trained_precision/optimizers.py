@@ -193,27 +193,32 @@ class _OptimiMixin:
                 and self._uses_decoupled_decay(group)
                 and any(p.grad is not None and _is_half(p) for p in group["params"])
             ):
-                held.append((group, group["weight_decay"]))
+                # Adan divides by `1 + lr * wd`, unless `adam_wd=True` asks for Adam's `1 - lr * wd`; read it now:
+                # optimi's step resets `adam_wd` in a group whose weight decay is zero
+                divides = self._decay_divides and not group.get("adam_wd", False)
+                held.append((group, group["weight_decay"], group.get("adam_wd"), divides))
                 group["weight_decay"] = 0.0
         try:
             loss = super().step(closure)
         finally:
-            for group, weight_decay in held:
+            for group, weight_decay, adam_wd, _ in held:
                 group["weight_decay"] = weight_decay
+                if adam_wd is not None:
+                    group["adam_wd"] = adam_wd
 
         import torch
 
         with torch.no_grad():
-            for group, weight_decay in held:
+            for group, weight_decay, _, divides in held:
                 rate = weight_decay * (group["lr"] / group["max_lr"] if group.get("decouple_lr") else group["lr"])
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     comp = self.state[p].get("kahan_comp")
                     if _is_half(p) and comp is not None and comp.shape == p.shape:
-                        factor = -rate / (1 + rate) if self._decay_divides else -rate
+                        factor = -rate / (1 + rate) if divides else -rate
                         _compensated_add_(p, comp, p.float().mul_(factor))
-                    elif self._decay_divides:
+                    elif divides:
                         p.div_(1 + rate)
                     else:
                         p.mul_(1 - rate)
@@ -229,7 +234,7 @@ class _OptimiMixin:
             requested_triton, requested_foreach = self.defaults.get("triton"), self.defaults.get("foreach")
             saved = (group.get("triton"), group.get("foreach"))
             if requested_triton is None and requested_foreach is None:
-                params = [p for p in group["params"]]
+                params = list(group["params"])
                 triton = bool(_default_to_triton(params)) if _default_to_triton is not None else None
                 group["triton"], group["foreach"] = triton, None
             else:
