@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -25,7 +25,7 @@ Use from the root of the repo with:
 python utils/check_trained_precision.py
 ```
 
-for a check that will error on a bad row or a stale docs table (used in `make check`), and
+for a check that will error on a bad row or a stale docs table (used in `make check-repository-consistency`), and
 
 ```bash
 python utils/check_trained_precision.py --fix_and_overwrite
@@ -51,7 +51,7 @@ python utils/check_trained_precision.py --hub-pr [HUB_ID ...] [--push]
 
 The registry is read from this checkout's `src/transformers/trained_precision/` *by path*, not from the installed
 `transformers`: the installed wheel may predate the edit being checked. The model types come from the installed
-`transformers` (upstream's `CONFIG_MAPPING`, which the fork does not change).
+`transformers` (its `CONFIG_MAPPING`).
 """
 
 from __future__ import annotations
@@ -120,8 +120,7 @@ def get_known_model_types() -> set[str]:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     except ImportError as e:
         raise ImportError(
-            "Checking the registry's model types needs transformers installed (`make install`, or "
-            f"`pip install transformers==5.23.0`): {e}"
+            f"Checking the registry's model types needs transformers installed (`pip install -e .`): {e}"
         ) from e
     return set(CONFIG_MAPPING_NAMES)
 

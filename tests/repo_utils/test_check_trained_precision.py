@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -317,11 +317,11 @@ class PopulateTest(TestCasePlus):
     )
     def test_formatting_kept(self, _, old, expected_fragment):
         ckpt = self.checkpoint(old)
-        with open(ckpt / "config.json", "w", newline="") as f:
+        with open(ckpt / "config.json", "w", encoding="utf-8", newline="") as f:
             f.write(old)
         [result] = populate.populate_checkpoints([ckpt], precision="fp16", progress=False)
         self.assertEqual(result.status, "written", result.message)
-        with open(ckpt / "config.json", newline="") as f:
+        with open(ckpt / "config.json", encoding="utf-8", newline="") as f:
             new = f.read()
         self.assertIn(expected_fragment, new)
         old_data, new_data = json.loads(old), json.loads(new)
