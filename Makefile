@@ -35,11 +35,11 @@ check: $(VPY)
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
 	$(VPY) tools/patchset.py check
 	$(VPY) tools/upstream_pr.py check
-	$(VPY) tools/upstream_pr.py lint
 	$(VPY) -m ruff check setup.py tools utils tests src benchmarks examples
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
 	$(VPY) utils/check_trained_precision.py
+	$(VPY) tools/upstream_pr.py lint
 
 # Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.
 fork: $(VPY)

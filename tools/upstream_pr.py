@@ -713,9 +713,7 @@ def lint(root: Path = ROOT, log=print) -> int:
     plan = plan_stack(root)
     ours = [rel for entry in plan.entries for rel in entry.files if rel.endswith(".py")]
     upstream = ps.load_upstream(config, "wheel")
-    changed = ps.patched_files(
-        upstream, [p.name for e in plan.entries for p in e.patches], root / "patches", root / "src"
-    )
+    changed = ps.patched_files(upstream, ps.check_series(root / "patches"), root / "patches", root / "src")
     scratch = ps.CACHE / "pr-lint"
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -753,7 +751,7 @@ def lint(root: Path = ROOT, log=print) -> int:
     for cwd, files, where in ((root, ours, "our files"), (scratch, theirs, f"patched upstream files in {scratch}")):
         if not files:
             continue
-        for args in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
+        for args in (["check", "--no-cache", "--output-format", "concise"], ["format", "--check", "--no-cache"]):
             proc = subprocess.run(
                 [*ruff, *args, "--config", str(upstream_config), *files], cwd=cwd, capture_output=True, text=True
             )
