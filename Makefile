@@ -56,10 +56,15 @@ export: $(VPY)
 # Upstream pull requests: a stack of branches in a clone of huggingface/transformers, one per entry of
 # tools/pr_stack.toml, each based on the one before. STRICT=1 refuses a stack with warnings (size, imports, words).
 # Moving to a new upstream release: rebase fork/, export patches/, bump the pin and its sha256. See CONTRIBUTING.md.
-.PHONY: pr rebase
+.PHONY: pr pr-test rebase
 pr:
 	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]"; exit 2; }
 	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)") $(if $(STRICT),--strict)
+
+# Each branch of the stack runs the tests it adds against its own src/ (torch and the test extras from .venv).
+pr-test: $(VPY)
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr-test UPSTREAM=/path/to/transformers-clone [BRANCH=prefix]"; exit 2; }
+	$(VPY) tools/upstream_pr.py test-stack --upstream "$(UPSTREAM)" $(if $(BRANCH),--branch "$(BRANCH)")
 
 rebase:
 	@test -n "$(VERSION)" || { echo "usage: make rebase VERSION=x.y.z"; exit 2; }

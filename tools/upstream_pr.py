@@ -7,6 +7,8 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
              a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
     check    validate the stack table against the patches and files, and print the planned stack with line counts
     lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
+    test-stack  run each branch's own tests on that branch alone (`make pr-test UPSTREAM=...`), so a PR that needs a
+             later one fails
     rebase   rebuild `fork/` on a new upstream release, rebase our commits onto it, export `patches/`, bump the pin
              and its sha256 pins in pyproject.toml (`make rebase VERSION=x.y.z`)
 
@@ -701,6 +703,43 @@ def format_stack(result: PrResult) -> str:
     return "\n".join(lines)
 
 
+def test_stack(
+    clone: Path, prefix: str | None = None, root: Path = ROOT, log=print, pytest_args: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """Runs, on each branch of a stack `make pr` built in `clone`, the test files that branch adds, against that
+    branch's own `src/` (so a PR that needs code from a later one fails here). Returns {branch: pytest exit code}."""
+    clone = clone.resolve()
+    plan = plan_stack(root.resolve())
+    results: dict[str, int] = {}
+    for entry in plan.entries:
+        branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
+        if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
+            log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
+            continue
+        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
+        if not tests:
+            log(f"upstream-pr: {branch}: adds no tests")
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
+        worktree = tmp / "worktree"
+        try:
+            _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
+            env = dict(os.environ, HF_HUB_OFFLINE="1")
+            env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+            proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
+            results[branch] = proc.returncode
+            summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+            log(f"upstream-pr: {branch}: {'passed' if proc.returncode == 0 else 'FAILED'}: {summary}")
+            if proc.returncode != 0:
+                log(proc.stdout[-4000:] + proc.stderr[-2000:])
+        finally:
+            _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+            _run(["worktree", "prune"], clone, check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Upstream's lint rules
 
@@ -1031,6 +1070,9 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--strict", action="store_true", help="refuse a stack with warnings (size, imports, words)")
     sub.add_parser("check", help="validate the stack table and print the planned stack")
     sub.add_parser("lint", help="ruff with upstream's configuration on everything that goes upstream")
+    ts = sub.add_parser("test-stack", help="run each stack branch's own tests against that branch's src/")
+    ts.add_argument("--upstream", type=Path, required=True, help="the clone `make pr` built the stack in")
+    ts.add_argument("--branch", default=None, help="branch name prefix, as given to `make pr`")
     rb = sub.add_parser("rebase", help="move fork/ and patches/ to a new upstream release and bump the pins")
     rb.add_argument("version")
     rb.add_argument("--fork", type=Path, default=None)
@@ -1042,6 +1084,9 @@ def main(argv: list[str] | None = None) -> int:
             print(check())
         elif args.command == "lint":
             return lint()
+        elif args.command == "test-stack":
+            results = test_stack(args.upstream, args.branch)
+            return 0 if results and not any(results.values()) else 1
         elif args.command == "pr":
             result = make_pr(args.upstream, args.base, args.branch, strict=args.strict)
             print(format_stack(result))

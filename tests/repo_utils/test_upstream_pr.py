@@ -620,6 +620,47 @@ class TableTest(unittest.TestCase):
         self.assertTrue(any(f"'fork' (upstream has none) at {PKG}/__init__.py:1" in w for w in plan.warnings))
 
 
+STACK_TEST_TABLE = """
+[[pr]]
+name = "one"
+title = "One"
+files = ["{pkg}/__init__.py", "{pkg}/a.py", "tests/trained_precision/test_a.py"]
+[[pr]]
+name = "two"
+title = "Two"
+files = ["{pkg}/b.py", "tests/trained_precision/test_b.py"]
+""".replace("{pkg}", PKG)
+
+
+class StackTestsTest(StackTestBase):
+    def test_each_branch_runs_its_own_tests_on_its_own_source(self):
+        # a.py (first PR) imports b.py (second PR): the first branch's tests fail on their own, the second's pass
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "from .b import VALUE\n\n\nDOUBLE = 2 * VALUE\n",
+            f"{PKG}/b.py": "VALUE = 21\n",
+            "tests/trained_precision/test_a.py": (
+                "import unittest\n\nfrom transformers.trained_precision.a import DOUBLE\n\n\n"
+                "class A(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(DOUBLE, 42)\n"
+            ),
+            "tests/trained_precision/test_b.py": (
+                "import unittest\n\nimport transformers\nfrom transformers.trained_precision.b import VALUE\n\n\n"
+                "class B(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(VALUE, 21)\n\n"
+                "    def test_runs_on_the_branch(self):\n        self.assertIn('worktree', transformers.__file__)\n"
+            ),
+        }
+        root = tiny_root(self.tmp / "tiny-stack", STACK_TEST_TABLE, files)
+        clone = self.new_clone()
+        result = self.make_pr(clone, root=root)
+        self.assertEqual([b.branch for b in result.branches], ["trained-precision-1-one", "trained-precision-2-two"])
+        log = []
+        results = upstream_pr.test_stack(clone, root=root, log=log.append)
+        self.assertEqual(list(results), ["trained-precision-1-one", "trained-precision-2-two"])
+        self.assertNotEqual(results["trained-precision-1-one"], 0, "\n".join(log))
+        self.assertEqual(results["trained-precision-2-two"], 0, "\n".join(log))
+        self.assertIn("No module named 'transformers.trained_precision.b'", "\n".join(log))
+
+
 class UpstreamLintTest(unittest.TestCase):
     """`upstream_pr.py lint`: ruff with the pinned sdist's configuration, not ours."""
 
