@@ -554,7 +554,9 @@ def tracked_files(root: Path = ROOT) -> list[str]:
 
     In a git checkout these are the files git tracks (`git ls-files`), so an untracked `.env`, a notebook checkpoint
     or `notes.txt` next to our sources never reaches the wheel, the sdist or the upstream pull request. An sdist has
-    no git: it carries the list it was made from (`tracked-files.txt`, written by setup.py's sdist command).
+    no git: it carries the list it was made from (`tracked-files.txt`, written by setup.py's sdist command). A source
+    archive of a commit (`git archive`, GitHub's archive URLs) holds committed files only, which its
+    `tools/archive-commit.txt` proves (git writes the commit into it).
     """
     root = Path(root)
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True)
@@ -565,10 +567,28 @@ def tracked_files(root: Path = ROOT) -> list[str]:
     if listing.is_file():
         names = [line for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
         return sorted(name for name in names if (root / name).is_file())
+    if _is_git_archive(root):
+        # `git archive` holds committed files only: every file here was tracked (less what Python writes later)
+        return sorted(
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+        )
     raise PatchsetError(
-        f"{root} is neither a git checkout nor an sdist made by setup.py ({TRACKED_LIST} is missing): the files to "
-        "build from are the ones git tracks. Build from a clone of the repository or from its sdist."
+        f"{root} is neither a git checkout nor an sdist made by setup.py ({TRACKED_LIST} is missing) nor a git "
+        "archive: the files to build from are the ones git tracks. Build from a clone of the repository, its sdist "
+        "or a source archive of a commit."
     )
+
+
+ARCHIVE_MARKER = "tools/archive-commit.txt"  # `$Format:%H$`, replaced by the commit in `git archive` (export-subst)
+
+
+def _is_git_archive(root: Path) -> bool:
+    marker = root / ARCHIVE_MARKER
+    if not marker.is_file():
+        return False
+    return re.fullmatch(r"[0-9a-f]{40,64}", marker.read_text(encoding="utf-8").strip()) is not None
 
 
 def sdist_files(files: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
