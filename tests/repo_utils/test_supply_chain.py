@@ -137,6 +137,21 @@ class TrackedFilesTest(SupplyChainBase):
         for rel in UNTRACKED:
             self.assertFalse((self.work / "lib" / rel.removeprefix("src/")).exists(), rel)
 
+    def test_source_archive_of_a_commit_builds(self):
+        # what `pip install https://github.com/<org>/<repo>/archive/<branch>.zip` unpacks: committed files only
+        root = scratch_checkout(self.work / "repo")
+        archive = self.work / "archive"
+        archive.mkdir()
+        data = subprocess.run(["git", "archive", "HEAD"], cwd=root, capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            tf.extractall(archive, filter="data")
+        self.assertIn("src/transformers/trained_precision/registry.py", patchset.tracked_files(archive))
+        # a copied working tree is not an archive: the marker still holds git's placeholder
+        copy = self.work / "copy"
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
+        with self.assertRaisesRegex(patchset.PatchsetError, "nor a git archive"):
+            patchset.tracked_files(copy)
+
     def test_neither_git_nor_sdist_is_refused(self):
         (self.work / "src" / "transformers").mkdir(parents=True)
         with self.assertRaisesRegex(patchset.PatchsetError, "neither a git checkout nor an sdist"):
