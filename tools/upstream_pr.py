@@ -432,6 +432,8 @@ def format_plan(plan: Plan) -> str:
     for entry in plan.entries:
         budget = f" / {entry.spec.max_lines}" if entry.spec.max_lines else ""
         what = f"{len(entry.patches)} patches, {len(entry.files)} files, {len(entry.spec.edits)} edits"
+        if not (entry.patches or entry.files or entry.spec.edits):
+            what = "empty: no branch"
         lines.append(f"  {entry.number}. {entry.branch:<36} ~{entry.estimated_lines:>5}{budget} lines  ({what})")
         lines.append(f"     {entry.spec.title}")
     return "\n".join(lines)
