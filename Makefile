@@ -28,7 +28,9 @@ install: venv
 test: install
 	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml $(PYTEST_ARGS) .
 
-# Repo consistency: the patch series applies exactly; our files pass ruff.
+# Repo consistency: the patch series applies exactly; the stack table places every change; everything that goes
+# upstream passes ruff with upstream's own configuration (from the pinned sdist, cached in .cache/); all our files
+# pass our own rules.
 check: $(VPY)
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
 	$(VPY) tools/patchset.py check
@@ -37,6 +39,7 @@ check: $(VPY)
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
 	$(VPY) utils/check_trained_precision.py
+	$(VPY) tools/upstream_pr.py lint
 
 # Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.
 fork: $(VPY)
@@ -50,12 +53,18 @@ export: $(VPY)
 	$(VPY) tools/patchset.py export
 	$(VPY) tools/patchset.py check
 
-# Upstream pull request: a branch in a clone of huggingface/transformers holding our change as upstream commits.
-# Moving to a new upstream release: rebase fork/, export patches/, bump the pin. See CONTRIBUTING.md.
-.PHONY: pr rebase
+# Upstream pull requests: a stack of branches in a clone of huggingface/transformers, one per entry of
+# tools/pr_stack.toml, each based on the one before. STRICT=1 refuses a stack with warnings (size, imports, words).
+# Moving to a new upstream release: rebase fork/, export patches/, bump the pin and its sha256. See CONTRIBUTING.md.
+.PHONY: pr pr-test rebase
 pr:
-	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.23.0] [BRANCH=name]"; exit 2; }
-	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)")
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]"; exit 2; }
+	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)") $(if $(STRICT),--strict)
+
+# Each branch of the stack runs the tests it adds against its own src/ (torch and the test extras from .venv).
+pr-test: $(VPY)
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr-test UPSTREAM=/path/to/transformers-clone [BRANCH=prefix]"; exit 2; }
+	$(VPY) tools/upstream_pr.py test-stack --upstream "$(UPSTREAM)" $(if $(BRANCH),--branch "$(BRANCH)")
 
 rebase:
 	@test -n "$(VERSION)" || { echo "usage: make rebase VERSION=x.y.z"; exit 2; }

@@ -11,6 +11,7 @@ import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,6 +38,24 @@ class BuildPatchedTree(build_py):
             raise SystemExit(f"patchset: error: {e}") from None
 
 
+class TrackedFilesSdist(sdist):
+    """An sdist of the files git tracks only (MANIFEST.in grafts folders; an untracked `.env` there stays out), plus
+    the list of those files, which a build from the sdist then uses instead of git."""
+
+    def make_release_tree(self, base_dir, files):
+        try:
+            kept, left_out = patchset.sdist_files(files, patchset.ROOT)
+            tracked = patchset.tracked_files(patchset.ROOT)
+        except patchset.PatchsetError as e:
+            raise SystemExit(f"patchset: error: {e}") from None
+        for name in left_out:
+            print(f"patchset: not in the sdist (git does not track it): {name}")
+        super().make_release_tree(base_dir, kept)
+        listed = [name for name in tracked if name in {os.path.normpath(f).replace(os.sep, "/") for f in kept}]
+        with open(os.path.join(base_dir, patchset.TRACKED_LIST), "w", encoding="utf-8") as f:
+            f.write("".join(f"{name}\n" for name in listed))
+
+
 if EDITABLE:
     if not os.path.isdir(os.path.join(FORK_SRC, "transformers")):
         raise SystemExit("patchset: error: an editable install needs fork/: run `make fork` first")
@@ -47,7 +66,7 @@ else:
 
 setup(
     version=patchset.fork_version(config),
-    cmdclass={"build_py": BuildPatchedTree},
+    cmdclass={"build_py": BuildPatchedTree, "sdist": TrackedFilesSdist},
     zip_safe=False,
     **package_kwargs,
     **patchset.setup_kwargs(upstream, config),

@@ -50,6 +50,8 @@ CACHE = Path(os.environ.get("PATCHSET_CACHE", ROOT / ".cache"))  # where the ups
 DEFAULT_FORK = ROOT / "fork"
 FIXED_DATE = "2000-01-01T00:00:00+0000"
 NOTICE_MARKER = "# Modified by the trained_precision fork"
+PIN_KEYS = ("wheel", "sdist", "record")
+TRACKED_LIST = "tracked-files.txt"  # written into the sdist: the git-tracked files it was made from
 
 
 class PatchsetError(Exception):
@@ -65,6 +67,9 @@ class Config:
     upstream_version: str
     release: int
     extras: dict[str, list[str]]
+    # sha256 pins of the upstream release as published (`[tool.patchset.pin]`): "wheel", "sdist" (hex digests of
+    # the files) and "record" (`record_digest` of the wheel's RECORD rows for the package, what an install keeps)
+    pins: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _load_toml(path: Path) -> dict:
@@ -84,7 +89,20 @@ def read_config(root: Path = ROOT) -> Config:
         raise PatchsetError(f"pyproject.toml: [build-system].requires needs exactly one `{PACKAGE}==X.Y.Z` pin")
     version = pins[0].split("==", 1)[1].strip()
     tool = data.get("tool", {}).get("patchset", {})
-    return Config(upstream_version=version, release=int(tool.get("release", 1)), extras=tool.get("extras", {}))
+    pins = {k.removesuffix("-sha256"): str(v) for k, v in tool.get("pin", {}).items()}
+    missing = [k for k in PIN_KEYS if not re.fullmatch(r"[0-9a-f]{64}", pins.get(k, ""))]
+    if missing:
+        raise PatchsetError(
+            "pyproject.toml: [tool.patchset.pin] needs the sha256 of the pinned upstream release ("
+            + ", ".join(f"{k}-sha256" for k in missing)
+            + "): 64 lowercase hex digits each; `make rebase` writes them"
+        )
+    return Config(
+        upstream_version=version,
+        release=int(tool.get("release", 1)),
+        extras=tool.get("extras", {}),
+        pins={k: pins[k] for k in PIN_KEYS},
+    )
 
 
 def git_sha(root: Path = ROOT) -> str | None:
@@ -144,8 +162,44 @@ def _upstream_file(name: str) -> bool:
     return name.startswith(f"{PACKAGE}/") and "__pycache__" not in name and not name.endswith(".pyc")
 
 
-def upstream_from_installed(expected_version: str) -> Upstream:
-    """Locates the installed upstream distribution without importing it, and checks its version and RECORD hashes."""
+def record_digest(rows: dict[str, str]) -> str:
+    """sha256 over the sorted `name,hash` RECORD rows of the package's files: the same for the wheel and its install.
+
+    pip keeps a wheel's RECORD rows for the files it copies, so this digest of the installed distribution equals
+    the digest of the wheel it came from; pinned in pyproject.toml, it ties the build environment's upstream to the
+    published wheel, not only to its own RECORD.
+    """
+    lines = [f"{name},{rows[name]}\n" for name in sorted(rows) if _upstream_file(name) and not name.endswith("/")]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_file_pin(path: Path, expected: str | None, what: str) -> None:
+    """Refuses a downloaded upstream file whose sha256 is not the one pinned in pyproject.toml."""
+    if expected is None:
+        return
+    found = file_sha256(path)
+    if found != expected:
+        raise PatchsetError(
+            f"{path}: sha256 {found} is not the pinned {what} sha256 {expected} ([tool.patchset.pin] in "
+            "pyproject.toml). The file is not the published release: delete it and run again to download it anew; "
+            "if upstream re-published the release, check why before changing the pin."
+        )
+
+
+def upstream_from_installed(expected_version: str, record_sha256: str | None = None) -> Upstream:
+    """Locates the installed upstream distribution without importing it, and checks its version and RECORD hashes.
+
+    With `record_sha256`, the RECORD rows must also be the pinned ones (`record_digest`), so the files are those of
+    the published wheel, not only consistent with whatever RECORD came with them.
+    """
     from importlib import metadata
 
     try:
@@ -158,7 +212,10 @@ def upstream_from_installed(expected_version: str) -> Upstream:
     _check_version(dist.version, expected_version, "the build environment")
     files: dict[str, Path | bytes] = {}
     bad = []
+    rows = {}
     for entry in dist.files or []:
+        if entry.hash is not None:
+            rows[entry.as_posix()] = f"{entry.hash.mode}={entry.hash.value}"
         name = entry.as_posix()
         if not _upstream_file(name):
             continue
@@ -178,11 +235,18 @@ def upstream_from_installed(expected_version: str) -> Upstream:
         )
     if not files:
         raise PatchsetError(f"the installed {PACKAGE} {dist.version} lists no files in its RECORD")
+    if record_sha256 is not None and record_digest(rows) != record_sha256:
+        raise PatchsetError(
+            f"the installed {PACKAGE} {dist.version} is not the published wheel: the digest of its RECORD is "
+            f"{record_digest(rows)}, the pin in pyproject.toml ([tool.patchset.pin] record-sha256) is {record_sha256}. "
+            "Build with isolation from PyPI (the default), or check where that distribution came from."
+        )
     return Upstream(files, dist.read_text("METADATA") or "", dist.read_text("entry_points.txt") or "", dist.version)
 
 
-def upstream_from_wheel(wheel: Path, expected_version: str) -> Upstream:
-    """Reads upstream from its wheel file, checking the version and every RECORD hash."""
+def upstream_from_wheel(wheel: Path, expected_version: str, sha256: str | None = None) -> Upstream:
+    """Reads upstream from its wheel file, checking its pinned sha256 (when given), the version and every RECORD hash."""
+    check_file_pin(wheel, sha256, "wheel")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         dist_info = next((n.split("/")[0] for n in names if n.endswith(".dist-info/RECORD")), None)
@@ -205,31 +269,78 @@ def upstream_from_wheel(wheel: Path, expected_version: str) -> Upstream:
     return Upstream(files, metadata, entry_points, version)
 
 
-def cached_upstream_wheel(version: str) -> Path:
-    """The upstream wheel in `.cache/`, downloaded once with pip (honours pip's configured index)."""
+def _download(version: str, kind: str, name: str, sha256: str | None) -> Path:
     CACHE.mkdir(exist_ok=True)
-    wheel = CACHE / f"{PACKAGE}-{version}-py3-none-any.whl"
-    if not wheel.exists():
+    path = CACHE / name
+    if not path.exists():
+        flags = ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-             f"{PACKAGE}=={version}", "-d", str(CACHE)],
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *flags, f"{PACKAGE}=={version}",
+             "-d", str(CACHE)],
             check=True,
         )  # fmt: skip
-    if not wheel.exists():
-        raise PatchsetError(f"pip did not produce {wheel.name}")
-    return wheel
+    if not path.exists():
+        raise PatchsetError(f"pip did not produce {path.name}")
+    check_file_pin(path, sha256, kind)
+    return path
+
+
+def cached_upstream_wheel(version: str, sha256: str | None = None) -> Path:
+    """The upstream wheel in `.cache/`, downloaded once with pip (honours pip's configured index); with `sha256`,
+    checked against it before every use."""
+    return _download(version, "wheel", f"{PACKAGE}-{version}-py3-none-any.whl", sha256)
+
+
+def cached_upstream_sdist(version: str, sha256: str | None = None) -> Path:
+    """The upstream sdist in `.cache/` (for upstream's `pyproject.toml`), downloaded and checked like the wheel."""
+    return _download(version, "sdist", f"{PACKAGE}-{version}.tar.gz", sha256)
+
+
+def upstream_pyproject(config: Config) -> Path:
+    """Upstream's `pyproject.toml` (its ruff configuration) from the pinned sdist, extracted under `.cache/`."""
+    sdist = cached_upstream_sdist(config.upstream_version, config.pins.get("sdist"))
+    dest = CACHE / f"upstream-{config.upstream_version}" / "pyproject.toml"
+    if dest.exists() and dest.stat().st_mtime >= sdist.stat().st_mtime:
+        return dest
+    import tarfile
+
+    member = f"{PACKAGE}-{config.upstream_version}/pyproject.toml"
+    with tarfile.open(sdist) as tf:
+        try:
+            data = tf.extractfile(member).read()
+        except (KeyError, AttributeError):
+            raise PatchsetError(f"{sdist} holds no {member}") from None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dest)
+    return dest
+
+
+def wheel_pins(wheel: Path) -> dict[str, str]:
+    """The `wheel` and `record` pins of a wheel file (what `make rebase` writes for a new release)."""
+    with zipfile.ZipFile(wheel) as zf:
+        record = next((n for n in zf.namelist() if n.endswith(".dist-info/RECORD")), None)
+        if record is None:
+            raise PatchsetError(f"{wheel}: not a wheel (no RECORD)")
+        rows = {row[0]: row[1] for row in csv.reader(io.StringIO(zf.read(record).decode())) if row and row[1]}
+    return {"wheel": file_sha256(wheel), "record": record_digest(rows)}
 
 
 def load_upstream(config: Config, source: str = "auto") -> Upstream:
-    """`installed` (the build), `wheel` (developer tools), or `auto`: installed when it is the pristine pin."""
+    """`installed` (the build), `wheel` (developer tools), or `auto`: installed when it is the pristine pin.
+
+    Either way upstream is checked against the sha256 pins of pyproject.toml before anything reads it.
+    """
     if source == "installed":
-        return upstream_from_installed(config.upstream_version)
+        return upstream_from_installed(config.upstream_version, config.pins.get("record"))
     if source == "auto":
         try:
-            return upstream_from_installed(config.upstream_version)
+            return upstream_from_installed(config.upstream_version, config.pins.get("record"))
         except PatchsetError:
             pass
-    return upstream_from_wheel(cached_upstream_wheel(config.upstream_version), config.upstream_version)
+    wheel = cached_upstream_wheel(config.upstream_version, config.pins.get("wheel"))
+    return upstream_from_wheel(wheel, config.upstream_version, config.pins.get("wheel"))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -438,19 +549,67 @@ def apply_file_patch(content: bytes, fp: FilePatch, patch_name: str) -> bytes:
 # The package tree
 
 
+def tracked_files(root: Path = ROOT) -> list[str]:
+    """The files of this repository that may ship: repo-relative POSIX paths, sorted.
+
+    In a git checkout these are the files git tracks (`git ls-files`), so an untracked `.env`, a notebook checkpoint
+    or `notes.txt` next to our sources never reaches the wheel, the sdist or the upstream pull request. An sdist has
+    no git: it carries the list it was made from (`tracked-files.txt`, written by setup.py's sdist command). A source
+    archive of a commit (`git archive`, GitHub's archive URLs) holds committed files only, which its
+    `tools/archive-commit.txt` proves (git writes the commit into it).
+    """
+    root = Path(root)
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True)
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() == root.resolve():
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+        return sorted(name for name in out.decode().split("\0") if name and (root / name).is_file())
+    listing = root / TRACKED_LIST
+    if listing.is_file():
+        names = [line for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return sorted(name for name in names if (root / name).is_file())
+    if _is_git_archive(root):
+        # `git archive` holds committed files only: every file here was tracked (less what Python writes later)
+        return sorted(
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+        )
+    raise PatchsetError(
+        f"{root} is neither a git checkout nor an sdist made by setup.py ({TRACKED_LIST} is missing) nor a git "
+        "archive: the files to build from are the ones git tracks. Build from a clone of the repository, its sdist "
+        "or a source archive of a commit."
+    )
+
+
+ARCHIVE_MARKER = "tools/archive-commit.txt"  # `$Format:%H$`, replaced by the commit in `git archive` (export-subst)
+
+
+def _is_git_archive(root: Path) -> bool:
+    marker = root / ARCHIVE_MARKER
+    if not marker.is_file():
+        return False
+    return re.fullmatch(r"[0-9a-f]{40,64}", marker.read_text(encoding="utf-8").strip()) is not None
+
+
+def sdist_files(files: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
+    """Splits the files setuptools would put in the sdist into (kept, left out): only tracked files and the
+    metadata setuptools generates (`*.egg-info/`, `PKG-INFO`, `setup.cfg`) are kept."""
+    tracked = set(tracked_files(root))
+    kept, left_out = [], []
+    for name in files:
+        rel = Path(name).as_posix()
+        generated = rel.split("/", 1)[0].endswith(".egg-info") or rel in ("PKG-INFO", "setup.cfg")
+        (kept if rel in tracked or generated else left_out).append(name)
+    return kept, left_out
+
+
 def overlay_files(overlay: Path = OVERLAY) -> dict[str, Path]:
-    """Our new files: `transformers/...` -> path. Only files git tracks or would track (no caches, no backups)."""
-    base = overlay / PACKAGE
+    """Our new files: `transformers/...` -> path, only files git tracks (see `tracked_files`)."""
+    prefix = f"{overlay.name}/{PACKAGE}/"
     found = {}
-    for path in sorted(base.rglob("*")):
-        if (
-            path.is_dir()
-            or "__pycache__" in path.parts
-            or path.suffix in (".pyc", ".orig", ".rej")
-            or path.name.endswith("~")
-        ):
-            continue
-        found[path.relative_to(overlay).as_posix()] = path
+    for rel in tracked_files(overlay.parent):
+        if rel.startswith(prefix):
+            found[rel[len(overlay.name) + 1 :]] = overlay.parent / rel
     return found
 
 

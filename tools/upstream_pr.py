@@ -1,35 +1,36 @@
 #!/usr/bin/env python3
 # Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
 """
-Turn the fork into an upstream pull request, and move the fork to a new upstream release.
+Turn the fork into upstream pull requests, and move the fork to a new upstream release.
 
-    pr       create a branch in a clone of huggingface/transformers holding our change as a short series of
-             commits in upstream's layout (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=...]`)
-    check    validate `patches/upstream/series` against its files and count what the pull request would hold
-    rebase   rebuild `fork/` on a new upstream release, rebase our commits onto it, export `patches/` and bump the
-             pin in pyproject.toml (`make rebase VERSION=x.y.z`)
+    pr       create a STACK of branches in a clone of huggingface/transformers, each based on the one before and each
+             a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
+    check    validate the stack table against the patches and files, and print the planned stack with line counts
+    lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
+    test-stack  run each branch's own tests on that branch alone (`make pr-test UPSTREAM=...`), so a PR that needs a
+             later one fails
+    rebase   rebuild `fork/` on a new upstream release, rebase our commits onto it, export `patches/`, bump the pin
+             and its sha256 pins in pyproject.toml (`make rebase VERSION=x.y.z`)
 
-The pull request branch holds, in this order:
+What goes into which pull request is data, not code: `tools/pr_stack.toml` maps `patches/series` entries, our files
+(globs) and the rule-based upstream edits (`tools/upstream_edits.py`) to stack entries. Each branch holds, in order:
+one commit per patch of its entry (`git am`, in series order, fork-only trailers dropped, authored by you), one
+commit with the entry's new files, one commit per upstream edit.
 
-1. one commit per patch of `patches/series` (applied with `git am`, messages kept, fork-only trailers dropped);
-2. our new package files (`src/transformers/**`), our repo tools (`utils/**`), our tests (`tests/**`) and our docs
-   (`docs/source/en/**`), one commit each, found by walking the repository at run time;
-3. one commit per patch of `patches/upstream/series`: edits of upstream files that are not in the wheel (the
-   config-attributes allow list, `config_common_kwargs`, the Makefile's checker list, the docs table of contents)
-   and that upstream's CI needs once our change is in its repository. The build never applies them.
+Only files git tracks are used: `make pr` refuses a repository with uncommitted changes and names the untracked
+files it leaves out. Fork-only files (tools/, patches/, setup.py, pyproject.toml, the Makefile, .ci/, benchmarks/,
+examples/, README/CONTRIBUTING) are never candidates; fork-only files under the upstream folders are listed in
+the table's `fork-only`, or carry the `FORK_ONLY_MARKER` comment in their first lines.
 
-Fork-only files never reach the branch: the patch machinery (`tools/`, `patches/`), `setup.py`, `pyproject.toml`,
-our `Makefile`, `.ci/`, `benchmarks/`, `examples/`, README/CONTRIBUTING, and the tests of the machinery (the
-`FORK_ONLY` globs below, or any file whose first lines carry the `FORK_ONLY_MARKER` comment).
-
-The clone is never left half-modified: the branch is built in a temporary `git worktree`, so the clone's checkout,
-HEAD and index are never touched; on any failure the worktree and the new branch are removed. Running it again
-while the branch exists is refused.
+The clone is never left half-modified: the branches are built in a temporary `git worktree`, so the clone's
+checkout, HEAD and index are never touched; on any failure the worktree and every new branch are removed. Running it
+again while one of the branches exists is refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import fnmatch
 import json
@@ -45,46 +46,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import patchset as ps  # noqa: E402
+import upstream_edits  # noqa: E402
 
 
 ROOT = ps.ROOT
-DEFAULT_BRANCH = "trained-precision"
-UPSTREAM_PATCHES = "patches/upstream"
-IDENTITY = ("trained_precision fork", "fork@localhost")
-# Our new files that go into the pull request: (folder, commit subject, commit body).
-NEW_FILE_GROUPS = (
-    (
-        "src/transformers",
-        "Add transformers.trained_precision",
-        "The package behind `PreTrainedConfig.trained_precision` (RFC #11209): the precision vocabulary, the risk\n"
-        "rules, the registry of known checkpoints and the helpers the patched upstream files call.",
-    ),
-    (
-        "utils",
-        "Add the trained_precision repository check",
-        "A repository-consistency check that keeps the registry of trained precisions and its docs in sync\n"
-        "(`make check-repository-consistency`, `make fix-repo`).",
-    ),
-    ("tests", "Add tests for trained_precision", "Tests of the config field, the precision checks and the tooling."),
-    ("docs/source/en", "docs: add the trained precision guide", "What `trained_precision` records and how to use it."),
-)
-# Files in those folders that only make sense in the fork (the patch machinery and its tests).
-FORK_ONLY = (
-    "tests/repo_utils/test_upstream_pr.py",
-    "tests/repo_utils/test_patchset*.py",
-    "tests/repo_utils/test_build*.py",
-    "tests/repo_utils/test_wheel*.py",
-    "tests/repo_utils/test_fork*.py",
-    "tests/repo_utils/test_smoke*.py",
-    "tests/fork/*",
-    "utils/fork_*",
-)
+STACK_TABLE = "tools/pr_stack.toml"
+# Our files that may go upstream live under these folders (upstream's layout); everything else is fork-only.
+PR_FOLDERS = ("src/transformers/", "utils/", "tests/", "docs/source/en/")
+PACKAGE_DIR = "src/transformers/trained_precision/"
 # A file whose first 2 kB contain this comment stays out of the pull request too.
 FORK_ONLY_MARKER = "trained_precision-fork: fork-only"
 # Commit-message trailers that describe the fork's patch bookkeeping; upstream does not need them.
 FORK_TRAILERS = ("Notice:", "Forwarded:", "Upstream-only:", "Applied-Upstream:", "Last-Update:", "Origin:")
-SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
-SKIP_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp", "~")
 REBASE_STATE = "tp-rebase.json"
 
 
@@ -116,16 +89,23 @@ def _fixed(args: list[str], cwd: Path, check: bool = True) -> subprocess.Complet
     return _run(args, cwd, env=env, check=check)
 
 
-def _identity_env(repo: Path) -> dict:
-    """Commits are made as the clone's configured user, or as the fork's identity where none is configured."""
-    env = {}
+def user_identity(repo: Path) -> dict:
+    """The pull request's commits are yours: author and committer from git's configuration as seen from `repo`
+    (the clone's config, then your global one). Refused when none is configured."""
     name = _run(["config", "user.name"], repo, check=False).stdout.strip()
     email = _run(["config", "user.email"], repo, check=False).stdout.strip()
-    if not name:
-        env.update(GIT_AUTHOR_NAME=IDENTITY[0], GIT_COMMITTER_NAME=IDENTITY[0])
-    if not email:
-        env.update(GIT_AUTHOR_EMAIL=IDENTITY[1], GIT_COMMITTER_EMAIL=IDENTITY[1])
-    return env
+    if not name or not email:
+        raise PrError(
+            "the pull request's commits are authored by you, but git has no user.name/user.email here: run "
+            "`git config --global user.name 'Your Name'` and `git config --global user.email you@example.com` "
+            f"(or set them in {repo})"
+        )
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
 
 
 def _git_dir(repo: Path) -> Path:
@@ -133,48 +113,120 @@ def _git_dir(repo: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# What goes into the pull request
+# The stack table
 
 
-def _is_fork_only(rel: str, path: Path) -> bool:
-    if any(fnmatch.fnmatch(rel, pattern) for pattern in FORK_ONLY):
-        return True
+@dataclasses.dataclass
+class EntrySpec:
+    name: str
+    title: str
+    body: str
+    max_lines: int | None
+    patches: list[str]
+    files: list[str]
+    edits: list[str]
+
+
+@dataclasses.dataclass
+class Table:
+    prefix: str
+    fork_only: list[str]
+    entries: list[EntrySpec]
+
+
+def load_table(root: Path = ROOT) -> Table:
+    path = root / STACK_TABLE
+    if not path.is_file():
+        raise PrError(f"{STACK_TABLE} is missing: it says which pull request of the stack holds each change")
+    data = ps._load_toml(path)
+    entries = []
+    for i, raw in enumerate(data.get("pr", []), 1):
+        unknown = set(raw) - {"name", "title", "body", "max-lines", "patches", "files", "edits"}
+        if unknown or "name" not in raw or "title" not in raw:
+            raise PrError(
+                f"{STACK_TABLE}: [[pr]] #{i} needs `name` and `title`; unknown keys: {', '.join(sorted(unknown)) or '-'}"
+            )
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", raw["name"]):
+            raise PrError(f"{STACK_TABLE}: [[pr]] name {raw['name']!r} must be lowercase letters, digits and '-'")
+        for edit in raw.get("edits", []):
+            if edit not in upstream_edits.EDITS:
+                raise PrError(
+                    f"{STACK_TABLE}: [[pr]] {raw['name']!r} names the unknown edit {edit!r}; the edits of "
+                    f"tools/upstream_edits.py are: {', '.join(upstream_edits.EDITS)}"
+                )
+        entries.append(
+            EntrySpec(
+                name=raw["name"],
+                title=raw["title"],
+                body=raw.get("body", "").strip(),
+                max_lines=raw.get("max-lines"),
+                patches=list(raw.get("patches", [])),
+                files=list(raw.get("files", [])),
+                edits=list(raw.get("edits", [])),
+            )
+        )
+    if not entries:
+        raise PrError(f"{STACK_TABLE} has no [[pr]] entries")
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise PrError(f"{STACK_TABLE}: entry names must be unique: {names}")
+    edits = [edit for e in entries for edit in e.edits]
+    if len(set(edits)) != len(edits):
+        raise PrError(
+            f"{STACK_TABLE}: an edit is listed in two entries: {sorted({x for x in edits if edits.count(x) > 1})}"
+        )
+    return Table(
+        prefix=data.get("branch-prefix", "trained-precision"),
+        fork_only=list(data.get("fork-only", [])),
+        entries=entries,
+    )
+
+
+def _patch_key(name: str) -> str:
+    """A patch's name without its series number: `0005-modeling_utils-x.patch` -> `modeling_utils-x.patch`."""
+    return re.sub(r"^\d{4}-", "", name)
+
+
+def _match(name: str, patterns: list[str]) -> list[str]:
+    return [p for p in patterns if fnmatch.fnmatchcase(name, p)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What goes upstream
+
+
+def _has_marker(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
-            head = f.read(2048)
+            return FORK_ONLY_MARKER.encode() in f.read(2048)
     except OSError:
         return False
-    return FORK_ONLY_MARKER.encode() in head
 
 
-def new_files(root: Path = ROOT) -> dict[str, list[str]]:
-    """Our files for the pull request, per folder of `NEW_FILE_GROUPS`: repo-relative paths, sorted."""
-    groups: dict[str, list[str]] = {}
-    for folder, _, _ in NEW_FILE_GROUPS:
-        base = root / folder
-        found = []
-        if base.is_dir():
-            for path in sorted(base.rglob("*")):
-                rel = path.relative_to(root).as_posix()
-                if path.is_dir() or SKIP_PARTS.intersection(path.parts) or rel.endswith(SKIP_SUFFIXES):
-                    continue
-                if _is_fork_only(rel, path):
-                    continue
-                found.append(rel)
-        groups[folder] = found
-    return groups
+def pr_candidates(root: Path, table: Table) -> list[str]:
+    """Our tracked files under upstream's folders, less the fork-only ones: what the stack must place."""
+    found = []
+    for rel in ps.tracked_files(root):
+        if not rel.startswith(PR_FOLDERS) or _match(rel, table.fork_only) or _has_marker(root / rel):
+            continue
+        found.append(rel)
+    return found
+
+
+def untracked_left_out(root: Path) -> list[str]:
+    """Untracked, not ignored files under upstream's folders: never part of a pull request, said so."""
+    out = _run(["ls-files", "--others", "--exclude-standard", "--", *PR_FOLDERS], root, check=False).stdout
+    return sorted(line for line in out.splitlines() if line)
+
+
+def dirty_files(root: Path) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not)."""
+    out = _run(["status", "--porcelain", "--untracked-files=no"], root, check=False).stdout
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def src_patches(root: Path = ROOT) -> list[Path]:
     patches_dir = root / "patches"
-    return [patches_dir / name for name in ps.check_series(patches_dir)]
-
-
-def upstream_patches(root: Path = ROOT) -> list[Path]:
-    """The upstream-only patches, in the order of `patches/upstream/series` (which must match the files)."""
-    patches_dir = root / UPSTREAM_PATCHES
-    if not patches_dir.is_dir():
-        return []
     return [patches_dir / name for name in ps.check_series(patches_dir)]
 
 
@@ -191,6 +243,200 @@ def _strip_fork_trailers(data: bytes) -> bytes:
     while len(lines) > 1 and lines[-1] == b"":
         lines.pop()
     return b"\n".join(lines) + rest
+
+
+def _patch_lines(path: Path) -> tuple[int, int]:
+    added = removed = 0
+    in_diff = False
+    for line in path.read_bytes().split(b"\n"):
+        if line.startswith(b"diff --git "):
+            in_diff = True
+        elif in_diff and line.startswith(b"+") and not line.startswith(b"+++ "):
+            added += 1
+        elif in_diff and line.startswith(b"-") and not line.startswith(b"--- "):
+            removed += 1
+    return added, removed
+
+
+def _is_binary(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return b"\0" in f.read(8192)
+
+
+@dataclasses.dataclass
+class Entry:
+    number: int
+    spec: EntrySpec
+    patches: list[Path]
+    files: list[str]
+    branch: str = ""
+
+    @property
+    def estimated_lines(self) -> int:
+        """Added + removed lines the entry's PR will show, before building it (edits count one line each)."""
+        total = sum(sum(_patch_lines(p)) for p in self.patches)
+        return total + sum(self._file_lines) + len(self.spec.edits)
+
+    _file_lines: list[int] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Plan:
+    table: Table
+    entries: list[Entry]
+    warnings: list[str]  # the stack builds, but a reviewer would object (size, imports, words)
+    notes: list[str]  # informational (stale globs, empty entries)
+
+
+def _module_of(rel: str) -> str | None:
+    """`src/transformers/trained_precision/registry.py` -> `registry`; a sub-package's files -> its folder."""
+    if not rel.startswith(PACKAGE_DIR) or not rel.endswith(".py"):
+        return None
+    sub = rel[len(PACKAGE_DIR) :]
+    first = sub.split("/", 1)[0]
+    return first.removesuffix(".py") if first != "__init__.py" else None
+
+
+def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
+    """Modules of our package that `source` imports (top level or inside functions)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    in_package = rel.startswith(PACKAGE_DIR)
+    depth = rel[len(PACKAGE_DIR) :].count("/") + 1 if in_package else 0
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                if not in_package or node.level != depth:
+                    continue
+                base = (node.module or "").split(".")
+            elif (node.module or "").startswith("transformers.trained_precision"):
+                base = node.module.split(".")[2:]
+            else:
+                continue
+            if base and base[0]:
+                found.add(base[0])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[:2] == ["transformers", "trained_precision"] and len(parts) > 2:
+                    found.add(parts[2])
+    return found & modules
+
+
+_PATCH_IMPORT = re.compile(rb"^\+.*trained_precision(?:\.|\s+import\s+)(\w+)", re.M)
+
+
+def plan_stack(root: Path = ROOT) -> Plan:
+    """Reads the stack table and places every patch and upstream-bound file; raises PrError naming what is
+    unassigned, assigned twice, or cannot go upstream (binary)."""
+    table = load_table(root)
+    errors: list[str] = []
+    warnings: list[str] = []
+    notes: list[str] = []
+    entries = [Entry(i, spec, [], []) for i, spec in enumerate(table.entries, 1)]
+    for entry in entries:
+        entry.branch = f"{table.prefix}-{entry.number}-{entry.spec.name}"
+
+    used_patterns: set[tuple[int, str, str]] = set()
+
+    def place(item: str, key: str, kind: str) -> Entry | None:
+        hits = []
+        for entry in entries:
+            patterns = entry.spec.patches if kind == "patches" else entry.spec.files
+            for p in _match(key, patterns):
+                used_patterns.add((entry.number, kind, p))
+            if _match(key, patterns):
+                hits.append(entry)
+        if not hits:
+            errors.append(f"{item} is in no entry of {STACK_TABLE}: add it to one `{kind}` list (or to fork-only)")
+            return None
+        if len(hits) > 1:
+            errors.append(f"{item} matches several entries of {STACK_TABLE}: {', '.join(e.spec.name for e in hits)}")
+            return None
+        return hits[0]
+
+    for patch in src_patches(root):
+        entry = place(f"patches/{patch.name}", _patch_key(patch.name), "patches")
+        if entry is not None:
+            entry.patches.append(patch)
+    for rel in pr_candidates(root, table):
+        if _is_binary(root / rel):
+            errors.append(
+                f"{rel} is a binary file: upstream keeps binaries out of its repository; add it to fork-only"
+            )
+            continue
+        entry = place(rel, rel, "files")
+        if entry is not None:
+            entry.files.append(rel)
+    if errors:
+        raise PrError("the stack table does not place every change:\n  " + "\n  ".join(errors))
+    for entry in entries:
+        for kind in ("patches", "files"):
+            for p in getattr(entry.spec, kind):
+                if (entry.number, kind, p) not in used_patterns:
+                    notes.append(f"{STACK_TABLE}: {entry.spec.name}: {kind} glob {p!r} matches nothing")
+        entry._file_lines = [len((root / rel).read_bytes().splitlines()) for rel in entry.files]
+
+    # Can each PR be merged without the ones after it? Our package's modules that a PR's code imports must be in it
+    # or in an earlier PR.
+    owner = {}
+    for entry in entries:
+        for rel in entry.files:
+            mod = _module_of(rel)
+            if mod:
+                owner[mod] = entry
+    modules = set(owner)
+    for entry in entries:
+        sources = [
+            (rel, (root / rel).read_text(encoding="utf-8", errors="replace"))
+            for rel in entry.files
+            if rel.endswith(".py")
+        ]
+        for rel, text in sources:
+            for mod in sorted(_imported_modules(text, rel, modules)):
+                if owner[mod].number > entry.number:
+                    warnings.append(
+                        f"{entry.branch}: {rel} imports trained_precision.{mod}, which comes later "
+                        f"({owner[mod].branch}): the PR cannot be merged alone"
+                    )
+        for patch in entry.patches:
+            for mod in sorted({m.decode() for m in _PATCH_IMPORT.findall(patch.read_bytes())} & modules):
+                if owner[mod].number > entry.number:
+                    warnings.append(
+                        f"{entry.branch}: patches/{patch.name} calls trained_precision.{mod}, which comes later "
+                        f"({owner[mod].branch})"
+                    )
+        if entry.spec.max_lines is not None and entry.estimated_lines > entry.spec.max_lines:
+            warnings.append(
+                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of "
+                f"{entry.spec.max_lines} (max-lines in {STACK_TABLE})"
+            )
+        mentions = []
+        for rel in entry.files:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+            hits = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"\bfork", line, flags=re.I)]
+            mentions.extend(f"{rel}:{n}" for n in hits)
+        if mentions:
+            shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")
+            warnings.append(f"{entry.branch}: the word 'fork' (upstream has none) at {shown}")
+    return Plan(table, entries, warnings, notes)
+
+
+def format_plan(plan: Plan) -> str:
+    lines = []
+    for entry in plan.entries:
+        budget = f" / {entry.spec.max_lines}" if entry.spec.max_lines else ""
+        what = f"{len(entry.patches)} patches, {len(entry.files)} files, {len(entry.spec.edits)} edits"
+        if not (entry.patches or entry.files or entry.spec.edits):
+            what = "empty: no branch"
+        lines.append(f"  {entry.number}. {entry.branch:<36} ~{entry.estimated_lines:>5}{budget} lines  ({what})")
+        lines.append(f"     {entry.spec.title}")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -271,11 +517,23 @@ def _explain_failure(patch: Path, tree: Path, git_output: str) -> str:
 
 
 @dataclasses.dataclass
-class PrResult:
+class BranchResult:
+    number: int
+    name: str
     branch: str
-    base: str
+    parent: str
     commits: list[str]
     files: list[str]
+    added: int
+    removed: int
+
+
+@dataclasses.dataclass
+class PrResult:
+    base: str
+    branches: list[BranchResult]
+    left_out: list[str]  # untracked files under upstream's folders
+    warnings: list[str]
 
 
 def _apply_mail(worktree: Path, patch: Path, env: dict, tmp: Path) -> None:
@@ -286,12 +544,30 @@ def _apply_mail(worktree: Path, patch: Path, env: dict, tmp: Path) -> None:
         reason = _explain_failure(patch, worktree, proc.stdout + proc.stderr)
         _run(["am", "--abort"], worktree, env=env, check=False)
         raise PrError(reason)
+    # the patch file's author is the fork's bookkeeping identity; the pull request's commits are the user's
+    _run(["commit", "-q", "--amend", "--no-edit", "--no-verify", "--reset-author"], worktree, env=env)
+
+
+def _numstat(worktree: Path, a: str, b: str) -> tuple[int, int, list[str]]:
+    added = removed = 0
+    files = []
+    for line in _run(["diff", "--numstat", a, b], worktree).stdout.splitlines():
+        plus, minus, path = line.split("\t", 2)
+        added += int(plus) if plus != "-" else 0
+        removed += int(minus) if minus != "-" else 0
+        files.append(path)
+    return added, removed, files
 
 
 def make_pr(
-    clone: Path, base: str | None = None, branch: str = DEFAULT_BRANCH, root: Path = ROOT, log=print
+    clone: Path,
+    base: str | None = None,
+    prefix: str | None = None,
+    root: Path = ROOT,
+    log=print,
+    strict: bool = False,
 ) -> PrResult:
-    """Creates `branch` in `clone` from `base` with our change as upstream commits. See the module docstring."""
+    """Creates the stack of branches in `clone` from `base`. See the module docstring."""
     clone = clone.resolve()
     root = root.resolve()
     base = base or f"v{ps.read_config(root).upstream_version}"
@@ -302,13 +578,30 @@ def make_pr(
         raise PrError(f"{clone} is not the top of a git checkout (clone huggingface/transformers there)")
     if root == clone or root in clone.parents:
         raise PrError(f"{clone} is inside this repository; use a separate clone of huggingface/transformers")
-    if _run(["check-ref-format", "--branch", branch], clone, check=False).returncode != 0:
-        raise PrError(f"{branch!r} is not a valid branch name")
-    if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode == 0:
+
+    dirty = dirty_files(root)
+    if dirty:
         raise PrError(
-            f"branch {branch!r} already exists in {clone}: `make pr` was already run there. Push that branch, or "
-            f"delete it (`git -C {clone} branch -D {branch}`) to build it again, or pass BRANCH=another-name."
+            f"{root} has uncommitted changes; the pull request is built from what git tracks, so commit or stash "
+            "them first: " + ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
         )
+    left_out = untracked_left_out(root)
+    plan = plan_stack(root)
+    if prefix:
+        for entry in plan.entries:
+            entry.branch = f"{prefix}-{entry.number}-{entry.spec.name}"
+    if strict and plan.warnings:
+        raise PrError("STRICT: the stack is not ready for review:\n  " + "\n  ".join(plan.warnings))
+
+    for entry in plan.entries:
+        if _run(["check-ref-format", "--branch", entry.branch], clone, check=False).returncode != 0:
+            raise PrError(f"{entry.branch!r} is not a valid branch name")
+        if _run(["rev-parse", "--verify", "-q", f"refs/heads/{entry.branch}"], clone, check=False).returncode == 0:
+            raise PrError(
+                f"branch {entry.branch!r} already exists in {clone}: `make pr` was already run there. Push the "
+                f"stack, or delete its branches (`git -C {clone} branch -D <branch>`) to build it again, or pass "
+                "BRANCH=another-prefix."
+            )
     resolved = _run(["rev-parse", "--verify", "-q", f"{base}^{{commit}}"], clone, check=False)
     if resolved.returncode != 0:
         raise PrError(
@@ -316,14 +609,11 @@ def make_pr(
             "https://github.com/huggingface/transformers`) or pass BASE=<tag or commit>"
         )
     base_sha = resolved.stdout.strip()
+    env = user_identity(clone)
 
-    # Everything that can be checked before touching the clone is checked here.
-    series = src_patches(root)
-    extra = upstream_patches(root)
-    groups = new_files(root)
     clashes = []
-    for files in groups.values():
-        for rel in files:
+    for entry in plan.entries:
+        for rel in entry.files:
             if _run(["cat-file", "-e", f"{base_sha}:{rel}"], clone, check=False).returncode == 0:
                 theirs = subprocess.run(
                     ["git", "show", f"{base_sha}:{rel}"], cwd=clone, capture_output=True, check=True
@@ -336,53 +626,187 @@ def make_pr(
             "change theirs with a patch): " + ", ".join(clashes)
         )
 
-    env = _identity_env(clone)
     tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-"))
     worktree = tmp / "worktree"
-    created = False
+    created: list[str] = []
+    results: list[BranchResult] = []
     try:
-        _run(["worktree", "add", "-q", "-b", branch, str(worktree), base_sha], clone, env=env)
-        created = True
-        for patch in series:
-            _apply_mail(worktree, patch, env, tmp)
-            log(f"upstream-pr: applied {patch.relative_to(root)}")
-        for folder, subject, body in NEW_FILE_GROUPS:
-            files = [rel for rel in groups[folder] if not (worktree / rel).exists()]
-            if not files:
+        _run(["worktree", "add", "-q", "--detach", str(worktree), base_sha], clone, env=env)
+        parent, parent_name = base_sha, base
+        for entry in plan.entries:
+            if not (entry.patches or entry.files or entry.spec.edits):
+                log(f"upstream-pr: {entry.number}. {entry.spec.name}: nothing assigned, no branch")
                 continue
-            for rel in files:
-                out = worktree / rel
-                out.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(root / rel, out)
-            _run(["add", "-f", "--", *files], worktree, env=env)
-            listing = "\n".join(f"  {rel}" for rel in files)
-            if folder == "utils" and len(files) == 1:
-                subject = f"Add {files[0]}"
-            _run(
-                ["commit", "-q", "--no-verify", "-m", f"{subject}\n\n{body}\n\nNew files:\n{listing}\n"],
-                worktree,
-                env=env,
+            _run(["checkout", "-q", "-b", entry.branch], worktree, env=env)
+            created.append(entry.branch)
+            for patch in entry.patches:
+                _apply_mail(worktree, patch, env, tmp)
+            files = [rel for rel in entry.files if not (worktree / rel).exists()]
+            if files:
+                for rel in files:
+                    out = worktree / rel
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(root / rel, out)
+                _run(["add", "--", *files], worktree, env=env)
+                listing = "\n".join(f"  {rel}" for rel in files)
+                message = f"{entry.spec.title}\n\n{entry.spec.body}\n\nNew files:\n{listing}\n"
+                _run(["commit", "-q", "--no-verify", "-m", message], worktree, env=env)
+            for name in entry.spec.edits:
+                edit = upstream_edits.EDITS[name]
+                try:
+                    changed = upstream_edits.apply_edit(name, worktree)
+                except upstream_edits.EditError as e:
+                    raise PrError(f"{entry.branch}: edit {name!r}: {e}") from None
+                if changed:
+                    _run(["add", "--", edit.path], worktree, env=env)
+                    subject = f"{edit.path.rsplit('/', 1)[-1]}: {edit.summary}"
+                    _run(["commit", "-q", "--no-verify", "-m", subject], worktree, env=env)
+                else:
+                    log(f"upstream-pr: {entry.branch}: {edit.path} already has the {name} edit")
+            status = _run(["status", "--porcelain"], worktree).stdout
+            if status.strip():
+                raise PrError(f"unexpected changes left in the worktree:\n{status}")
+            commits = _run(["log", "--reverse", "--format=%s", f"{parent}..HEAD"], worktree).stdout.splitlines()
+            added, removed, changed_files = _numstat(worktree, parent, "HEAD")
+            results.append(
+                BranchResult(
+                    entry.number, entry.spec.name, entry.branch, parent_name, commits, changed_files, added, removed
+                )
             )
-            log(f"upstream-pr: committed {len(files)} new files under {folder}/")
-        for patch in extra:
-            _apply_mail(worktree, patch, env, tmp)
-            log(f"upstream-pr: applied {patch.relative_to(root)}")
-        status = _run(["status", "--porcelain"], worktree).stdout
-        if status.strip():
-            raise PrError(f"unexpected changes left in the worktree:\n{status}")
-        commits = _run(["log", "--reverse", "--format=%s", f"{base_sha}..HEAD"], worktree).stdout.splitlines()
-        files = _run(["diff", "--name-only", base_sha, "HEAD"], worktree).stdout.splitlines()
+            parent, parent_name = entry.branch, entry.branch
     except BaseException:
-        if created:
-            _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
-            _run(["worktree", "prune"], clone, check=False)
+        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+        _run(["worktree", "prune"], clone, check=False)
+        for branch in created:
             _run(["branch", "-D", branch], clone, check=False)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
     _run(["worktree", "prune"], clone, check=False)
     shutil.rmtree(tmp, ignore_errors=True)
-    return PrResult(branch=branch, base=base, commits=commits, files=files)
+    return PrResult(base=base, branches=results, left_out=left_out, warnings=plan.warnings)
+
+
+def format_stack(result: PrResult) -> str:
+    lines = [f"upstream-pr: a stack of {len(result.branches)} pull requests on {result.base}:"]
+    for b in result.branches:
+        lines.append(
+            f"  {b.number}. {b.branch:<36} +{b.added:<5} -{b.removed:<4} {len(b.files):>3} files "
+            f"{len(b.commits):>2} commits  (on {b.parent})"
+        )
+        lines.extend(f"       {subject}" for subject in b.commits)
+    total_add = sum(b.added for b in result.branches)
+    total_del = sum(b.removed for b in result.branches)
+    lines.append(f"  total: +{total_add} -{total_del}")
+    for name in result.left_out:
+        lines.append(f"upstream-pr: left out (untracked): {name}")
+    for warning in result.warnings:
+        lines.append(f"upstream-pr: warning: {warning}")
+    return "\n".join(lines)
+
+
+def test_stack(
+    clone: Path, prefix: str | None = None, root: Path = ROOT, log=print, pytest_args: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """Runs, on each branch of a stack `make pr` built in `clone`, the test files that branch adds, against that
+    branch's own `src/` (so a PR that needs code from a later one fails here). Returns {branch: pytest exit code}."""
+    clone = clone.resolve()
+    plan = plan_stack(root.resolve())
+    results: dict[str, int] = {}
+    for entry in plan.entries:
+        branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
+        if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
+            log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
+            continue
+        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
+        if not tests:
+            log(f"upstream-pr: {branch}: adds no tests")
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
+        worktree = tmp / "worktree"
+        try:
+            _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
+            env = dict(os.environ, HF_HUB_OFFLINE="1")
+            env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+            proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
+            results[branch] = proc.returncode
+            summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+            log(f"upstream-pr: {branch}: {'passed' if proc.returncode == 0 else 'FAILED'}: {summary}")
+            if proc.returncode != 0:
+                log(proc.stdout[-4000:] + proc.stderr[-2000:])
+        finally:
+            _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+            _run(["worktree", "prune"], clone, check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Upstream's lint rules
+
+
+def lint(root: Path = ROOT, log=print) -> int:
+    """ruff with upstream's configuration (the pinned sdist's pyproject.toml) on every Python file that goes upstream:
+    our files in place, and the upstream files our patches and edits change, materialised in `.cache/pr-lint`."""
+    config = ps.read_config(root)
+    upstream_config = ps.upstream_pyproject(config)
+    plan = plan_stack(root)
+    ours = [rel for entry in plan.entries for rel in entry.files if rel.endswith(".py")]
+    upstream = ps.load_upstream(config, "wheel")
+    changed = ps.patched_files(upstream, ps.check_series(root / "patches"), root / "patches", root / "src")
+    scratch = ps.CACHE / "pr-lint"
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    theirs = []
+    for rel, data in changed.items():
+        if rel.endswith(".py"):
+            out = scratch / "src" / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(data)
+            theirs.append(f"src/{rel}")
+    # edits of files the sdist carries (setup.py, the dependency table) are linted too
+    import tarfile
+
+    sdist = ps.cached_upstream_sdist(config.upstream_version, config.pins["sdist"])
+    with tarfile.open(sdist) as tf:
+        for entry in plan.entries:
+            for name in entry.spec.edits:
+                edit = upstream_edits.EDITS[name]
+                if not edit.path.endswith(".py"):
+                    continue
+                member = f"{ps.PACKAGE}-{config.upstream_version}/{edit.path}"
+                out = scratch / edit.path
+                if not out.exists():
+                    try:
+                        data = tf.extractfile(member).read()
+                    except (KeyError, AttributeError):
+                        continue
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(data)
+                upstream_edits.apply_edit(name, scratch)
+                if edit.path not in theirs:
+                    theirs.append(edit.path)
+    ruff = [sys.executable, "-m", "ruff"]
+    failed = 0
+    for cwd, files, where in ((root, ours, "our files"), (scratch, theirs, f"patched upstream files in {scratch}")):
+        if not files:
+            continue
+        for args in (["check", "--no-cache", "--output-format", "concise"], ["format", "--check", "--no-cache"]):
+            proc = subprocess.run(
+                [*ruff, *args, "--config", str(upstream_config), *files], cwd=cwd, capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                failed += 1
+                log(
+                    f"upstream-lint: `ruff {args[0]}` with upstream's rules fails on {where}:\n{proc.stdout}{proc.stderr}".rstrip()
+                )
+    if not failed:
+        log(
+            f"upstream-lint: {len(ours)} files of ours and {len(theirs)} patched upstream files pass ruff with "
+            f"upstream's configuration ({upstream_config})"
+        )
+    return 1 if failed else 0
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -458,6 +882,23 @@ def _bump_pin(pyproject: Path, old: str, new: str) -> str:
     return text[:start] + new_section + text[start + len(section) :]
 
 
+def _set_pins(text: str, pins: dict[str, str]) -> str:
+    """Rewrites `<key>-sha256 = "..."` in `[tool.patchset.pin]` of pyproject.toml's text."""
+    start = text.find("[tool.patchset.pin]")
+    if start == -1:
+        raise PrError("pyproject.toml has no [tool.patchset.pin] section")
+    end = text.find("\n[", start + 1)
+    end = len(text) if end == -1 else end
+    section = text[start:end]
+    for key in ps.PIN_KEYS:
+        section, count = re.subn(
+            rf'^({key}-sha256\s*=\s*)"[0-9a-f]*"', rf'\g<1>"{pins[key]}"', section, count=1, flags=re.M
+        )
+        if count != 1:
+            raise PrError(f'pyproject.toml: expected one `{key}-sha256 = "..."` in [tool.patchset.pin]')
+    return text[:start] + section + text[end:]
+
+
 def _write_atomic(path: Path, data: str | bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data.encode() if isinstance(data, str) else data)
@@ -470,12 +911,16 @@ def rebase(
     fork: Path | None = None,
     upstream_wheel: Path | None = None,
     old_upstream_wheel: Path | None = None,
+    upstream_sdist: Path | None = None,
     log=print,
 ) -> list[str]:
-    """Moves the fork to upstream `version`: rebase `fork/`, export `patches/`, bump the pin. Returns the series.
+    """Moves the fork to upstream `version`: rebase `fork/`, export `patches/`, bump the pin and its sha256 pins.
+    Returns the series.
 
-    `upstream_wheel` / `old_upstream_wheel` inject the upstream sources (tests); by default both wheels are taken
-    from `.cache/` and downloaded there with pip when missing.
+    `upstream_wheel` / `old_upstream_wheel` / `upstream_sdist` inject the upstream files (tests); by default they are
+    taken from `.cache/` and downloaded there with pip when missing. The old release's wheel is checked against the
+    current pins; the new release's files are pinned as pip downloaded them from the index (which checks the hashes
+    the index publishes).
     """
     root = root.resolve()
     fork = (fork or root / "fork").resolve()
@@ -491,7 +936,10 @@ def rebase(
     if version == old and not resuming:
         raise PrError(f"{ps.PACKAGE} {version} is already the pinned upstream (pyproject.toml)")
 
-    new_upstream = ps.upstream_from_wheel(upstream_wheel or ps.cached_upstream_wheel(version), version)
+    new_wheel = upstream_wheel or ps.cached_upstream_wheel(version)
+    new_upstream = ps.upstream_from_wheel(new_wheel, version)
+    new_pins = ps.wheel_pins(new_wheel)
+    new_pins["sdist"] = ps.file_sha256(upstream_sdist or ps.cached_upstream_sdist(version))
     if resuming:
         if _rebase_in_progress(fork):
             raise PrError(
@@ -516,7 +964,11 @@ def rebase(
                     "`make export` first; if patches/ is newer, remove fork/ (it is rebuilt from patches/)."
                 )
         else:
-            old_upstream = ps.upstream_from_wheel(old_upstream_wheel or ps.cached_upstream_wheel(old), old)
+            if old_upstream_wheel is not None:
+                old_upstream = ps.upstream_from_wheel(old_upstream_wheel, old)
+            else:
+                pin = config.pins["wheel"]
+                old_upstream = ps.upstream_from_wheel(ps.cached_upstream_wheel(old, pin), old, pin)
             build_fork(fork, root, old_upstream, old)
             log(f"upstream-pr: built {fork} from patches/ on {ps.PACKAGE} {old}")
         branch = _run(["symbolic-ref", "-q", "--short", "HEAD"], fork, check=False).stdout.strip()
@@ -541,6 +993,8 @@ def rebase(
         if shadows:
             raise PrError(f"{ps.PACKAGE} {version} now has files that ours would shadow: {', '.join(shadows)}")
         pyproject = _bump_pin(root / "pyproject.toml", old, version) if old != version else None
+        if pyproject is not None:
+            pyproject = _set_pins(pyproject, new_pins)
         patches_dir = root / "patches"
         header = _series_header(patches_dir)
         for stale in patches_dir.glob("*.patch"):
@@ -553,7 +1007,19 @@ def rebase(
         _write_atomic(root / "pyproject.toml", pyproject)
     if state_path is not None and state_path.exists():
         state_path.unlink()
-    log(f"upstream-pr: {len(names)} patches rebased onto {ps.PACKAGE} {version}; pin bumped in pyproject.toml")
+    log(
+        f"upstream-pr: {len(names)} patches rebased onto {ps.PACKAGE} {version}; pin and sha256 pins bumped in "
+        "pyproject.toml"
+    )
+    if (root / STACK_TABLE).is_file():
+        # the stack table names patches by their subject: say what a retired or renamed patch left behind
+        try:
+            plan = plan_stack(root)
+        except PrError as e:
+            log(f"upstream-pr: the stack table needs an update before `make pr`: {e}")
+        else:
+            for note in plan.notes:
+                log(f"upstream-pr: note: {note}")
     return names
 
 
@@ -583,18 +1049,13 @@ def _conflict_message(fork: Path, state: dict, version: str, old: str, output: s
 
 
 def check(root: Path = ROOT) -> str:
-    """Validates what `make pr` would use without a clone: both series match their files, every patch parses."""
-    series = src_patches(root)
-    extra = upstream_patches(root)
-    for patch in extra:
-        if not _hunks(patch.read_bytes().decode("utf-8", errors="replace")):
-            raise PrError(f"{patch.relative_to(root)} holds no hunks")
-    groups = new_files(root)
-    count = sum(len(files) for files in groups.values())
-    return (
-        f"upstream-pr: {len(series)} patches, {count} new files and {len(extra)} upstream-only patches "
-        f"({UPSTREAM_PATCHES}/series) would make the pull request"
-    )
+    """Validates what `make pr` would use without a clone: the series, the stack table placing every patch and
+    upstream-bound file exactly once; returns the planned stack with estimated line counts and any warnings."""
+    plan = plan_stack(root)
+    lines = [f"upstream-pr: the stack `make pr` would build ({STACK_TABLE}):", format_plan(plan)]
+    lines.extend(f"upstream-pr: note: {note}" for note in plan.notes)
+    lines.extend(f"upstream-pr: warning: {warning}" for warning in plan.warnings)
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -604,30 +1065,43 @@ def check(root: Path = ROOT) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    pr = sub.add_parser("pr", help="create the upstream pull request branch in a transformers clone")
+    pr = sub.add_parser("pr", help="create the stack of upstream pull request branches in a transformers clone")
     pr.add_argument("--upstream", type=Path, required=True, help="a clone of huggingface/transformers")
     pr.add_argument("--base", default=None, help="tag or commit to build on (default: v<pinned version>)")
-    pr.add_argument("--branch", default=DEFAULT_BRANCH)
-    sub.add_parser("check", help="validate patches/upstream/series and list what the pull request would hold")
-    rb = sub.add_parser("rebase", help="move fork/ and patches/ to a new upstream release and bump the pin")
+    pr.add_argument("--branch", default=None, help=f"branch name prefix (default: branch-prefix in {STACK_TABLE})")
+    pr.add_argument("--strict", action="store_true", help="refuse a stack with warnings (size, imports, words)")
+    sub.add_parser("check", help="validate the stack table and print the planned stack")
+    sub.add_parser("lint", help="ruff with upstream's configuration on everything that goes upstream")
+    ts = sub.add_parser("test-stack", help="run each stack branch's own tests against that branch's src/")
+    ts.add_argument("--upstream", type=Path, required=True, help="the clone `make pr` built the stack in")
+    ts.add_argument("--branch", default=None, help="branch name prefix, as given to `make pr`")
+    rb = sub.add_parser("rebase", help="move fork/ and patches/ to a new upstream release and bump the pins")
     rb.add_argument("version")
     rb.add_argument("--fork", type=Path, default=None)
     rb.add_argument("--upstream-wheel", type=Path, default=None, help="the new release's wheel (default: download)")
+    rb.add_argument("--upstream-sdist", type=Path, default=None, help="the new release's sdist (default: download)")
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
             print(check())
+        elif args.command == "lint":
+            return lint()
+        elif args.command == "test-stack":
+            results = test_stack(args.upstream, args.branch)
+            return 0 if results and not any(results.values()) else 1
         elif args.command == "pr":
-            result = make_pr(args.upstream, args.base, args.branch)
-            print(f"upstream-pr: branch {result.branch!r} in {args.upstream.resolve()} on {result.base}:")
-            for subject in result.commits:
-                print(f"  {subject}")
-            print(
-                f"upstream-pr: {len(result.files)} files changed. Review with `git -C {args.upstream} log -p "
-                f"{result.base}..{result.branch}`, then push it to your fork of transformers and open the PR."
-            )
+            result = make_pr(args.upstream, args.base, args.branch, strict=args.strict)
+            print(format_stack(result))
+            if result.branches:
+                last = result.branches[-1].branch
+                print(
+                    f"upstream-pr: review with `git -C {args.upstream} log --stat {result.base}..{last}`; push the "
+                    "branches and open one pull request per branch, each against the one before it."
+                )
         else:
-            rebase(args.version, fork=args.fork, upstream_wheel=args.upstream_wheel)
+            rebase(
+                args.version, fork=args.fork, upstream_wheel=args.upstream_wheel, upstream_sdist=args.upstream_sdist
+            )
             print("upstream-pr: next, `make check` and `make test`, then commit pyproject.toml and patches/")
     except ps.PatchsetError as e:
         print(f"upstream-pr: error: {e}", file=sys.stderr)

@@ -25,7 +25,7 @@ Use from the root of the repo with:
 python utils/check_trained_precision.py
 ```
 
-for a check that will error on a bad row or a stale docs table (used in `make repo-consistency`), and
+for a check that will error on a bad row or a stale docs table (used in `make check-repository-consistency`), and
 
 ```bash
 python utils/check_trained_precision.py --fix_and_overwrite
@@ -37,7 +37,7 @@ Writing the field into checkpoints is a user command, `transformers precision se
 
 The registry is read from this checkout's `src/transformers/trained_precision/` *by path*, not from the installed
 `transformers`: the installed wheel may predate the edit being checked. The model types come from the installed
-`transformers` (`CONFIG_MAPPING`).
+`transformers` (its `CONFIG_MAPPING`).
 """
 
 from __future__ import annotations

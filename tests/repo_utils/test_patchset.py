@@ -25,6 +25,24 @@ import patchset  # noqa: E402
 CONFIG_PATCH = sorted((ROOT / "patches").glob("0001-*.patch"))[0]
 
 
+def git(cwd: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@localhost", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@localhost")  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def scratch_checkout(dest: Path, prefixes: tuple[str, ...]) -> None:
+    """A git checkout at `dest` holding this repository's tracked files under `prefixes` (working-tree content)."""
+    dest.mkdir(parents=True)
+    for rel in patchset.tracked_files(ROOT):
+        if rel.startswith(prefixes):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, dest / rel)
+    git(dest, "init", "-q")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "scratch")
+
+
 def run_patchset(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATCHSET_CACHE=str(patchset.CACHE))
     return subprocess.run(
@@ -40,10 +58,11 @@ class PatchsetTestBase(unittest.TestCase):
     def setUp(self):
         self.tmp = Path(tempfile.mkdtemp())
         self.repo = self.tmp / "repo"
-        self.repo.mkdir()
-        for name in ("tools", "patches", "src"):
-            shutil.copytree(ROOT / name, self.repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy(ROOT / "pyproject.toml", self.repo)
+        scratch_checkout(self.repo, ("tools/", "patches/", "src/", "pyproject.toml"))
+
+    def git_add(self, *paths: str) -> None:
+        git(self.repo, "add", "--", *paths)
+        git(self.repo, "commit", "-q", "-m", "test change")
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -90,6 +109,7 @@ class StrictApplyTest(PatchsetTestBase):
 
     def test_shadowing_file_fails(self):
         (self.repo / "src" / "transformers" / "activations.py").write_text("# ours\n")
+        self.git_add("src/transformers/activations.py")
         self.assert_fails("src/transformers/activations.py", "shadow", command="tree")
 
     def test_patch_missing_from_series_fails(self):
@@ -167,7 +187,8 @@ class TreeTest(PatchsetTestBase):
 
     def test_version_is_numeric_local_label(self):
         version = patchset.fork_version(patchset.read_config(self.repo), self.repo)
-        self.assertRegex(version, r"^5\.23\.0\+tp\.\d+$")  # the scratch copy is not a git checkout
+        sha = git(self.repo, "rev-parse", "--short=10", "HEAD").strip()
+        self.assertRegex(version, rf"^5\.23\.0\+tp\.\d+\.g{sha}$")
         from packaging.version import Version
 
         self.assertGreater(Version("5.23.0+tp.10"), Version("5.23.0+tp.9"))

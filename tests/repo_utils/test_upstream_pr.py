@@ -1,23 +1,11 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
-#
-# Licensed under the Apache License, Version 2.0 (the "License");
-# you may not use this file except in compliance with the License.
-# You may obtain a copy of the License at
-#
-#     http://www.apache.org/licenses/LICENSE-2.0
-#
-# Unless required by applicable law or agreed to in writing, software
-# distributed under the License is distributed on an "AS IS" BASIS,
-# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-# See the License for the specific language governing permissions and
-# limitations under the License.
+# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
 """
-Tests of `tools/upstream_pr.py` (`make pr`, `make rebase`), fork-only: they never reach the upstream pull request.
+Tests of `tools/upstream_pr.py` (`make pr`, `make rebase`), fork-only: they never reach the upstream pull requests.
 
-`make pr` runs against a synthetic upstream clone built here: a git repo holding the pinned wheel's files under
-`src/transformers/`, plus the upstream files that `patches/upstream/` edits (Makefile, utils/, tests/utils/, docs/),
-written with the same context lines as upstream's. `make rebase` runs on a copy of this repository's patch set,
-onto fake "releases" made from the pinned wheel with one upstream change each.
+`make pr` runs against a synthetic upstream clone: the pinned sdist (upstream's `src/`, `setup.py`, `pyproject.toml`)
+plus hand-written upstream-shaped stand-ins for the files the sdist lacks (tests/repo_utils/upstream_fixtures.py),
+never files derived from our own edits. Our side is a scratch git checkout of this repository's tracked files.
+`make rebase` runs on a copy of this repository's patch set, onto fake "releases" made from the pinned wheel.
 """
 
 import base64
@@ -29,37 +17,37 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 import zipfile
 from pathlib import Path
+from unittest import mock
 
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(HERE))
 
 import patchset as ps  # noqa: E402
+import upstream_edits  # noqa: E402
+import upstream_fixtures  # noqa: E402
 import upstream_pr  # noqa: E402
 
 
-PIN = ps.read_config(REPO).upstream_version
+CONFIG = ps.read_config(REPO)
+PIN = CONFIG.upstream_version
 BASE = f"v{PIN}"
 FORK_ONLY_PREFIXES = ("tools/", "patches/", ".ci/", "benchmarks/", "examples/", "fork/")
-FORK_ONLY_FILES = (
-    "setup.py",
-    "pyproject.toml",
-    "README.md",
-    "CONTRIBUTING.md",
-    "MANIFEST.in",
-    "tests/repo_utils/test_upstream_pr.py",
-    "tests/repo_utils/test_patchset.py",
-)
+FORK_ONLY_FILES = ("pyproject.toml", "README.md", "CONTRIBUTING.md", "MANIFEST.in", "LICENSE")  # setup.py: upstream's
 ENV = {
     "GIT_AUTHOR_NAME": "upstream",
     "GIT_AUTHOR_EMAIL": "upstream@localhost",
     "GIT_COMMITTER_NAME": "upstream",
     "GIT_COMMITTER_EMAIL": "upstream@localhost",
 }
+USER = ("Ada Lovelace", "ada@example.com")
 
 
 def git(cwd, *args, check=True):
@@ -74,7 +62,7 @@ def silent(*args, **kwargs):
 
 
 def pinned_wheel() -> Path:
-    return ps.cached_upstream_wheel(PIN)
+    return ps.cached_upstream_wheel(PIN, CONFIG.pins["wheel"])
 
 
 def patch_subject(path: Path) -> str:
@@ -85,7 +73,7 @@ def patch_subject(path: Path) -> str:
 
 
 def patch_paths(path: Path) -> list[str]:
-    return [line[6:] for line in path.read_text().splitlines() if line.startswith("+++ b/")]
+    return [line[6:] for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("+++ b/")]
 
 
 def preimages(path: Path) -> dict[str, list[list[str]]]:
@@ -93,7 +81,7 @@ def preimages(path: Path) -> dict[str, list[list[str]]]:
     result: dict[str, list[list[str]]] = {}
     current = None
     hunk = None
-    for line in path.read_text().split("\n"):
+    for line in path.read_text(encoding="utf-8").split("\n"):
         if line.startswith("diff --git "):
             current, hunk = None, None
         elif line.startswith("+++ b/"):
@@ -111,7 +99,7 @@ def first_change_anchor(path: Path) -> tuple[str, str]:
     """The file of a patch's first hunk and the context line right before that hunk's first change."""
     current = None
     previous = None
-    for line in path.read_text().split("\n"):
+    for line in path.read_text(encoding="utf-8").split("\n"):
         if line.startswith("+++ b/"):
             current = line[6:]
         elif line.startswith("@@"):
@@ -121,20 +109,6 @@ def first_change_anchor(path: Path) -> tuple[str, str]:
         elif current and line[:1] in ("+", "-") and previous is not None:
             return current, previous
     raise AssertionError(f"{path.name}: no change after a context line")
-
-
-def synthetic_upstream_files() -> dict[str, str]:
-    """Upstream files outside the wheel, holding exactly the anchors that `patches/upstream/` edits."""
-    files: dict[str, list[str]] = {}
-    for patch in upstream_pr.upstream_patches(REPO):
-        for rel, hunks in preimages(patch).items():
-            if rel.startswith("src/"):
-                continue
-            lines = files.setdefault(rel, [f"# upstream {rel} (synthetic: only the anchors our patches use)", ""])
-            for hunk in hunks:
-                lines.extend(hunk)
-                lines.extend(["", "# ... upstream content ...", ""])
-    return {rel: "\n".join(lines) + "\n" for rel, lines in files.items()}
 
 
 def clone_state(clone: Path) -> dict:
@@ -147,6 +121,43 @@ def clone_state(clone: Path) -> dict:
         "worktrees": git(clone, "worktree", "list", "--porcelain"),
         "stash": git(clone, "stash", "list"),
     }
+
+
+def snapshot_repo(dest: Path) -> Path:
+    """A git checkout at `dest` of this repository's tracked files (working-tree content), committed."""
+    dest.mkdir(parents=True)
+    for rel in ps.tracked_files(REPO):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / rel, dest / rel)
+    git(dest, "init", "-q")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "snapshot")
+    return dest
+
+
+def synthetic_upstream(dest: Path) -> Path:
+    """Upstream at the pin: the pinned sdist's files plus the hand-written stand-ins, committed and tagged."""
+    sdist = ps.cached_upstream_sdist(PIN, CONFIG.pins["sdist"])
+    top = f"transformers-{PIN}/"
+    dest.mkdir(parents=True)
+    with tarfile.open(sdist) as tf:
+        for member in tf.getmembers():
+            if not member.isfile() or not member.name.startswith(top):
+                continue
+            rel = member.name[len(top) :]
+            if rel == "PKG-INFO" or rel.startswith("src/transformers.egg-info/") or rel == "setup.cfg":
+                continue
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(tf.extractfile(member).read())
+    for rel, text in upstream_fixtures.CURRENT.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text, encoding="utf-8")
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"Release: v{PIN}")
+    git(dest, "tag", BASE)
+    return dest
 
 
 def series_files() -> set[str]:
@@ -195,28 +206,39 @@ def fake_release(dest_dir: Path, version: str, edit=None) -> Path:
     return wheel
 
 
-class UpstreamPrTest(unittest.TestCase):
+def fake_sdist(dest_dir: Path, version: str) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    path = dest_dir / f"transformers-{version}.tar.gz"
+    data = f"[project]\nname = 'transformers'\nversion = '{version}'\n".encode()
+    with tarfile.open(path, "w:gz") as tf:
+        info = tarfile.TarInfo(f"transformers-{version}/pyproject.toml")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+_SHARED: dict[str, Path] = {}
+
+
+def shared_fixtures() -> tuple[Path, Path]:
+    """The synthetic upstream and the snapshot of our repository, built once for the module (both read-only)."""
+    if not _SHARED:
+        tmp = Path(tempfile.mkdtemp(prefix="test-upstream-pr-shared-"))
+        _SHARED.update(tmp=tmp, origin=synthetic_upstream(tmp / "origin"), root=snapshot_repo(tmp / "ours"))
+    return _SHARED["origin"], _SHARED["root"]
+
+
+def tearDownModule():
+    if _SHARED:
+        shutil.rmtree(_SHARED["tmp"], ignore_errors=True)
+
+
+class StackTestBase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = Path(tempfile.mkdtemp(prefix="test-upstream-pr-"))
-        origin = cls.tmp / "origin"
-        origin.mkdir()
-        cls.wheel = fake_release(cls.tmp / "wheel", PIN)
-        with zipfile.ZipFile(cls.wheel) as zf:
-            for name in zf.namelist():
-                if name.startswith("transformers/") and not name.endswith("/"):
-                    out = origin / "src" / name
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(zf.read(name))
-        for rel, text in synthetic_upstream_files().items():
-            out = origin / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-        git(origin, "init", "-q", "-b", "main")
-        git(origin, "add", "-A")
-        git(origin, "commit", "-q", "-m", f"Release: v{PIN}")
-        git(origin, "tag", BASE)
-        cls.origin = origin
+        cls.origin, cls.root = shared_fixtures()
+        cls.plan = upstream_pr.plan_stack(cls.root)
         cls.counter = 0
 
     @classmethod
@@ -227,180 +249,450 @@ class UpstreamPrTest(unittest.TestCase):
         type(self).counter += 1
         clone = self.tmp / f"clone{self.counter}"
         git(self.tmp, "clone", "-q", str(self.origin), str(clone))
+        git(clone, "config", "user.name", USER[0])
+        git(clone, "config", "user.email", USER[1])
         return clone
+
+    def own_root(self) -> Path:
+        """A snapshot of our repository this test may change."""
+        type(self).counter += 1
+        root = self.tmp / f"ours{self.counter}"
+        git(self.tmp, "clone", "-q", str(self.root), str(root))
+        return root
 
     def commit_drift(self, clone: Path, rel: str, old: str, new: str) -> None:
         """A commit on the clone's main branch that changes `old` into `new` in `rel` (upstream moved on)."""
         path = clone / rel
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         self.assertIn(old, text)
-        path.write_text(text.replace(old, new, 1))
+        path.write_text(text.replace(old, new, 1), encoding="utf-8")
         git(clone, "commit", "-q", "-am", f"upstream drift in {rel}")
 
-    def test_pr_branch_holds_the_series(self):
-        clone = self.new_clone()
-        before = clone_state(clone)
-        result = upstream_pr.make_pr(clone, BASE, root=REPO, log=silent)
+    def make_pr(self, clone: Path, base: str = BASE, root: Path | None = None, **kwargs):
+        return upstream_pr.make_pr(clone, base, root=root or self.root, log=silent, **kwargs)
 
-        branch = upstream_pr.DEFAULT_BRANCH
-        self.assertIn(f"refs/heads/{branch}", git(clone, "for-each-ref", "--format=%(refname)"))
-        # The clone's own checkout is untouched: HEAD, index and working tree stay on main.
-        after = clone_state(clone)
-        self.assertEqual(after["head"], before["head"])
+
+class StackTest(StackTestBase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.clone = cls.tmp / "stack-clone"
+        git(cls.tmp, "clone", "-q", str(cls.origin), str(cls.clone))
+        git(cls.clone, "config", "user.name", USER[0])
+        git(cls.clone, "config", "user.email", USER[1])
+        cls.before = clone_state(cls.clone)
+        cls.result = upstream_pr.make_pr(cls.clone, BASE, root=cls.root, log=silent)
+        cls.branches = {b.name: b for b in cls.result.branches}
+
+    def diff_names(self, a: str, b: str) -> set[str]:
+        return set(git(self.clone, "diff", "--name-only", a, b).splitlines())
+
+    def show(self, ref: str, rel: str) -> bytes:
+        return subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=self.clone, capture_output=True, check=True).stdout
+
+    def test_one_branch_per_non_empty_entry_each_on_the_one_before(self):
+        entries = [e for e in self.plan.entries if e.patches or e.files or e.spec.edits]
+        self.assertEqual([b.branch for b in self.result.branches], [e.branch for e in entries])
+        self.assertGreaterEqual(len(entries), 4)
+        parent = git(self.clone, "rev-parse", BASE).strip()
+        for b in self.result.branches:
+            tip = git(self.clone, "rev-parse", b.branch).strip()
+            self.assertEqual(git(self.clone, "merge-base", parent, tip).strip(), parent, b.branch)
+            added, removed = 0, 0
+            for line in git(self.clone, "diff", "--numstat", parent, tip).splitlines():
+                plus, minus, _ = line.split("\t", 2)
+                added, removed = added + int(plus), removed + int(minus)
+            self.assertEqual((b.added, b.removed), (added, removed), b.branch)
+            parent = tip
+        # the clone's own checkout is untouched
+        after = clone_state(self.clone)
+        self.assertEqual(after["head"], self.before["head"])
         self.assertEqual(after["status"], "")
-        self.assertEqual(after["worktrees"], before["worktrees"])
+        self.assertEqual(after["worktrees"], self.before["worktrees"])
+        printed = upstream_pr.format_stack(self.result)
+        for b in self.result.branches:
+            self.assertIn(b.branch, printed)
+            self.assertIn(f"+{b.added}", printed)
 
-        # git log shows the series: our src patches, our new files, then the upstream-only patches.
-        src = upstream_pr.src_patches(REPO)
-        extra = upstream_pr.upstream_patches(REPO)
-        self.assertGreaterEqual(len(extra), 4)
-        subjects = git(clone, "log", "--reverse", "--format=%s", f"{BASE}..{branch}").splitlines()
-        self.assertEqual(subjects, result.commits)
-        self.assertEqual(subjects[: len(src)], [patch_subject(p) for p in src])
-        self.assertEqual(subjects[len(subjects) - len(extra) :], [patch_subject(p) for p in extra])
-        self.assertIn("Add transformers.trained_precision", subjects)
-        self.assertIn("docs: add the trained precision guide", subjects)
-        messages = git(clone, "log", "--format=%B", f"{BASE}..{branch}")
-        self.assertNotIn("Forwarded:", messages)
-        self.assertNotIn("Upstream-only:", messages)
+    def test_each_branch_holds_its_entry(self):
+        parent = BASE
+        for entry in self.plan.entries:
+            if entry.branch not in [b.branch for b in self.result.branches]:
+                continue
+            changed = self.diff_names(parent, entry.branch)
+            for rel in entry.files:
+                self.assertIn(rel, changed, entry.branch)
+                self.assertEqual(self.show(entry.branch, rel), (self.root / rel).read_bytes(), rel)
+            for patch in entry.patches:
+                for rel in patch_paths(patch):
+                    self.assertIn(rel, changed, f"{entry.branch}: {patch.name}")
+            for name in entry.spec.edits:
+                self.assertIn(upstream_edits.EDITS[name].path, changed, f"{entry.branch}: {name}")
+            subjects = git(self.clone, "log", "--reverse", "--format=%s", f"{parent}..{entry.branch}").splitlines()
+            self.assertEqual(subjects[: len(entry.patches)], [patch_subject(p) for p in entry.patches])
+            parent = entry.branch
 
-        changed = set(git(clone, "diff", "--name-only", BASE, branch).splitlines())
-        # Every feature: our package, tests, repo tools and docs page, byte for byte.
-        expected_new = [
-            p.relative_to(REPO).as_posix()
-            for folder in ("src/transformers", "tests/trained_precision", "docs/source/en")
-            for p in (REPO / folder).rglob("*")
-            if p.is_file()
-            and "__pycache__" not in p.parts
-            and p.suffix != ".pyc"
-            and upstream_pr.FORK_ONLY_MARKER.encode() not in p.read_bytes()[:2048]
-        ]
-        if (REPO / "utils" / "check_trained_precision.py").exists():
-            expected_new.append("utils/check_trained_precision.py")
-        self.assertIn("docs/source/en/trained_precision.md", expected_new)
-        for rel in expected_new:
-            self.assertIn(rel, changed)
-            shown = subprocess.run(["git", "show", f"{branch}:{rel}"], cwd=clone, capture_output=True, check=True)
-            self.assertEqual(shown.stdout, (REPO / rel).read_bytes(), rel)
-        # The patched upstream files equal what the fork's strict build makes of them.
-        upstream = ps.upstream_from_wheel(self.wheel, PIN)
-        names = [p.name for p in src]
-        for rel, data in ps.patched_files(upstream, names, REPO / "patches", REPO / "src").items():
-            self.assertIn(f"src/{rel}", changed)
-            shown = subprocess.run(["git", "show", f"{branch}:src/{rel}"], cwd=clone, capture_output=True, check=True)
-            self.assertEqual(shown.stdout, data, rel)
-        # The upstream-only edits.
-        for patch in extra:
-            for rel in patch_paths(patch):
-                self.assertIn(rel, changed)
-        self.assertIn("trained_precision", git(clone, "show", f"{branch}:Makefile"))
+    def test_patched_upstream_files_equal_the_strict_build(self):
+        last = self.result.branches[-1].branch
+        upstream = ps.upstream_from_wheel(pinned_wheel(), PIN, CONFIG.pins["wheel"])
+        names = ps.check_series(self.root / "patches")
+        for rel, data in ps.patched_files(upstream, names, self.root / "patches", self.root / "src").items():
+            self.assertEqual(self.show(last, f"src/{rel}"), data, rel)
+
+    def test_upstream_edits_land_in_their_pull_request(self):
+        first, last = self.result.branches[0].branch, self.result.branches[-1].branch
+        self.assertIn('"trained_precision",', self.show(first, "utils/check_config_attributes.py").decode())
         self.assertIn(
-            '"trained_precision": "bf16"', git(clone, "show", f"{branch}:tests/utils/test_configuration_utils.py")
+            '"trained_precision": "bf16",', self.show(first, "tests/utils/test_configuration_utils.py").decode()
         )
-        self.assertIn('"trained_precision"', git(clone, "show", f"{branch}:utils/check_config_attributes.py"))
-        self.assertIn("local: trained_precision", git(clone, "show", f"{branch}:docs/source/en/_toctree.yml"))
-        # Nothing fork-only.
+        self.assertIn("- local: trained_precision", self.show(first, "docs/source/en/_toctree.yml").decode())
+        self.assertNotIn("trained_precision", self.show(first, "Makefile").decode())
+        makefile_diff = git(self.clone, "diff", BASE, last, "--", "Makefile")
+        self.assertEqual(
+            [ln for ln in makefile_diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")],
+            ["+\ttrained_precision, \\"],
+        )
+        self.assertIn('extras["optimi"] = deps_list("torch-optimi")', self.show(last, "setup.py").decode())
+        self.assertNotIn("optimi", self.show(first, "setup.py").decode())
+
+    def test_first_pull_request_has_no_cli_registry_or_pure_bf16_code(self):
+        first = self.result.branches[0].branch
+        changed = self.diff_names(BASE, first)
+        for rel in changed:
+            self.assertNotRegex(rel, r"(registry|populate|cli|inspection|audit|optimizers|pure_bf16)\.py$")
+        self.assertNotIn("src/transformers/cli/transformers.py", changed)
+        self.assertNotIn("src/transformers/trainer_optimizer.py", changed)
+
+    def test_nothing_fork_only_and_no_binary(self):
+        changed = self.diff_names(BASE, self.result.branches[-1].branch)
         for rel in changed:
             self.assertFalse(rel.startswith(FORK_ONLY_PREFIXES), rel)
             self.assertNotIn(rel, FORK_ONLY_FILES)
-        makefile_diff = git(clone, "diff", BASE, branch, "--", "Makefile")
-        self.assertNotIn("patchset", makefile_diff)
-        self.assertEqual(
-            [line for line in makefile_diff.splitlines() if line.startswith("+") and not line.startswith("+++")],
-            ["+\ttrained_precision, \\"],
-        )
+            self.assertNotIn(rel, ("tests/repo_utils/test_upstream_pr.py", "tests/repo_utils/upstream_fixtures.py"))
+            self.assertFalse(rel.endswith((".png", ".jpg")), rel)
+        self.assertNotIn(b"patchset", self.show(self.result.branches[-1].branch, "setup.py"))  # upstream's, edited
+        numstat = git(self.clone, "diff", "--numstat", BASE, self.result.branches[-1].branch)
+        self.assertNotIn("-\t-\t", numstat)  # git's mark of a binary file
 
+    def test_commits_are_the_users(self):
+        log = git(self.clone, "log", "--format=%an <%ae>|%cn <%ce>", f"{BASE}..{self.result.branches[-1].branch}")
+        self.assertEqual(set(log.splitlines()), {f"{USER[0]} <{USER[1]}>|{USER[0]} <{USER[1]}>"})
+        messages = git(self.clone, "log", "--format=%B", f"{BASE}..{self.result.branches[-1].branch}")
+        for trailer in ("Forwarded:", "Upstream-only:", "Notice:"):
+            self.assertNotIn(trailer, messages)
+
+
+class StackFailureTest(StackTestBase):
     def test_second_run_is_refused(self):
         clone = self.new_clone()
-        upstream_pr.make_pr(clone, BASE, root=REPO, log=silent)
+        self.make_pr(clone)
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, "already exists"):
-            upstream_pr.make_pr(clone, BASE, root=REPO, log=silent)
+            self.make_pr(clone)
+        self.assertEqual(clone_state(clone), before)
+
+    def test_upstream_drift_around_the_anchors_is_followed(self):
+        # New entries next to every anchor: a line-number patch would need an offset (or fail); the rules do not.
+        clone = self.new_clone()
+        self.commit_drift(clone, "Makefile", "\tconfig_attributes, \\\n", "\tnew_check, \\\n\tconfig_attributes, \\\n")
+        self.commit_drift(
+            clone,
+            "utils/check_config_attributes.py",
+            '    "transformers_version",\n',
+            '    "new_base_attr",\n    "transformers_version",\n',
+        )
+        self.commit_drift(
+            clone,
+            "tests/utils/test_configuration_utils.py",
+            '    "return_dict": False,\n',
+            '    "new_kwarg": 1,\n    "return_dict": False,\n',
+        )
+        self.commit_drift(
+            clone,
+            "docs/source/en/_toctree.yml",
+            "    - local: models\n",
+            "    - local: new_page\n      title: New\n    - local: models\n",
+        )
+        result = self.make_pr(clone, "HEAD")
+        first = result.branches[0].branch
+        toc = git(clone, "show", f"{first}:docs/source/en/_toctree.yml")
+        self.assertIn("    - local: models\n      title: Loading models\n    - local: trained_precision\n", toc)
+        self.assertIn('    "new_kwarg": 1,', git(clone, "show", f"{first}:tests/utils/test_configuration_utils.py"))
+
+    def test_missing_anchor_fails_cleanly_naming_it(self):
+        # Fails in the second pull request, after the first branch was built: everything is rolled back.
+        clone = self.new_clone()
+        (clone / "Makefile").write_text(upstream_fixtures.MAKEFILE_NO_ANCHOR, encoding="utf-8")
+        git(clone, "commit", "-q", "-am", "upstream rewrote its Makefile")
+        before = clone_state(clone)
+        with self.assertRaises(upstream_pr.PrError) as ctx:
+            self.make_pr(clone, "HEAD")
+        message = str(ctx.exception)
+        self.assertIn("makefile-checker", message)
+        self.assertIn("Makefile: anchor not found", message)
+        self.assertIn("REPO_CONSISTENCY_CHECKERS", message)
         self.assertEqual(clone_state(clone), before)
 
     def test_mismatching_src_patch_fails_cleanly(self):
         clone = self.new_clone()
-        first = upstream_pr.src_patches(REPO)[0]
+        first = upstream_pr.src_patches(self.root)[0]
         rel, hunks = next(iter(preimages(first).items()))
         block = "\n".join(hunks[0]) + "\n"
         changed = "\n".join([hunks[0][0] + "  # upstream changed this line", *hunks[0][1:]]) + "\n"
         self.commit_drift(clone, rel, block, changed)
         before = clone_state(clone)
         with self.assertRaises(upstream_pr.PrError) as ctx:
-            upstream_pr.make_pr(clone, "HEAD", root=REPO, log=silent)
+            self.make_pr(clone, "HEAD")
         message = str(ctx.exception)
         self.assertIn(first.name, message)
         self.assertIn(rel, message)
         self.assertIn("hunk #1", message)
         self.assertEqual(clone_state(clone), before)
 
-    def test_mismatching_upstream_only_file_fails_cleanly(self):
-        # Fails after the src patches and our new files were committed: all of it must be rolled back.
-        clone = self.new_clone()
-        makefile_patch = next(p for p in upstream_pr.upstream_patches(REPO) if "Makefile" in patch_paths(p))
-        anchor = next(line for line in preimages(makefile_patch)["Makefile"][0] if line.strip())
-        self.commit_drift(clone, "Makefile", anchor + "\n", "")
-        before = clone_state(clone)
-        with self.assertRaises(upstream_pr.PrError) as ctx:
-            upstream_pr.make_pr(clone, "HEAD", root=REPO, log=silent)
-        self.assertIn(makefile_patch.name, str(ctx.exception))
-        self.assertIn("Makefile", str(ctx.exception))
-        self.assertEqual(clone_state(clone), before)
-
     def test_existing_file_with_other_content_fails_cleanly(self):
         clone = self.new_clone()
         page = clone / "docs" / "source" / "en" / "trained_precision.md"
         page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text("# Upstream wrote its own page\n")
+        page.write_text("# Upstream wrote its own page\n", encoding="utf-8")
         git(clone, "add", "-A")
         git(clone, "commit", "-q", "-m", "upstream page")
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, "docs/source/en/trained_precision.md"):
-            upstream_pr.make_pr(clone, "HEAD", root=REPO, log=silent)
+            self.make_pr(clone, "HEAD")
         self.assertEqual(clone_state(clone), before)
-
-    def test_fork_only_files_are_left_out(self):
-        root = self.tmp / "selection-root"
-        files = {
-            "src/transformers/trained_precision/x.py": "x = 1\n",
-            "src/transformers/trained_precision/__pycache__/x.cpython-311.pyc": "",
-            "tests/trained_precision/test_x.py": "pass\n",
-            "tests/trained_precision/test_demo.py": f"# {upstream_pr.FORK_ONLY_MARKER}\npass\n",
-            "tests/repo_utils/test_patchset.py": "pass\n",
-            "tests/repo_utils/test_upstream_pr.py": "pass\n",
-            "utils/check_trained_precision.py": "pass\n",
-            "docs/source/en/trained_precision.md": "# Trained precision\n",
-            "tools/patchset.py": "pass\n",
-            "setup.py": "pass\n",
-        }
-        for rel, text in files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-        selected = sorted(rel for group in upstream_pr.new_files(root).values() for rel in group)
-        self.assertEqual(
-            selected,
-            [
-                "docs/source/en/trained_precision.md",
-                "src/transformers/trained_precision/x.py",
-                "tests/trained_precision/test_x.py",
-                "utils/check_trained_precision.py",
-            ],
-        )
-
-    def test_check_validates_the_upstream_series(self):
-        self.assertIn(f"{len(upstream_pr.upstream_patches(REPO))} upstream-only patches", upstream_pr.check(REPO))
-        root = self.tmp / "check-root"
-        shutil.copytree(REPO / "patches", root / "patches")
-        (root / "patches" / "upstream" / "9999-stray.patch").write_text("not listed in series\n")
-        with self.assertRaisesRegex(ps.PatchsetError, "9999-stray.patch is not listed"):
-            upstream_pr.check(root)
 
     def test_unknown_base_fails_cleanly(self):
         clone = self.new_clone()
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, "v99.0.0"):
-            upstream_pr.make_pr(clone, "v99.0.0", root=REPO, log=silent)
+            self.make_pr(clone, "v99.0.0")
         self.assertEqual(clone_state(clone), before)
+
+    def test_no_git_identity_is_refused(self):
+        clone = self.tmp / "anonymous-clone"
+        git(self.tmp, "clone", "-q", str(self.origin), str(clone))
+        home = self.tmp / "empty-home"
+        home.mkdir(exist_ok=True)
+        before = clone_state(clone)
+        env = {"HOME": str(home), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+        with mock.patch.dict(os.environ, env):
+            for key in ENV:
+                os.environ.pop(key, None)
+            with self.assertRaisesRegex(upstream_pr.PrError, "user.name/user.email"):
+                self.make_pr(clone)
+        self.assertEqual(clone_state(clone), before)
+
+    def test_strict_refuses_a_stack_with_warnings(self):
+        if not self.plan.warnings:
+            self.skipTest("the current stack has no warnings")
+        clone = self.new_clone()
+        with self.assertRaisesRegex(upstream_pr.PrError, "STRICT"):
+            self.make_pr(clone, strict=True)
+
+
+class TrackedOnlyTest(StackTestBase):
+    def test_dirty_tree_is_refused(self):
+        root = self.own_root()
+        target = root / "src" / "transformers" / "trained_precision" / "vocabulary.py"
+        target.write_text(target.read_text(encoding="utf-8") + "# local edit\n", encoding="utf-8")
+        clone = self.new_clone()
+        before = clone_state(clone)
+        with self.assertRaisesRegex(
+            upstream_pr.PrError, "uncommitted changes.*src/transformers/trained_precision/vocabulary.py"
+        ):
+            self.make_pr(clone, root=root)
+        self.assertEqual(clone_state(clone), before)
+
+    def test_untracked_files_are_left_out_and_named(self):
+        root = self.own_root()
+        secrets = ["src/transformers/trained_precision/.env", "tests/trained_precision/notes.txt"]
+        for rel in secrets:
+            (root / rel).write_text("HF_TOKEN=hf_not_a_real_token\n", encoding="utf-8")
+        clone = self.new_clone()
+        result = self.make_pr(clone, root=root)
+        self.assertEqual(result.left_out, sorted(secrets))
+        printed = upstream_pr.format_stack(result)
+        for rel in secrets:
+            self.assertIn(f"left out (untracked): {rel}", printed)
+        changed = git(clone, "diff", "--name-only", BASE, result.branches[-1].branch).splitlines()
+        for rel in secrets:
+            self.assertNotIn(rel, changed)
+
+
+def tiny_root(dest: Path, table: str, files: dict[str, str]) -> Path:
+    """A repository with no patches, the given stack table and files, committed."""
+    (dest / "patches").mkdir(parents=True)
+    (dest / "patches" / "series").write_text("", encoding="utf-8")
+    (dest / "tools").mkdir()
+    (dest / "tools" / "pr_stack.toml").write_text(table, encoding="utf-8")
+    shutil.copyfile(REPO / "pyproject.toml", dest / "pyproject.toml")
+    for rel, text in files.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text, encoding="utf-8")
+    git(dest, "init", "-q")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "tiny")
+    return dest
+
+
+PKG = "src/transformers/trained_precision"
+TINY_TABLE = """
+fork-only = ["tests/repo_utils/test_tooling.py"]
+[[pr]]
+name = "one"
+title = "One"
+files = ["{pkg}/__init__.py", "{pkg}/a.py"]
+[[pr]]
+name = "two"
+title = "Two"
+files = ["{pkg}/b*.py", "tests/*"]
+""".replace("{pkg}", PKG)
+
+
+class TableTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="test-stack-table-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_unassigned_file_is_an_error_naming_it(self):
+        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "", f"{PKG}/c.py": "x = 1\n"}
+        root = tiny_root(self.tmp / "r", TINY_TABLE, files)
+        with self.assertRaisesRegex(upstream_pr.PrError, rf"{PKG}/c.py is in no entry of tools/pr_stack.toml"):
+            upstream_pr.plan_stack(root)
+
+    def test_file_in_two_entries_is_an_error(self):
+        table = TINY_TABLE.replace(f'"{PKG}/b*.py"', f'"{PKG}/b*.py", "{PKG}/a.py"')
+        root = tiny_root(self.tmp / "r", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""})
+        with self.assertRaisesRegex(upstream_pr.PrError, rf"{PKG}/a.py matches several entries .*: one, two"):
+            upstream_pr.plan_stack(root)
+
+    def test_unknown_edit_is_an_error(self):
+        table = TINY_TABLE + 'edits = ["toc"]\n'
+        root = tiny_root(self.tmp / "r", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""})
+        with self.assertRaisesRegex(upstream_pr.PrError, "unknown edit 'toc'.*toctree"):
+            upstream_pr.plan_stack(root)
+
+    def test_binary_file_is_an_error(self):
+        root = self.tmp / "r"
+        tiny_root(root, TINY_TABLE, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""})
+        (root / "docs/source/en/imgs").mkdir(parents=True)
+        (root / "docs/source/en/imgs/plot.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "png")
+        with self.assertRaisesRegex(upstream_pr.PrError, "docs/source/en/imgs/plot.png is a binary file"):
+            upstream_pr.plan_stack(root)
+
+    def test_fork_only_and_marker_files_are_not_candidates(self):
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "",
+            "tests/repo_utils/test_tooling.py": "",
+            "tests/test_demo.py": f"# {upstream_pr.FORK_ONLY_MARKER}\n",
+            "tests/test_b.py": "",
+            "README.md": "",
+            "tools/x.py": "",
+        }
+        root = tiny_root(self.tmp / "r", TINY_TABLE, files)
+        plan = upstream_pr.plan_stack(root)
+        self.assertEqual([e.files for e in plan.entries], [[f"{PKG}/__init__.py", f"{PKG}/a.py"], ["tests/test_b.py"]])
+
+    def test_import_of_a_later_entry_is_reported(self):
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "def f():\n    from .b import g\n    return g()\n",
+            f"{PKG}/b.py": "def g():\n    return 1\n",
+            "tests/test_b.py": "from transformers.trained_precision.b import g\n",
+        }
+        root = tiny_root(self.tmp / "r", TINY_TABLE, files)
+        plan = upstream_pr.plan_stack(root)
+        self.assertEqual(len(plan.warnings), 1, plan.warnings)
+        self.assertIn(
+            f"{PKG}/a.py imports trained_precision.b, which comes later (trained-precision-2-two)", plan.warnings[0]
+        )
+
+    def test_over_budget_and_fork_words_are_reported(self):
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 3')
+        files = {f"{PKG}/__init__.py": "# Copyright the fork authors\n", f"{PKG}/a.py": "a = 1\nb = 2\nc = 3\n"}
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
+        self.assertTrue(any("about 4 changed lines, over its budget of 3" in w for w in plan.warnings), plan.warnings)
+        self.assertTrue(any(f"'fork' (upstream has none) at {PKG}/__init__.py:1" in w for w in plan.warnings))
+
+
+STACK_TEST_TABLE = """
+[[pr]]
+name = "one"
+title = "One"
+files = ["{pkg}/__init__.py", "{pkg}/a.py", "tests/trained_precision/test_a.py"]
+[[pr]]
+name = "two"
+title = "Two"
+files = ["{pkg}/b.py", "tests/trained_precision/test_b.py"]
+""".replace("{pkg}", PKG)
+
+
+class StackTestsTest(StackTestBase):
+    def test_each_branch_runs_its_own_tests_on_its_own_source(self):
+        # a.py (first PR) imports b.py (second PR): the first branch's tests fail on their own, the second's pass
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "from .b import VALUE\n\n\nDOUBLE = 2 * VALUE\n",
+            f"{PKG}/b.py": "VALUE = 21\n",
+            "tests/trained_precision/test_a.py": (
+                "import unittest\n\nfrom transformers.trained_precision.a import DOUBLE\n\n\n"
+                "class A(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(DOUBLE, 42)\n"
+            ),
+            "tests/trained_precision/test_b.py": (
+                "import unittest\n\nimport transformers\nfrom transformers.trained_precision.b import VALUE\n\n\n"
+                "class B(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(VALUE, 21)\n\n"
+                "    def test_runs_on_the_branch(self):\n        self.assertIn('worktree', transformers.__file__)\n"
+            ),
+        }
+        root = tiny_root(self.tmp / "tiny-stack", STACK_TEST_TABLE, files)
+        clone = self.new_clone()
+        result = self.make_pr(clone, root=root)
+        self.assertEqual([b.branch for b in result.branches], ["trained-precision-1-one", "trained-precision-2-two"])
+        log = []
+        results = upstream_pr.test_stack(clone, root=root, log=log.append)
+        self.assertEqual(list(results), ["trained-precision-1-one", "trained-precision-2-two"])
+        self.assertNotEqual(results["trained-precision-1-one"], 0, "\n".join(log))
+        self.assertEqual(results["trained-precision-2-two"], 0, "\n".join(log))
+        self.assertIn("No module named 'transformers.trained_precision.b'", "\n".join(log))
+
+
+class UpstreamLintTest(unittest.TestCase):
+    """`upstream_pr.py lint`: ruff with the pinned sdist's configuration, not ours."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="test-upstream-lint-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def lint(self, source: str) -> tuple[int, str]:
+        root = tiny_root(
+            self.tmp / f"r{len(list(self.tmp.iterdir()))}",
+            TINY_TABLE,
+            {f"{PKG}/__init__.py": "", f"{PKG}/a.py": source},
+        )
+        out = []
+        return upstream_pr.lint(root, log=out.append), "\n".join(out)
+
+    def test_upstream_rules_apply(self):
+        # PLW1514 (preview rule, on in upstream's config) and C416 are not in our own rule set
+        code, out = self.lint("def f(path):\n    with open(path) as f:\n        return [x for x in f]\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("PLW1514", out)
+        self.assertIn("C416", out)
+        code, out = self.lint('def f(path):\n    with open(path, encoding="utf-8") as f:\n        return list(f)\n')
+        self.assertEqual(code, 0, out)
+        self.assertIn("pass ruff with upstream's configuration", out)
+
+    def test_everything_that_goes_upstream_passes_upstream_ruff(self):
+        # every branch of the stack holds a subset of these files, so each passes when this passes
+        out = []
+        self.assertEqual(upstream_pr.lint(REPO, log=out.append), 0, "\n".join(out))
 
 
 class RebaseTest(unittest.TestCase):
@@ -422,7 +714,13 @@ class RebaseTest(unittest.TestCase):
         shutil.copyfile(REPO / "pyproject.toml", self.root / "pyproject.toml")
         for path in [REPO / "patches" / "series", *(REPO / "patches").glob("*.patch")]:
             shutil.copyfile(path, self.root / "patches" / path.name)
-        shutil.copytree(REPO / "src", self.root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for rel in ps.tracked_files(REPO):
+            if rel.startswith("src/") or rel == upstream_pr.STACK_TABLE:
+                (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(REPO / rel, self.root / rel)
+        git(self.root, "init", "-q")
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "-m", "scratch")
         self.names = ps.check_series(self.root / "patches")
         first = self.root / "patches" / self.names[0]
         self.patched_rel, hunks = next(iter(preimages(first).items()))
@@ -440,11 +738,27 @@ class RebaseTest(unittest.TestCase):
             return b"# A line added upstream in the new release.\n" + data if name == target else data
 
         wheel = fake_release(self.tmp, "5.23.1", edit)
+        sdist = fake_sdist(self.tmp, "5.23.1")
         names = upstream_pr.rebase(
-            "5.23.1", root=self.root, upstream_wheel=wheel, old_upstream_wheel=self.old_wheel, log=silent
+            "5.23.1",
+            root=self.root,
+            upstream_wheel=wheel,
+            old_upstream_wheel=self.old_wheel,
+            upstream_sdist=sdist,
+            log=silent,
         )
 
-        self.assertEqual(ps.read_config(self.root).upstream_version, "5.23.1")
+        config = ps.read_config(self.root)
+        self.assertEqual(config.upstream_version, "5.23.1")
+        # the sha256 pins now name the new release's files, and are checked on use
+        self.assertEqual(config.pins, {**ps.wheel_pins(wheel), "sdist": ps.file_sha256(sdist)})
+        self.assertNotEqual(config.pins["wheel"], CONFIG.pins["wheel"])
+        ps.upstream_from_wheel(wheel, "5.23.1", config.pins["wheel"])
+        with self.assertRaisesRegex(ps.PatchsetError, "is not the pinned wheel sha256"):
+            ps.upstream_from_wheel(self.old_wheel, PIN, config.pins["wheel"])
+        # the stack still places every patch after the rebase
+        plan = upstream_pr.plan_stack(self.root)
+        self.assertEqual(sorted(p.name for e in plan.entries for p in e.patches), sorted(names))
         self.assertEqual(ps.check_series(self.root / "patches"), names)
         self.assertEqual(len(names), len(self.names))
         # The exported patches apply exactly (the build's strict rule) to the new release, not to the old one.
@@ -483,11 +797,17 @@ class RebaseTest(unittest.TestCase):
             return data.replace((anchor + "\n").encode(), (anchor + "\n# upstream's own new line\n").encode(), 1)
 
         wheel = fake_release(self.tmp, "5.23.2", edit)
+        sdist = fake_sdist(self.tmp, "5.23.2")
         pyproject = (self.root / "pyproject.toml").read_bytes()
         patches = {p.name: p.read_bytes() for p in (self.root / "patches").iterdir()}
         with self.assertRaises(upstream_pr.PrError) as ctx:
             upstream_pr.rebase(
-                "5.23.2", root=self.root, upstream_wheel=wheel, old_upstream_wheel=self.old_wheel, log=silent
+                "5.23.2",
+                root=self.root,
+                upstream_wheel=wheel,
+                old_upstream_wheel=self.old_wheel,
+                upstream_sdist=sdist,
+                log=silent,
             )
         message = str(ctx.exception)
         self.assertIn(f"patches/{self.names[0]}", message)
@@ -500,13 +820,18 @@ class RebaseTest(unittest.TestCase):
         self.assertIn(self.patched_rel, git(self.root / "fork", "diff", "--name-only", "--diff-filter=U"))
         # Running it again before the conflict is resolved is refused with the same instructions.
         with self.assertRaisesRegex(upstream_pr.PrError, "not finished"):
-            upstream_pr.rebase("5.23.2", root=self.root, upstream_wheel=wheel, log=silent)
+            upstream_pr.rebase("5.23.2", root=self.root, upstream_wheel=wheel, upstream_sdist=sdist, log=silent)
 
         # Following the instructions: here the patch is retired (`git rebase --skip`), then `make rebase` resumes.
         fork = self.root / "fork"
         git(fork, "rebase", "--skip")
-        names = upstream_pr.rebase("5.23.2", root=self.root, upstream_wheel=wheel, log=silent)
+        log = []
+        names = upstream_pr.rebase(
+            "5.23.2", root=self.root, upstream_wheel=wheel, upstream_sdist=sdist, log=log.append
+        )
         self.assertNotIn(self.names[0], names)
+        # the retired patch's line in the stack table is pointed out, not silently kept
+        self.assertTrue(any("matches nothing" in line for line in log), log)
         self.assertFalse((self.root / "patches" / self.names[0]).exists())
         self.assertEqual(ps.check_series(self.root / "patches"), names)
         self.assertEqual(ps.read_config(self.root).upstream_version, "5.23.2")

@@ -1,0 +1,257 @@
+# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+"""
+The rule-based edits of upstream-only files (tools/upstream_edits.py), fed hand-written upstream-shaped files in
+several layouts (tests/repo_utils/upstream_fixtures.py) and, for setup.py and the dependency table, the real files of
+the pinned sdist. Each edit must insert exactly its entry where it belongs, keep the file valid, be idempotent, and
+fail naming the anchor when upstream no longer has it.
+"""
+
+import ast
+import re
+import sys
+import tarfile
+import tempfile
+import unittest
+from pathlib import Path
+
+import yaml
+
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(HERE))
+
+import patchset  # noqa: E402
+import upstream_edits as ue  # noqa: E402
+import upstream_fixtures as fx  # noqa: E402
+
+
+def assigned_literal(source: str, name: str):
+    """The value of the top-level or in-function assignment `name = <literal>` in `source`."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no assignment to {name}")
+
+
+def added_lines(old: str, new: str) -> list[str]:
+    """The lines of `new` that are not in `old`, when `new` is `old` with lines inserted (and at most one line
+    gaining a trailing comma)."""
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    extra = list(new_lines)
+    for line in old_lines:
+        if line in extra:
+            extra.remove(line)
+        elif line + "," in extra:
+            extra.remove(line + ",")
+        else:
+            raise AssertionError(f"line lost by the edit: {line!r}")
+    return extra
+
+
+class EditCase(unittest.TestCase):
+    def apply_all_variants(self, edit, path):
+        results = []
+        for i, text in enumerate(fx.VARIANTS[path]):
+            with self.subTest(variant=i):
+                new = edit(text)
+                self.assertEqual(edit(new), new, "the edit is not idempotent")
+                results.append((text, new))
+        return results
+
+
+class ConfigAttributesTest(EditCase):
+    def test_entry_added_to_allow_list(self):
+        for (text, new), name in zip(
+            self.apply_all_variants(ue.allow_config_attribute, "utils/check_config_attributes.py"),
+            ["ATTRIBUTES_TO_ALLOW", "attributes_to_allow"],
+        ):
+            values = assigned_literal(new, name)
+            self.assertIn("trained_precision", values)
+            self.assertEqual(len(values), len(assigned_literal(text, name)) + 1)
+            [line] = [ln for ln in added_lines(text, new) if "trained_precision" in ln]
+            self.assertRegex(line, r'^ {4,8}"trained_precision",$')
+
+    def test_with_the_base_config_attributes(self):
+        new = ue.allow_config_attribute(fx.CHECK_CONFIG_ATTRIBUTES_TUPLE)
+        values = list(assigned_literal(new, "ATTRIBUTES_TO_ALLOW"))
+        self.assertEqual(values[values.index("architectures") + 1], "trained_precision")
+
+    def test_list_without_trailing_comma_stays_valid(self):
+        new = ue.allow_config_attribute(fx.CHECK_CONFIG_ATTRIBUTES_LIST)
+        values = assigned_literal(new, "attributes_to_allow")
+        self.assertEqual(values[-2:], ["eoi_token_id", "trained_precision"])  # not "eoi_token_idtrained_precision"
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(
+            ue.EditError, r"check_config_attributes\.py: anchor not found: .*ATTRIBUTES_TO_ALLOW"
+        ):
+            ue.allow_config_attribute("SPECIAL_CASES_TO_ALLOW = {}\n")
+        with self.assertRaisesRegex(ue.EditError, "on one line"):
+            ue.allow_config_attribute(fx.CHECK_CONFIG_ATTRIBUTES_ONE_LINE)
+
+
+class ConfigCommonKwargsTest(EditCase):
+    def test_entry_added(self):
+        for text, new in self.apply_all_variants(ue.config_common_kwarg, "tests/utils/test_configuration_utils.py"):
+            kwargs = assigned_literal(new, "config_common_kwargs")
+            self.assertEqual(kwargs.pop("trained_precision"), "bf16")
+            self.assertEqual(kwargs, assigned_literal(text, "config_common_kwargs"))
+            self.assertEqual(len([ln for ln in added_lines(text, new) if ln.strip()]), 1)
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(
+            ue.EditError, "test_configuration_utils.py: anchor not found: .*config_common_kwargs"
+        ):
+            ue.config_common_kwarg("common_kwargs = {\n    'a': 1,\n}\n")
+
+
+def makefile_list(text: str, var: str) -> list[str]:
+    lines = text.split("\n")
+    start = next(i for i, ln in enumerate(lines) if re.match(rf"^{var}\s*:?=", ln))
+    block = [lines[start]]
+    while block[-1].rstrip().endswith("\\"):
+        block.append(lines[start + len(block)])
+    value = " ".join(ln.rstrip().removesuffix("\\") for ln in block).split("=", 1)[1]
+    return [name.strip() for name in value.split(",")]
+
+
+class MakefileTest(EditCase):
+    def test_checker_listed(self):
+        current, no_config_attributes, old = self.apply_all_variants(ue.makefile_checker, "Makefile")
+        for text, new in (current, no_config_attributes):
+            names = makefile_list(new, "REPO_CONSISTENCY_CHECKERS")
+            self.assertEqual(
+                [n for n in names if n != "trained_precision"], makefile_list(text, "REPO_CONSISTENCY_CHECKERS")
+            )
+            self.assertIn("trained_precision", names)
+            self.assertNotIn("", names)
+        names = makefile_list(current[1], "REPO_CONSISTENCY_CHECKERS")
+        self.assertEqual(names[names.index("config_attributes") + 1], "trained_precision")
+        self.assertEqual(added_lines(*current), ["\ttrained_precision, \\"])
+        self.assertEqual(added_lines(*no_config_attributes), ["    trained_precision, \\"])
+        # a Makefile from before utils/checkers.py: a command line next to the config-attributes one
+        self.assertEqual(added_lines(*old), ["\t-python utils/check_trained_precision.py"])
+        lines = old[1].split("\n")
+        self.assertEqual(
+            lines.index("\t-python utils/check_trained_precision.py"),
+            lines.index("\t-python utils/check_config_attributes.py") + 1,
+        )
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, "Makefile: anchor not found: a `REPO_CONSISTENCY_CHECKERS :=` list"):
+            ue.makefile_checker(fx.MAKEFILE_NO_ANCHOR)
+
+
+class CheckersTest(EditCase):
+    def test_checker_registered(self):
+        for text, new in self.apply_all_variants(ue.register_checker, "utils/checkers.py"):
+            table = assigned_literal(new, "CHECKERS")
+            self.assertEqual(
+                table.pop("trained_precision"),
+                ("Trained precision registry", "check_trained_precision.py", [], ["--fix_and_overwrite"]),
+            )
+            self.assertEqual(table, assigned_literal(text, "CHECKERS"))
+        keys = list(assigned_literal(ue.register_checker(fx.CHECKERS), "CHECKERS"))
+        self.assertEqual(keys[keys.index("config_attributes") + 1], "trained_precision")
+
+    def test_after_a_multi_line_entry(self):
+        new = ue.register_checker(fx.CHECKERS_OTHER_ORDER)
+        self.assertEqual(list(assigned_literal(new, "CHECKERS")), ["copies", "types", "trained_precision"])
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, r"utils/checkers.py: anchor not found: .*CHECKERS"):
+            ue.register_checker("RUNNERS = {}\n")
+
+
+def toc_siblings(text: str, local: str) -> list[str] | None:
+    """The `local` names of the list (at any depth) that holds the entry `local`."""
+
+    def walk(items):
+        if isinstance(items, list):
+            locals_ = [i.get("local") for i in items if isinstance(i, dict)]
+            if local in locals_:
+                return locals_
+            for item in items:
+                found = walk(item.get("sections")) if isinstance(item, dict) else None
+                if found:
+                    return found
+        return None
+
+    return walk(yaml.safe_load(text))
+
+
+class ToctreeTest(EditCase):
+    def test_guide_listed_after_the_models_page(self):
+        for (text, new), anchor in zip(
+            self.apply_all_variants(ue.toctree_entry, "docs/source/en/_toctree.yml"),
+            ["models", "models", "custom_models"],
+        ):
+            siblings = toc_siblings(new, "trained_precision")
+            self.assertEqual(siblings[siblings.index(anchor) + 1], "trained_precision")
+            self.assertEqual([s for s in siblings if s != "trained_precision"], toc_siblings(text, anchor))
+            self.assertEqual(len(added_lines(text, new)), 2)
+        self.assertNotIn("main_classes", str(toc_siblings(ue.toctree_entry(fx.TOCTREE), "trained_precision")))
+
+    def test_entry_title(self):
+        new = ue.toctree_entry(fx.TOCTREE)
+        self.assertIn("    - local: trained_precision\n      title: Trained precision\n", new)
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, "_toctree.yml: anchor not found: an entry `- local: models`"):
+            ue.toctree_entry(fx.TOCTREE_NO_ANCHOR)
+
+
+class OptimiExtraTest(unittest.TestCase):
+    """On the pinned sdist's real setup.py and dependency table (upstream files the sdist does carry)."""
+
+    @classmethod
+    def setUpClass(cls):
+        config = patchset.read_config(ROOT)
+        sdist = patchset.cached_upstream_sdist(config.upstream_version, config.pins["sdist"])
+        top = f"transformers-{config.upstream_version}"
+        with tarfile.open(sdist) as tf:
+            cls.setup_py = tf.extractfile(f"{top}/setup.py").read().decode()
+            cls.table = tf.extractfile(f"{top}/src/transformers/dependency_versions_table.py").read().decode()
+
+    def test_setup_py_gets_the_dependency_and_the_extra(self):
+        new = ue.setup_optimi_extra(self.setup_py)
+        self.assertEqual(ue.setup_optimi_extra(new), new)
+        deps = assigned_literal(new, "_deps")
+        self.assertEqual(
+            deps.index("torch-optimi>=0.3.3"), deps.index(next(d for d in deps if d.startswith("torch>"))) + 1
+        )
+        self.assertEqual(
+            sorted(added_lines(self.setup_py, new)),
+            sorted(['    "torch-optimi>=0.3.3",', 'extras["optimi"] = deps_list("torch-optimi")']),
+        )
+
+    def test_table_matches_what_deps_table_update_would_write(self):
+        # upstream's own rule (setup.py): {name: requirement} for every `_deps` entry, in `_deps` order
+        deps = assigned_literal(ue.setup_optimi_extra(self.setup_py), "_deps")
+        regenerated = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in deps)}
+        table = assigned_literal(ue.deps_table_optimi(self.table), "deps")
+        self.assertEqual(table, regenerated)
+        self.assertEqual(list(table), list(regenerated))
+
+    def test_missing_anchor_is_named(self):
+        without = self.setup_py.replace('extras["torch"] =', 'extras["pytorch"] =')
+        with self.assertRaisesRegex(ue.EditError, r'setup.py: anchor not found: an `extras\["torch"\] = ...` line'):
+            ue.setup_optimi_extra(without)
+
+
+class ApplyEditTest(unittest.TestCase):
+    def test_missing_file_and_unknown_edit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaisesRegex(ue.EditError, r"utils/checkers.py: the file is missing.*CHECKERS"):
+                ue.apply_edit("checkers-registry", Path(tmp))
+            with self.assertRaisesRegex(ue.EditError, "unknown edit 'nope'"):
+                ue.apply_edit("nope", Path(tmp))
+            (Path(tmp) / "Makefile").write_text(fx.MAKEFILE, encoding="utf-8")
+            self.assertTrue(ue.apply_edit("makefile-checker", Path(tmp)))
+            self.assertFalse(ue.apply_edit("makefile-checker", Path(tmp)))
+
+
+if __name__ == "__main__":
+    unittest.main()

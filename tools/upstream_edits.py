@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+"""
+Small edits of upstream files that are not in the wheel, applied by rule instead of by line number.
+
+The upstream pull request needs a few one-line registrations in files the wheel does not carry (the config-attributes
+allow list, `config_common_kwargs`, the repository-consistency checker list, the docs table of contents, the `optimi`
+extra of upstream's `setup.py`). A patch with line numbers and context breaks as soon as upstream edits a line nearby;
+each edit here finds its *anchor* instead (a tuple, a dict, a Makefile variable, a YAML list entry), inserts one entry
+in the style of its neighbours, and fails with a message naming the anchor when upstream no longer has it.
+
+Every edit is idempotent: a file that already holds the entry is left as it is (upstream merged it, or the edit runs
+twice). `EDITS` maps the names used in `tools/pr_stack.toml` to the edits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+
+class EditError(Exception):
+    """An upstream file lacks the anchor an edit needs; the message names the file and the anchor."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    name: str
+    path: str  # upstream repo-relative
+    anchor: str  # what the edit looks for, in words (used in error messages)
+    apply: Callable[[str], str]
+    summary: str
+
+
+def _missing(path: str, anchor: str, hint: str = "") -> EditError:
+    return EditError(
+        f"{path}: anchor not found: {anchor}. Upstream changed this file; update the rule in tools/upstream_edits.py"
+        + (f" ({hint})" if hint else "")
+    )
+
+
+def _block_end(lines: list[str], start: int, opener: str, path: str, anchor: str) -> int:
+    """Index of the line closing the bracket opened on `lines[start]` (Python source, strings not containing brackets)."""
+    closer = {"(": ")", "[": "]", "{": "}"}[opener]
+    depth = 0
+    for i in range(start, len(lines)):
+        code = re.sub(r"#.*$", "", re.sub(r'"[^"]*"|\'[^\']*\'', '""', lines[i]))
+        for ch in code:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth == 0:
+                    if ch != closer:
+                        raise _missing(path, anchor, "brackets do not match")
+                    return i
+    raise _missing(path, anchor, "the bracket is never closed")
+
+
+def _item_indent(lines: list[str], start: int, end: int, default: str) -> str:
+    for line in lines[start + 1 : end]:
+        if line.strip() and not line.strip().startswith("#"):
+            return line[: len(line) - len(line.lstrip())]
+    return default
+
+
+def _insert_python_item(
+    text: str, path: str, assignment: str, item: str, present: str, after: tuple[str, ...] = ()
+) -> str:
+    """Adds `item` (one source line, without indentation) to the literal assigned on the line matching `assignment`.
+
+    It goes after the first line of the literal that matches one of the `after` patterns (the entry it belongs
+    with), else before the closing bracket; the literal's own indentation is kept. Nothing changes when a line of
+    the literal already matches `present`.
+    """
+    lines = text.split("\n")
+    pattern = re.compile(assignment)
+    start = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
+    anchor = f"the literal assigned by /{assignment}/"
+    if start is None:
+        raise _missing(path, anchor)
+    opener = next((ch for ch in lines[start].split("=", 1)[-1] if ch in "([{"), None)
+    if opener is None:
+        raise _missing(path, anchor, "no bracket after the assignment")
+    end = _block_end(lines, start, opener, path, anchor)
+    if end == start:
+        raise _missing(path, anchor, "the literal is on one line; a multi-line literal is expected")
+    body = range(start + 1, end)
+    if any(re.search(present, lines[i]) for i in body):
+        return text
+    indent = _item_indent(lines, start, end, lines[start][: len(lines[start]) - len(lines[start].lstrip())] + "    ")
+    at = None
+    for pat in after:
+        hit = next((i for i in body if re.search(pat, lines[i])), None)
+        if hit is not None:
+            # skip a multi-line entry (a value spread over several lines) to its end
+            stripped = lines[hit].rstrip()
+            if stripped.endswith(("(", "[", "{")):
+                hit = _block_end(lines, hit, stripped[-1], path, anchor)
+            at = hit + 1
+            break
+    if at is None:
+        at = end
+        last = max((i for i in body if lines[i].strip() and not lines[i].strip().startswith("#")), default=None)
+        if last is not None and not re.sub(r"#.*$", "", lines[last]).rstrip().endswith(","):
+            lines[last] = lines[last].rstrip() + ","
+    lines.insert(at, indent + item)
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The edits
+
+
+def allow_config_attribute(text: str) -> str:
+    """`trained_precision` in utils/check_config_attributes.py's allow list of base-config attributes."""
+    return _insert_python_item(
+        text,
+        "utils/check_config_attributes.py",
+        r"^\s*(ATTRIBUTES_TO_ALLOW|attributes_to_allow)\s*(:[^=]*)?=\s*[\(\[]",
+        '"trained_precision",',
+        r'^\s*r?"trained_precision"',
+        after=(r'^\s*"architectures",', r'^\s*"transformers_version",'),
+    )
+
+
+def config_common_kwarg(text: str) -> str:
+    """A non-default value for the new base-config attribute in tests/utils/test_configuration_utils.py."""
+    return _insert_python_item(
+        text,
+        "tests/utils/test_configuration_utils.py",
+        r"^config_common_kwargs\s*(:[^=]*)?=\s*\{",
+        '"trained_precision": "bf16",',
+        r'^\s*"trained_precision"\s*:',
+    )
+
+
+CHECKER_NAME = "trained_precision"
+CHECKER_SCRIPT = "check_trained_precision.py"
+
+
+def makefile_checker(text: str) -> str:
+    """The checker in the Makefile's `REPO_CONSISTENCY_CHECKERS` list (or, in older Makefiles, `check-repo`)."""
+    lines = text.split("\n")
+    start = next((i for i, ln in enumerate(lines) if re.match(r"^REPO_CONSISTENCY_CHECKERS\s*:?=", ln)), None)
+    if start is not None:
+        end = start
+        while lines[end].rstrip().endswith("\\") and end + 1 < len(lines):
+            end += 1
+        names = [n.strip() for ln in lines[start : end + 1] for n in ln.split("=", 1)[-1].replace("\\", "").split(",")]
+        if CHECKER_NAME in names:
+            return text
+        if end == start:  # one-line list: append
+            lines[start] = lines[start].rstrip() + f", {CHECKER_NAME}"
+            return "\n".join(lines)
+        indent = re.match(r"^\s*", lines[end]).group(0) or "\t"
+        at = next((i + 1 for i in range(start + 1, end) if re.match(r"^\s*config_attributes\s*,", lines[i])), end)
+        lines.insert(at, f"{indent}{CHECKER_NAME}, \\")
+        return "\n".join(lines)
+    old = next((i for i, ln in enumerate(lines) if re.search(r"python utils/check_config_attributes\.py", ln)), None)
+    if old is None:
+        raise _missing(
+            "Makefile",
+            "a `REPO_CONSISTENCY_CHECKERS :=` list, or a `python utils/check_config_attributes.py` line in check-repo",
+        )
+    if any(f"utils/{CHECKER_SCRIPT}" in ln for ln in lines):
+        return text
+    line = lines[old]
+    lines.insert(old + 1, line.replace("check_config_attributes.py", CHECKER_SCRIPT))
+    return "\n".join(lines)
+
+
+def register_checker(text: str) -> str:
+    """The checker in utils/checkers.py's `CHECKERS` table (label, script, check args, fix args)."""
+    entry = f'"{CHECKER_NAME}": ("Trained precision registry", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
+    return _insert_python_item(
+        text,
+        "utils/checkers.py",
+        r"^CHECKERS\s*(:[^=]*)?=\s*\{",
+        entry,
+        rf'^\s*"{CHECKER_NAME}"\s*:',
+        after=(r'^\s*"config_attributes"\s*:',),
+    )
+
+
+TOC_LOCAL = "trained_precision"
+TOC_TITLE = "Trained precision"
+TOC_AFTER = ("models", "custom_models")  # the guide is about loading and saving models: it sits with them
+
+
+def toctree_entry(text: str) -> str:
+    """The guide in docs/source/en/_toctree.yml, right after the page on loading models (`local: models`)."""
+    lines = text.split("\n")
+    if any(re.match(rf"^\s*-?\s*local:\s*{re.escape(TOC_LOCAL)}\s*$", ln) for ln in lines):
+        return text
+    for target in TOC_AFTER:
+        hit = next((i for i, ln in enumerate(lines) if re.match(rf"^\s*- local:\s*{re.escape(target)}\s*$", ln)), None)
+        if hit is None:
+            continue
+        dash = lines[hit].index("-")
+        # the entry runs until the next line at the dash's indentation or less
+        end = hit + 1
+        while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip()) > dash:
+            end += 1
+        key_indent = " " * (dash + 2)
+        lines[end:end] = [" " * dash + f"- local: {TOC_LOCAL}", f"{key_indent}title: {TOC_TITLE}"]
+        return "\n".join(lines)
+    raise _missing("docs/source/en/_toctree.yml", " or ".join(f"an entry `- local: {t}`" for t in TOC_AFTER))
+
+
+OPTIMI_REQUIREMENT = "torch-optimi>=0.3.3"
+
+
+def setup_optimi_extra(text: str) -> str:
+    """`torch-optimi` in setup.py's `_deps` and an `optimi` extra (`pip install "transformers[optimi]"`)."""
+    text = _insert_python_item(
+        text,
+        "setup.py",
+        r"^_deps\s*(:[^=]*)?=\s*\[",
+        f'"{OPTIMI_REQUIREMENT}",',
+        r'^\s*"torch-optimi\b',
+        after=(r'^\s*"torch[>=<~!\s"]',),
+    )
+    if re.search(r'^extras\["optimi"\]\s*=', text, flags=re.M):
+        return text
+    lines = text.split("\n")
+    hit = next((i for i, ln in enumerate(lines) if re.match(r'^extras\["torch"\]\s*=', ln)), None)
+    if hit is None:
+        raise _missing("setup.py", 'an `extras["torch"] = ...` line')
+    lines.insert(hit + 1, 'extras["optimi"] = deps_list("torch-optimi")')
+    return "\n".join(lines)
+
+
+def deps_table_optimi(text: str) -> str:
+    """The matching row of src/transformers/dependency_versions_table.py (what `make fix-repo` would write)."""
+    return _insert_python_item(
+        text,
+        "src/transformers/dependency_versions_table.py",
+        r"^deps\s*(:[^=]*)?=\s*\{",
+        f'"torch-optimi": "{OPTIMI_REQUIREMENT}",',
+        r'^\s*"torch-optimi"\s*:',
+        after=(r'^\s*"torch"\s*:',),
+    )
+
+
+EDITS: dict[str, Edit] = {
+    e.name: e
+    for e in (
+        Edit(
+            "config-attributes-allow",
+            "utils/check_config_attributes.py",
+            "ATTRIBUTES_TO_ALLOW",
+            allow_config_attribute,
+            "allow the base-config attribute trained_precision in the config-attributes check",
+        ),
+        Edit(
+            "config-common-kwargs",
+            "tests/utils/test_configuration_utils.py",
+            "config_common_kwargs",
+            config_common_kwarg,
+            "give trained_precision a non-default value in config_common_kwargs",
+        ),
+        Edit(
+            "toctree",
+            "docs/source/en/_toctree.yml",
+            "- local: models",
+            toctree_entry,
+            "list the trained precision guide next to the page on loading models",
+        ),
+        Edit(
+            "makefile-checker",
+            "Makefile",
+            "REPO_CONSISTENCY_CHECKERS",
+            makefile_checker,
+            "run the trained_precision check in repository consistency",
+        ),
+        Edit(
+            "checkers-registry",
+            "utils/checkers.py",
+            "CHECKERS",
+            register_checker,
+            "register utils/check_trained_precision.py with utils/checkers.py",
+        ),
+        Edit(
+            "setup-optimi-extra",
+            "setup.py",
+            "_deps / extras",
+            setup_optimi_extra,
+            'add the optimi extra (pip install "transformers[optimi]")',
+        ),
+        Edit(
+            "deps-table-optimi",
+            "src/transformers/dependency_versions_table.py",
+            "deps",
+            deps_table_optimi,
+            "add torch-optimi to the dependency versions table",
+        ),
+    )
+}
+
+
+def apply_edit(name: str, tree: Path) -> bool:
+    """Applies the edit `name` to the upstream checkout `tree`; returns whether the file changed."""
+    edit = EDITS.get(name)
+    if edit is None:
+        raise EditError(f"unknown edit {name!r}; known edits: {', '.join(EDITS)}")
+    path = tree / edit.path
+    if not path.is_file():
+        raise EditError(f"{edit.path}: the file is missing, so its anchor ({edit.anchor}) cannot be found")
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")
+    new = edit.apply(text)
+    if new == text:
+        return False
+    path.write_bytes(new.encode("utf-8"))
+    return True
