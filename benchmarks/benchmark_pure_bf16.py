@@ -70,6 +70,28 @@ def machine() -> str:
     return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
+RUN_ORDER = ("fp32", "bf16_amp", "bf16_adamw", "bf16_kahan", "bf16_8bit_sr")
+#: printed ratio -> (run, run it is divided by or None, field)
+RATIOS = {
+    "eval_loss bf16+Kahan / fp32": ("bf16_kahan", "fp32", "eval_loss"),
+    "eval_loss plain bf16 / fp32": ("bf16_adamw", "fp32", "eval_loss"),
+    "eval_loss bf16+Kahan / bf16 mixed": ("bf16_kahan", "bf16_amp", "eval_loss"),
+    "eval_loss bf16 mixed / fp32": ("bf16_amp", "fp32", "eval_loss"),
+    "eval_loss bf16+8bit+SR / fp32": ("bf16_8bit_sr", "fp32", "eval_loss"),
+    "bytes/param fp32": ("fp32", None, "bytes_per_param"),
+    "bytes/param plain bf16": ("bf16_adamw", None, "bytes_per_param"),
+    "bytes/param bf16+Kahan": ("bf16_kahan", None, "bytes_per_param"),
+    "bytes/param bf16+8bit+SR": ("bf16_8bit_sr", None, "bytes_per_param"),
+    "step time bf16 mixed / fp32": ("bf16_amp", "fp32", "seconds_per_step"),
+    "step time plain bf16 / fp32": ("bf16_adamw", "fp32", "seconds_per_step"),
+    "step time bf16+Kahan / fp32": ("bf16_kahan", "fp32", "seconds_per_step"),
+    "step time bf16+Kahan / plain bf16": ("bf16_kahan", "bf16_adamw", "seconds_per_step"),
+    "step time bf16+8bit+SR / fp32": ("bf16_8bit_sr", "fp32", "seconds_per_step"),
+    "step time bf16+8bit+SR / bf16+Kahan": ("bf16_8bit_sr", "bf16_kahan", "seconds_per_step"),
+    "first step bf16+8bit+SR / fp32": ("bf16_8bit_sr", "fp32", "first_step_seconds"),
+}
+
+
 def _time_first_steps_apart(demo) -> list:
     """Makes the demo's step timer keep each run's first step (torchao's compile) out of its seconds/step."""
     timers = []
@@ -101,7 +123,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUN_ORDER),
+        help=f"comma-separated subset of {','.join(RUN_ORDER)} (fp32 is always run: the ratios are to it)",
+    )
     opts = parser.parse_args()
+    chosen = {name.strip() for name in opts.runs.split(",") if name.strip()} | {"fp32"}
+    if chosen - set(RUN_ORDER):
+        parser.error(
+            f"--runs: unknown run(s) {', '.join(sorted(chosen - set(RUN_ORDER)))}; valid: {', '.join(RUN_ORDER)}"
+        )
 
     import torch
 
@@ -122,7 +154,7 @@ def main():
         "label": "pure bf16 + torchao AdamW8bit (stochastic rounding)",
         "kwargs": {"bf16_full_train": True, "bf16_full_train_cast_all": True, "optim": "adamw_torch_8bit"},
     }
-    demo.RUNS = {key: runs[key] for key in ("fp32", "bf16_amp", "bf16_adamw", "bf16_kahan", "bf16_8bit_sr")}
+    demo.RUNS = {key: runs[key] for key in RUN_ORDER if key in chosen}
     timers = _time_first_steps_apart(demo)
 
     data = torch.tensor(list(demo.load_text()), dtype=torch.long)
@@ -137,29 +169,13 @@ def main():
         for name in demo.RUNS:
             results[name] = demo.train_one(name, opts, train_set, eval_set)
             results[name]["first_step_seconds"] = timers[-1].first_step
-    fp32, amp, plain, kahan, sr8 = (
-        results[k] for k in ("fp32", "bf16_amp", "bf16_adamw", "bf16_kahan", "bf16_8bit_sr")
-    )
+    fp32 = results["fp32"]
     n_params = sum(p.numel() for p in demo.make_model(opts).parameters())
 
-    ratios = {
-        "eval_loss bf16+Kahan / fp32": kahan["eval_loss"] / fp32["eval_loss"],
-        "eval_loss plain bf16 / fp32": plain["eval_loss"] / fp32["eval_loss"],
-        "eval_loss bf16+Kahan / bf16 mixed": kahan["eval_loss"] / amp["eval_loss"],
-        "eval_loss bf16 mixed / fp32": amp["eval_loss"] / fp32["eval_loss"],
-        "bytes/param fp32": fp32["bytes_per_param"],
-        "bytes/param plain bf16": plain["bytes_per_param"],
-        "bytes/param bf16+Kahan": kahan["bytes_per_param"],
-        "eval_loss bf16+8bit+SR / fp32": sr8["eval_loss"] / fp32["eval_loss"],
-        "bytes/param bf16+8bit+SR": sr8["bytes_per_param"],
-        "step time bf16 mixed / fp32": amp["seconds_per_step"] / fp32["seconds_per_step"],
-        "step time plain bf16 / fp32": plain["seconds_per_step"] / fp32["seconds_per_step"],
-        "step time bf16+Kahan / fp32": kahan["seconds_per_step"] / fp32["seconds_per_step"],
-        "step time bf16+Kahan / plain bf16": kahan["seconds_per_step"] / plain["seconds_per_step"],
-        "step time bf16+8bit+SR / fp32": sr8["seconds_per_step"] / fp32["seconds_per_step"],
-        "step time bf16+8bit+SR / bf16+Kahan": sr8["seconds_per_step"] / kahan["seconds_per_step"],
-        "first step bf16+8bit+SR / fp32": sr8["first_step_seconds"] / fp32["first_step_seconds"],
-    }
+    ratios = {}
+    for key, (a, b, field) in RATIOS.items():
+        if a in results and (b is None or b in results):
+            ratios[key] = results[a][field] / (results[b][field] if b is not None else 1.0)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     print(
         f"\nPure-bf16 benchmark, {date}, {machine()}\n"
