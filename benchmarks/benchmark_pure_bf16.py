@@ -31,7 +31,8 @@ Kahan summation with 8-bit moments is not in the table: no library offers it (op
 moments, torchao's low-bit optimizers round stochastically but do not compensate, bitsandbytes does neither).
 
 Run: `python benchmarks/benchmark_pure_bf16.py [--steps 500 --hidden 192 --layers 6]`. Prints a Markdown table and
-the ratios; `--json PATH` also writes them.
+the ratios; `--json PATH` also writes them; `--runs fp32,bf16_adamw,bf16_kahan,bf16_8bit_sr` runs a subset (the full
+default run takes well over an hour on a CPU without native bf16, where bf16 arithmetic is emulated).
 """
 
 import argparse

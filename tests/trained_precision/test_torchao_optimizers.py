@@ -76,7 +76,7 @@ class TokenData(torch.utils.data.Dataset if is_torch_available() else object):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
-class DrawFromGlobalGenerator(TrainerCallback):
+class DrawFromGlobalGenerator(TrainerCallback if is_torch_available() else object):
     """Draws `count` numbers from the global generator before every step, as rank-dependent code would."""
 
     def __init__(self, count):
