@@ -62,6 +62,7 @@ _LAZY = {
     "storage_dtype": "pure_bf16",
     "training_state_bytes": "pure_bf16",
     "get_optimi_optimizer_cls": "optimizers",
+    "synchronized_stochastic_rounding": "torchao_optimizers",
 }
 
 

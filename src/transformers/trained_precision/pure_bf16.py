@@ -393,8 +393,12 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
             f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
             f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-8 "
             f"(~{BF16_UPDATE_FLOOR:.2%}) of a weight is rounded away, so training stalls as the learning rate decays. "
-            f"Use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter; the default of "
-            f"`bf16_full_train=True`)."
+            + getattr(
+                inner,
+                "_rounding_hint",
+                "Use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter; the default of "
+                "`bf16_full_train=True`).",
+            )
         )
 
     groups = getattr(inner, "param_groups", None) or []
@@ -464,11 +468,38 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
     return first if counts.get(first, 0) == best else max(counts, key=counts.get)
 
 
+def tensor_storage_bytes(tensor: torch.Tensor, counted: set | None = None) -> int:
+    """
+    Bytes that `tensor` holds in memory. A tensor subclass that wraps other tensors (torchao's 8-bit and 4-bit optimizer
+    states: codes, per-block scales and the quantization map; `DTensor`: its local shard) is measured by the tensors it
+    wraps, not by its apparent dtype. Tensors already in `counted` (by storage and offset) are not counted again.
+
+    Args:
+        tensor (`torch.Tensor`): A plain tensor or a traceable wrapper subclass.
+        counted (`set`, *optional*): Updated in place with the tensors counted.
+
+    Returns:
+        `int`: The bytes.
+    """
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if is_traceable_wrapper_subclass(tensor):
+        names, _ = tensor.__tensor_flatten__()
+        return sum(tensor_storage_bytes(getattr(tensor, name), counted) for name in names)
+    if counted is not None:
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.numel())
+        if key in counted:
+            return 0
+        counted.add(key)
+    return tensor.numel() * tensor.element_size()
+
+
 def training_state_bytes(model: nn.Module, optimizer=None, include_grads: bool = True) -> dict[str, float]:
     """
     Bytes per trainable parameter of the training state, measured from live tensors: weights, gradients (as their
     dtype will be; a missing `.grad` counts as one of the weight's dtype) and optimizer state (every tensor in
-    `optimizer.state`, Kahan buffers included; 0-d step counters ignored).
+    `optimizer.state`, Kahan buffers included, quantized states by the codes, scales and maps they hold
+    ([`tensor_storage_bytes`]); 0-d step counters ignored).
 
     Args:
         model (`nn.Module`): The model.
@@ -497,10 +528,11 @@ def training_state_bytes(model: nn.Module, optimizer=None, include_grads: bool =
     state_bytes = 0
     if optimizer is not None:
         inner = getattr(optimizer, "optimizer", optimizer)
+        counted: set[tuple[int, int, int]] = set()
         for state in inner.state.values():
             for value in state.values():
                 if isinstance(value, torch.Tensor) and value.dim() > 0:
-                    state_bytes += value.numel() * value.element_size()
+                    state_bytes += tensor_storage_bytes(value, counted)
     result = {"weights": weights / n, "grads": grads / n, "optimizer": state_bytes / n}
     result["total"] = result["weights"] + result["grads"] + result["optimizer"]
     return result
