@@ -419,7 +419,7 @@ def plan_stack(root: Path = ROOT) -> Plan:
         mentions = []
         for rel in entry.files:
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            hits = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"\bfork", line, flags=re.I)]
+            hits = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"\bfork(?!_rng)", line, flags=re.I)]
             mentions.extend(f"{rel}:{n}" for n in hits)
         if mentions:
             shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")

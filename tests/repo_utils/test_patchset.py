@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 The patch-set machinery (tools/patchset.py): the series is consistent, patches apply strictly (no offset, no fuzz),
 our files never shadow upstream's, the built tree is upstream + ours + patches, and fork/export round-trips.

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 What ships and what the build trusts (tools/patchset.py, setup.py): only files git tracks reach the wheel and the
 sdist, and the upstream release is checked against the sha256 pins of pyproject.toml before anything reads it.

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 The rule-based edits of upstream-only files (tools/upstream_edits.py), fed hand-written upstream-shaped files in
 several layouts (tests/repo_utils/upstream_fixtures.py) and, for setup.py and the dependency table, the real files of

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 Tests of `tools/upstream_pr.py` (`make pr`, `make rebase`), fork-only: they never reach the upstream pull requests.
 

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 The built wheel (`dist/transformers-*.whl`, made by `make install`/`make test`) is upstream's, plus ours: same
 requirements, extras and entry points with our extras added, every upstream file present, our files added, and the

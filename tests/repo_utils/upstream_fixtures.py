@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 Hand-written, upstream-shaped stand-ins for the upstream files that the pinned sdist does not carry (the Makefile,
 utils/checkers.py, utils/check_config_attributes.py, tests/utils/test_configuration_utils.py,

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """`PreTrainedConfig.trained_precision`: default, serialisation, round trips, aliases and bad values."""
 
 import json
@@ -57,12 +57,12 @@ EXPECTED_ALIASES = {
 
 
 def read_json(directory):
-    with open(os.path.join(directory, "config.json")) as f:
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
         return json.load(f)
 
 
 def write_json(directory, data):
-    with open(os.path.join(directory, "config.json"), "w") as f:
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
         json.dump(data, f)
 
 
@@ -77,7 +77,7 @@ class TrainedPrecisionFieldTest(unittest.TestCase):
         config = tiny_configs()[name]
         with tempfile.TemporaryDirectory() as tmp:
             config.save_pretrained(tmp)
-            with open(os.path.join(tmp, "config.json")) as f:
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                 self.assertNotIn("trained_precision", f.read())
             self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, "unknown")
 

@@ -30,6 +30,7 @@ LAYERS = {
     "configuration": 2,
     "optimizers": 2,
     "resolver": 3,  # the answer
+    "torchao_optimizers": 3,
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,

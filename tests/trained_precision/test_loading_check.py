@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
 The loading and casting check: `from_pretrained`, `from_config` and the casts warn (once), raise or stay silent
 according to `config.trained_precision`, the registry and the mode.
@@ -82,7 +82,7 @@ def save_hub_cache_snapshot(cache_dir, repo_id, trained_precision="unknown"):
     snapshot = os.path.join(repo_dir, "snapshots", REVISION)
     save_tiny_model(snapshot, trained_precision)
     os.makedirs(os.path.join(repo_dir, "refs"), exist_ok=True)
-    with open(os.path.join(repo_dir, "refs", "main"), "w") as f:
+    with open(os.path.join(repo_dir, "refs", "main"), "w", encoding="utf-8") as f:
         f.write(REVISION)
     return snapshot
 
@@ -498,7 +498,7 @@ class LoadingCheckSpecialCasesTest(_CheckTestBase):
     def test_dtype_auto(self, name, storage_dtype, warnings):
         """`dtype="auto"` (the default) is checked against what it resolves to: the stored dtype."""
         directory = save_tiny_model(os.path.join(self.tmp, f"bf16-{name}"), "bf16", storage_dtype)
-        with open(os.path.join(directory, "config.json")) as f:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["dtype"], str(storage_dtype).split(".")[-1])
         for kwargs in ({}, {"dtype": "auto"}):
             reset_warning_cache()
@@ -656,7 +656,7 @@ class LoadingCheckModeStickTest(_CheckTestBase):
         self.assertNotIn(tp_check.MODE_ATTRIBUTE, vars(other))
         directory = os.path.join(self.tmp, "resaved")
         model.save_pretrained(directory)
-        with open(os.path.join(directory, "config.json")) as f:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
             self.assertNotIn("trained_precision_check", json.load(f))
         reloaded = AutoModelForCausalLM.from_pretrained(directory)
         with mockenv_context(**{ENV_VAR: "error"}), self.assertRaises(TrainedPrecisionRiskError):
@@ -694,18 +694,6 @@ class TypeCastAndStorageDtypeTest(unittest.TestCase):
         with mockenv_context(**{ENV_VAR: "error"}), self.assertRaises(TrainedPrecisionRiskError):
             model.type(dst_type)
         self.assertEqual(next(model.parameters()).dtype, torch.float32)  # raised before anything was cast
-
-    def test_float8_models_keep_upstreams_config_dtype(self):
-        from transformers.trained_precision.pure_bf16 import storage_dtype
-
-        model = GPTNeoForCausalLM(tiny_config())
-        model.to(torch.bfloat16)
-        model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
-        self.assertEqual(storage_dtype(model), torch.bfloat16)  # the dominant dtype
-        model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
-            torch.float8_e4m3fn
-        )
-        self.assertEqual(storage_dtype(model), model.dtype)  # float8 present: upstream's choice, unchanged
 
 
 @require_torch

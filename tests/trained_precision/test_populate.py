@@ -126,11 +126,11 @@ class PopulateTest(TestCasePlus):
     )
     def test_formatting_kept(self, _, old, expected_fragment):
         ckpt = self.checkpoint(old)
-        with open(ckpt / "config.json", "w", newline="") as f:
+        with open(ckpt / "config.json", "w", encoding="utf-8", newline="") as f:
             f.write(old)
         [result] = populate.populate_checkpoints([ckpt], precision="fp16", progress=False)
         self.assertEqual(result.status, "written", result.message)
-        with open(ckpt / "config.json", newline="") as f:
+        with open(ckpt / "config.json", encoding="utf-8", newline="") as f:
             new = f.read()
         self.assertIn(expected_fragment, new)
         old_data, new_data = json.loads(old), json.loads(new)

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -213,7 +213,7 @@ class PrecisionCommandTest(TestCasePlus):
 
     def test_missing_shard(self):
         directory = self.copy_of(self.neo_sharded_dir, "missing_shard")
-        with open(os.path.join(directory, "model.safetensors.index.json")) as f:
+        with open(os.path.join(directory, "model.safetensors.index.json"), encoding="utf-8") as f:
             shard = sorted(set(json.load(f)["weight_map"].values()))[-1]
         os.remove(os.path.join(directory, shard))
         with self.assertRaisesRegex(CheckpointInspectionError, f"missing .*{re.escape(shard)}"):
@@ -326,7 +326,7 @@ class PrecisionCommandTest(TestCasePlus):
         repo = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
         commit = "0" * 40
         os.makedirs(os.path.join(repo, "refs"))
-        with open(os.path.join(repo, "refs", "main"), "w") as f:
+        with open(os.path.join(repo, "refs", "main"), "w", encoding="utf-8") as f:
             f.write(commit)
         shutil.copytree(source, os.path.join(repo, "snapshots", commit))
         return os.path.join(repo, "snapshots", commit)

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -30,7 +30,15 @@ if is_torch_available():
     import torch
     from torch import nn
 
-    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration, Trainer
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        GPTNeoConfig,
+        GPTNeoForCausalLM,
+        T5Config,
+        T5ForConditionalGeneration,
+        Trainer,
+    )
     from transformers.trained_precision import optimizers as tp_optimizers
     from transformers.trained_precision import pure_bf16
 
@@ -371,7 +379,7 @@ class Bf16CastTest(TestCasePlus):
         self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)
         tmp = self.get_auto_remove_tmp_dir()
         model.save_pretrained(tmp)
-        with open(os.path.join(tmp, "config.json")) as f:
+        with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["dtype"], "bfloat16")
 
 
@@ -495,7 +503,7 @@ class PureBf16TrainingTest(TestCasePlus):
         trainer.train()
         self.assertEqual(stamp_trained_precision(model, trainer.accelerator), "bf16")
         trainer.save_model(os.path.join(tmp, "final"))
-        with open(os.path.join(tmp, "final", "config.json")) as f:
+        with open(os.path.join(tmp, "final", "config.json"), encoding="utf-8") as f:
             config = json.load(f)
         self.assertEqual(config["trained_precision"], "bf16")
         self.assertEqual(config["dtype"], "bfloat16")
@@ -541,3 +549,20 @@ class LoggingLevelInfo:
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@require_torch
+class StorageDtypeTest(unittest.TestCase):
+    def test_float8_models_keep_upstreams_config_dtype(self):
+        model = GPTNeoForCausalLM(
+            GPTNeoConfig(
+                num_layers=2, attention_types=[[["global", "local"], 1]], hidden_size=16, num_heads=2, vocab_size=64
+            )
+        )
+        model.to(torch.bfloat16)
+        model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
+        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype
+        model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
+            torch.float8_e4m3fn
+        )
+        self.assertEqual(pure_bf16.storage_dtype(model), model.dtype)  # float8 present: upstream's choice, unchanged

@@ -1,4 +1,4 @@
-# Copyright 2026 The trained_precision fork authors. All rights reserved.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
 # you may not use this file except in compliance with the License.
@@ -130,7 +130,7 @@ class _SynchronizedStochasticRounding:
         import torch
 
         loss = None
-        if closure is not None:  # outside the forked generators: the closure's dropout draws from the global stream
+        if closure is not None:  # outside `fork_rng`: the closure's dropout draws from the global stream
             with torch.enable_grad():
                 loss = closure()
         first = self.param_groups[0]
