@@ -154,8 +154,9 @@ class DistributedBf16FullTrainTest(TestCasePlus):
         output_dir = self.get_auto_remove_tmp_dir()
         ranks = run_torchrun(self, "fsdp2", output_dir)
         for rank, result in enumerate(ranks):
-            # accelerate's own fsdp2_prepare_model leaves the model sharded for pure bf16 as it is (no fp32 upcast) ...
+            # accelerate's own FSDP2 preparation leaves the model sharded for pure bf16 as it is (no fp32 upcast) ...
             self.assertEqual(result["after_accelerate"], result["before_accelerate"], rank)
+            self.assertTrue(result["optimizer_holds_model_params"], rank)
             self.assertGreater(result["before_accelerate"].get("torch.bfloat16", 0), 0)
             # ... which it would upcast to fp32 had the model not been sharded first (the behaviour we avoid)
             self.assertEqual(set(result["accelerate_alone"]), {"torch.float32"}, rank)
@@ -166,6 +167,7 @@ class DistributedBf16FullTrainTest(TestCasePlus):
             self.assertLess(result["grad_rel_error"], 2**-7, rank)
             # given those gradients, the sharded optimi step (for-loop, Kahan, decay) equals the single-process one
             self.assertEqual(result["step_mismatches"], [], rank)
+            # optimi was left to choose: on DTensors it is put on the for-loop implementation before its first step
             self.assertEqual(result["param_groups"], [{"foreach": False, "triton": False}], rank)
             self.assertEqual(set(result["state_types"]), {"DTensor"})
             self.assertIn("torch.bfloat16", result["state_dtypes"])
@@ -181,6 +183,36 @@ class DistributedBf16FullTrainTest(TestCasePlus):
             # an explicit foreach=true is refused on sharded parameters
             self.assertIn("foreach=true cannot be used with FSDP2", result["foreach_refusal"])
         self.assertEqual(ranks[0]["final_loss"], ranks[1]["final_loss"])
+
+    def test_fsdp2_trainer_on_cpu(self):
+        # The Trainer's whole FSDP2 path (its FSDP2 plugin, accelerate's `prepare`, checkpoints) on the CPU: accelerate
+        # enables FSDP on accelerator devices only, so the script turns the resolved CPU state into an FSDP one.
+        output_dir = self.get_auto_remove_tmp_dir()
+        ranks = run_torchrun(self, "trainer_fsdp2_cpu", output_dir)
+        for rank, result in enumerate(ranks):
+            self.assertEqual(result["distributed_type"], "DistributedType.FSDP", rank)
+            self.assertEqual(result["trained_precision"], "bf16", rank)
+            # still sharded and still bf16 after accelerate's preparation and six steps: no fp32 upcast
+            self.assertEqual(result["param_types"], ["DTensor"], rank)
+            self.assertEqual(result["param_dtypes"], {"torch.bfloat16": 24960, "torch.float32": 3392}, rank)
+            self.assertEqual(result["param_groups"], [{"foreach": False, "triton": False}] * 2, rank)
+            self.assertLess(result["losses"][-1], 0.95 * result["losses"][0], result["losses"])
+        self.assertEqual(ranks[0]["losses"], ranks[1]["losses"])
+        self.assertGreaterEqual(len(ranks[0]["config_writes"]), 3)
+        self.assertEqual(ranks[1]["config_writes"], [])
+        for directory in [
+            os.path.join(output_dir, "checkpoint-3"),
+            os.path.join(output_dir, "checkpoint-6"),
+            output_dir,
+        ]:
+            config = read_config(directory)
+            self.assertEqual(config["trained_precision"], "bf16", directory)
+            self.assertEqual(config["dtype"], "bfloat16", directory)
+        from safetensors import safe_open
+
+        with safe_open(os.path.join(output_dir, "model.safetensors"), "pt") as f:
+            dtypes = {str(f.get_tensor(key).dtype) for key in f.keys()}
+        self.assertEqual(dtypes, {"torch.bfloat16", "torch.float32"})
 
     @require_torch_accelerator
     def test_fsdp2_trainer_on_accelerators(self):
@@ -485,14 +517,16 @@ def _fsdp2_main(output_dir):
     plan = distributed.shard_for_bf16_full_train_with_accelerate(model, accelerator)
     result["plan"] = {"fp32_units": plan.fp32_units, "block_units": plan.block_units}
     result["before_accelerate"] = _dtype_counts(model)
-    model = fsdp2_prepare_model(accelerator, model)
-    result["after_accelerate"] = _dtype_counts(model)
 
+    # as the Trainer does under FSDP2: the optimizer first (optimi left to choose its implementation), then
+    # accelerate's FSDP2 preparation of both, which swaps the optimizer's parameters for the prepared model's
     optimizer_cls = get_optimi_optimizer_cls("AdamW")
     kwargs = {"lr": 1e-3, "betas": (0.9, 0.99), "weight_decay": 0.1, "kahan_sum": True}
-    optimizer = optimizer_cls(
-        model.parameters(), **kwargs, **distributed.check_optimi_args_for_sharded_params({}, True)
-    )
+    optimizer = optimizer_cls(model.parameters(), **kwargs)
+    model, accelerated_optimizer = accelerator._prepare_fsdp2(model, optimizer)
+    result["after_accelerate"] = _dtype_counts(model)
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    result["optimizer_holds_model_params"] = optimized == {id(p) for p in model.parameters()}
     single_optimizer = optimizer_cls(single.parameters(), **kwargs, foreach=False, triton=False)
     ids = torch.stack([RepeatingLMDataset()[i]["input_ids"] for i in range(4)])
     ids[:, ::3] = torch.randint(0, 64, ids[:, ::3].shape, generator=torch.Generator().manual_seed(1))
@@ -506,6 +540,7 @@ def _fsdp2_main(output_dir):
     first_loss = loss_of(model, ids).item()  # the full batch, every rank
     loss_of(model, local).backward()
     loss_of(single, ids).backward()
+    optimizer = accelerated_optimizer
     worst = 0.0
     for p, q in zip(model.parameters(), single.parameters()):
         grad = p.grad.full_tensor()
@@ -518,7 +553,7 @@ def _fsdp2_main(output_dir):
     for (name, p), (_, q) in zip(model.named_parameters(), single.named_parameters()):
         if not torch.equal(p.full_tensor(), q):
             mismatches.append(name)
-        for key, value in optimizer.state[p].items():
+        for key, value in optimizer.optimizer.state[p].items():
             if (
                 torch.is_tensor(value)
                 and value.dim() > 0
@@ -527,7 +562,7 @@ def _fsdp2_main(output_dir):
                 mismatches.append(f"{name}:{key}")
     result["step_mismatches"] = mismatches
     result["param_groups"] = [{"foreach": g["foreach"], "triton": g["triton"]} for g in optimizer.param_groups]
-    states = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
+    states = [v for s in optimizer.optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
     result["state_types"] = sorted({type(v).__name__ for v in states})
     result["state_dtypes"] = sorted({str(v.dtype) for v in states})
     n_params = sum(p.numel() for p in single.parameters())
@@ -566,9 +601,28 @@ def _fsdp2_main(output_dir):
     _dump(output_dir, rank, result)
 
 
-def _trainer_fsdp2_main(output_dir):
+def _trainer_fsdp2_main(output_dir, cpu=False):
+    trainer_cls = Trainer
+    if cpu:
+        from accelerate import PartialState
+        from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+        class CpuFsdp2Trainer(Trainer):
+            """accelerate enables FSDP on accelerator devices only: turn the resolved CPU state into an FSDP2 one."""
+
+            def create_accelerator_and_postprocess(self):
+                super().create_accelerator_and_postprocess()
+                state = self.accelerator.state
+                state.fsdp_plugin = FullyShardedDataParallelPlugin(**self.args.fsdp_plugin_args)
+                state.fsdp_plugin.set_mixed_precision(self.accelerator.mixed_precision)
+                state.distributed_type = DistributedType.FSDP
+                PartialState().distributed_type = DistributedType.FSDP
+                self.is_fsdp_enabled = True
+
+        trainer_cls = CpuFsdp2Trainer
     args = TrainingArguments(
         output_dir,
+        use_cpu=cpu,
         bf16_full_train=True,
         fsdp=True,
         fsdp_config={"version": 2},
@@ -582,8 +636,10 @@ def _trainer_fsdp2_main(output_dir):
         disable_tqdm=True,
         seed=0,
     )
+    writes = []
+    _record_config_writes(output_dir, args.process_index, writes)
     model = tiny_gpt_neo()
-    trainer = Trainer(model, args, train_dataset=RepeatingLMDataset())
+    trainer = trainer_cls(model, args, train_dataset=RepeatingLMDataset())
     trainer.train()
     trainer.save_model()
     inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
@@ -592,10 +648,12 @@ def _trainer_fsdp2_main(output_dir):
         args.process_index,
         {
             "trained_precision": model.config.trained_precision,
+            "distributed_type": str(trainer.accelerator.distributed_type),
             "param_types": sorted({type(p).__name__ for p in trainer.model.parameters()}),
             "param_dtypes": _dtype_counts(trainer.model),
             "param_groups": [{"foreach": g["foreach"], "triton": g["triton"]} for g in inner.param_groups],
             "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            "config_writes": writes,
         },
     )
 
@@ -604,7 +662,10 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["ddp", "fsdp2", "trainer_fsdp2"], required=True)
+    parser.add_argument("--mode", choices=["ddp", "fsdp2", "trainer_fsdp2", "trainer_fsdp2_cpu"], required=True)
     parser.add_argument("--output_dir", required=True)
     cli = parser.parse_args()
-    {"ddp": _ddp_main, "fsdp2": _fsdp2_main, "trainer_fsdp2": _trainer_fsdp2_main}[cli.mode](cli.output_dir)
+    if cli.mode == "trainer_fsdp2_cpu":
+        _trainer_fsdp2_main(cli.output_dir, cpu=True)
+    else:
+        {"ddp": _ddp_main, "fsdp2": _fsdp2_main, "trainer_fsdp2": _trainer_fsdp2_main}[cli.mode](cli.output_dir)

@@ -515,8 +515,9 @@ def fsdp2_sharding_kwargs(accelerator: Any, model: nn.Module) -> dict[str, Any]:
 def shard_for_bf16_full_train_with_accelerate(model: nn.Module, accelerator: Any) -> ShardingPlan | None:
     """
     The `Trainer`'s FSDP2 step of `bf16_full_train`: shards the cast model with the plugin's settings before
-    accelerate prepares it (so `fsdp2_prepare_model` finds an FSDP module and skips its fp32 upcast), and records the
-    policy used on the plugin, so that the accelerate state says what the run does.
+    accelerate prepares it (so `fsdp2_prepare_model` finds an FSDP module and skips its fp32 upcast), records the
+    policy used on the plugin, so that the accelerate state says what the run does, and applies the run's bf16
+    autocast to the forward (see [`apply_accelerate_autocast`]).
 
     Returns:
         [`ShardingPlan`], or `None` without an FSDP2 plugin.
@@ -525,6 +526,10 @@ def shard_for_bf16_full_train_with_accelerate(model: nn.Module, accelerator: Any
     if plugin is None:
         return None
     check_bf16_full_train_accelerator_state(accelerator)
+    # Resolve the plugin's auto-wrap policy now: `fully_shard` renames the classes it shards (`FSDPGPTNeoBlock`), and
+    # accelerate's preparation, which looks the block classes up by name, would no longer find them. Once resolved,
+    # accelerate does not look them up again.
+    plugin.set_auto_wrap_policy(model)
     kwargs = fsdp2_sharding_kwargs(accelerator, model)
     configured = getattr(plugin, "mixed_precision_policy", None)
     if getattr(configured, "param_dtype", None) is not None and getattr(accelerator, "is_main_process", True):
@@ -534,6 +539,30 @@ def shard_for_bf16_full_train_with_accelerate(model: nn.Module, accelerator: Any
         )
     plugin.mixed_precision_policy = bf16_full_train_mp_policy()
     plan = fully_shard_for_bf16_full_train(model, **kwargs)
+    apply_accelerate_autocast(model, accelerator)
     if getattr(accelerator, "is_main_process", True):
         logger.info(str(plan))
     return plan
+
+
+def apply_accelerate_autocast(model: nn.Module, accelerator: Any) -> bool:
+    """
+    Wraps `model.forward` in the accelerator's autocast, as accelerate's `prepare_model` does for every other
+    distributed type. Under FSDP2 accelerate leaves the compute dtype to the FSDP mixed-precision policy and applies no
+    autocast, but pure bf16 with `param_dtype=None` needs it: fp32 embeddings and norms meet bf16 weights, and softmax
+    and the loss stay in fp32, exactly as in a single-process or DDP run.
+
+    Returns:
+        `bool`: Whether the forward was wrapped (not when the run has no native mixed precision, or already wrapped).
+    """
+    from types import MethodType
+
+    if not getattr(accelerator, "native_amp", False) or "_original_forward" in model.__dict__:
+        return False
+    from accelerate.utils import convert_outputs_to_fp32, get_mixed_precision_context_manager
+
+    autocast_context = get_mixed_precision_context_manager(accelerator.native_amp, accelerator.autocast_handler)
+    model._original_forward = model.forward
+    forward = autocast_context(model.forward.__func__)
+    model.forward = MethodType(convert_outputs_to_fp32(forward), model)
+    return True
