@@ -339,6 +339,18 @@ class Fsdp2ConfigurationTest(TestCasePlus):
         with self.assertRaisesRegex(ValueError, r"transformer\.h\.1 hold trainable parameters of several dtypes"):
             distributed.plan_bf16_full_train_sharding(model)
 
+    def test_fsdp_config_file_of_the_command_line(self):
+        # `--fsdp --fsdp_config fsdp_config.json`: the file is read before TrainingArguments normalises it
+        path = os.path.join(self.output_dir, "fsdp_config.json")
+        for content, accepted in (({"version": 2}, True), ({"fsdp_version": 1}, False)):
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(content, f)
+            if accepted:
+                self.assertEqual(self.plugin(self.args(fsdp=True, fsdp_config=path)).fsdp_version, 2)
+            else:
+                with self.assertRaisesRegex(ValueError, "got FSDP version 1"):
+                    self.args(fsdp=True, fsdp_config=path)
+
     @parameterized.expand([("args", "args"), ("env", "env"), ("plugin", "plugin")])
     def test_fsdp1_is_refused(self, _, source):
         if source == "args":
