@@ -185,7 +185,7 @@ class DistributedBf16FullTrainTest(TestCasePlus):
         self.assertEqual(ranks[0]["final_loss"], ranks[1]["final_loss"])
 
     def test_fsdp2_trainer_on_cpu(self):
-        # The Trainer's whole FSDP2 path (its FSDP2 plugin, accelerate's `prepare`, checkpoints) on the CPU: accelerate
+        # The Trainer's whole FSDP2 path (its plugin, accelerate's `prepare`, checkpoints, resume) on the CPU: accelerate
         # enables FSDP on accelerator devices only, so the script turns the resolved CPU state into an FSDP one.
         output_dir = self.get_auto_remove_tmp_dir()
         ranks = run_torchrun(self, "trainer_fsdp2_cpu", output_dir)
@@ -197,6 +197,14 @@ class DistributedBf16FullTrainTest(TestCasePlus):
             self.assertEqual(result["param_dtypes"], {"torch.bfloat16": 24960, "torch.float32": 3392}, rank)
             self.assertEqual(result["param_groups"], [{"foreach": False, "triton": False}] * 2, rank)
             self.assertLess(result["losses"][-1], 0.95 * result["losses"][0], result["losses"])
+            # resuming a fresh model from checkpoint-6 (FSDP model and optimizer state) continues where it stopped
+            resumed = result["resumed"]
+            self.assertEqual(resumed["global_step"], 8, rank)
+            self.assertEqual(resumed["trained_precision"], "bf16", rank)
+            self.assertEqual(resumed["param_types"], ["DTensor"], rank)
+            self.assertEqual(resumed["param_dtypes"], result["param_dtypes"], rank)
+            self.assertEqual(resumed["losses"][:6], result["losses"], rank)
+            self.assertLess(resumed["losses"][6], result["losses"][5], resumed["losses"])  # not a fresh model's loss
         self.assertEqual(ranks[0]["losses"], ranks[1]["losses"])
         self.assertGreaterEqual(len(ranks[0]["config_writes"]), 3)
         self.assertEqual(ranks[1]["config_writes"], [])
@@ -632,22 +640,26 @@ def _trainer_fsdp2_main(output_dir, cpu=False):
                 self.is_fsdp_enabled = True
 
         trainer_cls = CpuFsdp2Trainer
-    args = TrainingArguments(
-        output_dir,
-        use_cpu=cpu,
-        bf16_full_train=True,
-        fsdp=True,
-        fsdp_config={"version": 2},
-        max_steps=6,
-        save_steps=3,
-        per_device_train_batch_size=4,
-        learning_rate=3e-3,
-        adam_beta2=0.99,
-        logging_steps=1,
-        report_to=[],
-        disable_tqdm=True,
-        seed=0,
-    )
+
+    def make_args(max_steps):
+        return TrainingArguments(
+            output_dir,
+            use_cpu=cpu,
+            bf16_full_train=True,
+            fsdp=True,
+            fsdp_config={"version": 2},
+            max_steps=max_steps,
+            save_steps=3,
+            per_device_train_batch_size=4,
+            learning_rate=3e-3,
+            adam_beta2=0.99,
+            logging_steps=1,
+            report_to=[],
+            disable_tqdm=True,
+            seed=0,
+        )
+
+    args = make_args(6)
     writes = []
     _record_config_writes(output_dir, args.process_index, writes)
     model = tiny_gpt_neo()
@@ -655,19 +667,30 @@ def _trainer_fsdp2_main(output_dir, cpu=False):
     trainer.train()
     trainer.save_model()
     inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
-    _dump(
-        output_dir,
-        args.process_index,
-        {
-            "trained_precision": model.config.trained_precision,
-            "distributed_type": str(trainer.accelerator.distributed_type),
-            "param_types": sorted({type(p).__name__ for p in trainer.model.parameters()}),
-            "param_dtypes": _dtype_counts(trainer.model),
-            "param_groups": [{"foreach": g["foreach"], "triton": g["triton"]} for g in inner.param_groups],
-            "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
-            "config_writes": writes,
-        },
-    )
+    result = {
+        "trained_precision": model.config.trained_precision,
+        "distributed_type": str(trainer.accelerator.distributed_type),
+        "param_types": sorted({type(p).__name__ for p in trainer.model.parameters()}),
+        "param_dtypes": _dtype_counts(trainer.model),
+        "param_groups": [{"foreach": g["foreach"], "triton": g["triton"]} for g in inner.param_groups],
+        "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+        "config_writes": list(writes),
+    }
+
+    # resume from checkpoint-6 (FSDP model and optimizer state) with a fresh model, and train two more steps
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()
+    resumed = trainer_cls(tiny_gpt_neo(seed=1), make_args(8), train_dataset=RepeatingLMDataset())
+    resumed.train(resume_from_checkpoint=os.path.join(output_dir, "checkpoint-6"))
+    result["resumed"] = {
+        "global_step": resumed.state.global_step,
+        "trained_precision": resumed.model.config.trained_precision,
+        "param_types": sorted({type(p).__name__ for p in resumed.model.parameters()}),
+        "param_dtypes": _dtype_counts(resumed.model),
+        "losses": [entry["loss"] for entry in resumed.state.log_history if "loss" in entry],
+    }
+    _dump(output_dir, args.process_index, result)
 
 
 if __name__ == "__main__":
