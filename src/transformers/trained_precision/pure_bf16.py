@@ -131,7 +131,8 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
         if has_half_precision_trainable_params(model):
             logger.warning_once(
                 f"The model has half-precision trainable parameters, but FSDP with mixed_precision="
-                f"{mixed_precision!r} upcasts them to fp32 before sharding: this run trains in fp32, not in bf16."
+                f"{mixed_precision!r} upcasts them to fp32 before sharding: this run trains in fp32, not in bf16. "
+                f"`bf16_full_train=True` with FSDP2 trains the bf16 weights themselves."
             )
 
 
