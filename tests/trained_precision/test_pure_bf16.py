@@ -22,7 +22,7 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers import TrainingArguments
-from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_accelerate, require_torch
 from transformers.utils import is_torch_available, logging
 
 
@@ -274,27 +274,43 @@ class Bf16FullTrainArgsTest(TestCasePlus):
         tmp = self.get_auto_remove_tmp_dir()
         with self.assertRaisesRegex(ValueError, "fp16"):
             _args(tmp, bf16_full_train=True, fp16=True)
-        with self.assertRaisesRegex(ValueError, "FSDP.*upcasts every bf16 trainable parameter to fp32"):
-            _args(tmp, bf16_full_train=True, fsdp="full_shard")
-        with mock.patch.dict(os.environ, {"ACCELERATE_USE_FSDP": "true"}):
-            with self.assertRaisesRegex(ValueError, "FSDP"):
+        # FSDP2 (TrainingArguments' default FSDP version) is supported; FSDP1 is refused with the reason
+        self.assertTrue(_args(tmp, bf16_full_train=True, fsdp=True).bf16_full_train)
+        with self.assertRaisesRegex(ValueError, "needs FSDP2.*single dtype"):
+            _args(tmp, bf16_full_train=True, fsdp=True, fsdp_config={"version": 1})
+        with mock.patch.dict(os.environ, {"ACCELERATE_USE_FSDP": "true"}):  # accelerate's default is FSDP1
+            with self.assertRaisesRegex(ValueError, "FSDP version 1"):
                 _args(tmp, bf16_full_train=True)
+            with mock.patch.dict(os.environ, {"FSDP_VERSION": "2"}):
+                self.assertTrue(_args(tmp, bf16_full_train=True).bf16_full_train)
 
-    def test_fsdp_refusal_from_resolved_accelerator_state(self):
+    @require_accelerate
+    def test_refusals_from_resolved_accelerator_state(self):
+        # accelerate's real plugin objects, built on the CPU, in an object shaped like a resolved `Accelerator`
+        from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+
+        def accelerator(fsdp_plugin=None, deepspeed_plugin=None):
+            state = SimpleNamespace(fsdp_plugin=fsdp_plugin, deepspeed_plugin=deepspeed_plugin)
+            return SimpleNamespace(state=state, mixed_precision="bf16", is_main_process=True)
+
         args = SimpleNamespace(bf16_full_train=True)
-        fsdp = SimpleNamespace(
-            state=SimpleNamespace(fsdp_plugin=object(), deepspeed_plugin=None), mixed_precision="bf16"
+        fsdp1 = accelerator(FullyShardedDataParallelPlugin(fsdp_version=1))
+        with self.assertRaisesRegex(ValueError, "needs FSDP2"):
+            pure_bf16.check_bf16_full_train_accelerator(args, fsdp1)
+        fsdp2 = accelerator(FullyShardedDataParallelPlugin(fsdp_version=2))
+        pure_bf16.check_bf16_full_train_accelerator(args, fsdp2)  # supported
+        deepspeed = accelerator(
+            deepspeed_plugin=DeepSpeedPlugin(
+                hf_ds_config={"bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
+            )
         )
-        with self.assertRaisesRegex(ValueError, "FSDP"):
-            pure_bf16.check_bf16_full_train_accelerator(args, fsdp)
-        deepspeed = SimpleNamespace(state=SimpleNamespace(fsdp_plugin=None, deepspeed_plugin=object()))
         with self.assertRaisesRegex(ValueError, "DeepSpeed"):
             pure_bf16.check_bf16_full_train_accelerator(args, deepspeed)
         # without the switch, a bf16 model under FSDP mixed precision is trained in fp32: say so
         model = _tiny_gpt2().to(torch.bfloat16)
         logger = logging.get_logger("transformers.trained_precision.pure_bf16")
         with CaptureLogger(logger) as cl:
-            pure_bf16.check_bf16_full_train_accelerator(SimpleNamespace(bf16_full_train=False), fsdp, model)
+            pure_bf16.check_bf16_full_train_accelerator(SimpleNamespace(bf16_full_train=False), fsdp2, model)
         self.assertIn("upcasts them to fp32", cl.out)
 
 

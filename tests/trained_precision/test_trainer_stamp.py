@@ -191,7 +191,10 @@ class ResolveRunPrecisionTest(TestCasePlus):
             resolve_run_precision(model, accelerator=fake_accelerator(mixed_precision), deepspeed_config=ds_config),
             expected,
         )
-        plugin = types.SimpleNamespace(deepspeed_config=ds_config)
+        # accelerate's real plugin, built on the CPU (it needs a ZeRO section): the decision reads what it resolved
+        from accelerate.utils import DeepSpeedPlugin
+
+        plugin = DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}, **ds_config})
         accelerator = fake_accelerator(mixed_precision, distributed_type="DEEPSPEED", deepspeed_plugin=plugin)
         self.assertEqual(resolve_run_precision(model, accelerator=accelerator), expected)
 
@@ -212,18 +215,27 @@ class ResolveRunPrecisionTest(TestCasePlus):
         ]
     )
     def test_fsdp_mixed_precision_policy(self, _, kind, param_dtype, mixed_precision, expected):
-        param_dtype = getattr(torch, param_dtype) if param_dtype else None
-        if kind == "MixedPrecision":
-            from torch.distributed.fsdp import MixedPrecision
+        # accelerate's real plugin objects, built on the CPU, for FSDP1 (`MixedPrecision`) and FSDP2
+        # (`MixedPrecisionPolicy`); a dict policy is converted by the plugin itself
+        from accelerate.utils import FullyShardedDataParallelPlugin
 
-            policy = MixedPrecision(param_dtype=param_dtype, reduce_dtype=torch.float32)
-        elif kind == "dict":
-            policy = {"param_dtype": param_dtype, "reduce_dtype": torch.float32, "buffer_dtype": torch.float32}
-        else:
-            policy = None
-        plugin = types.SimpleNamespace(mixed_precision_policy=policy)
-        accelerator = fake_accelerator(mixed_precision, distributed_type="FSDP", fsdp_plugin=plugin)
-        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=accelerator), expected)
+        param_dtype = getattr(torch, param_dtype) if param_dtype else None
+        for version in (1, 2):
+            if kind == "MixedPrecision":
+                from torch.distributed.fsdp import MixedPrecision, MixedPrecisionPolicy
+
+                policy_cls = MixedPrecision if version == 1 else MixedPrecisionPolicy
+                policy = policy_cls(param_dtype=param_dtype, reduce_dtype=torch.float32)
+            elif kind == "dict":
+                policy = {"param_dtype": param_dtype, "reduce_dtype": torch.float32}
+                policy["buffer_dtype" if version == 1 else "output_dtype"] = torch.float32
+            else:
+                policy = None
+            plugin = FullyShardedDataParallelPlugin(fsdp_version=version, mixed_precision_policy=policy)
+            if mixed_precision != "no":
+                plugin.set_mixed_precision(mixed_precision)  # what accelerate's state does for a mixed-precision run
+            accelerator = fake_accelerator(mixed_precision, distributed_type="FSDP", fsdp_plugin=plugin)
+            self.assertEqual(resolve_run_precision(tiny_gpt_neo(), accelerator=accelerator), expected, version)
 
     def test_trainable_parameters_decide(self):
         # pure half-precision training

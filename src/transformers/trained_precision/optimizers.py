@@ -28,7 +28,9 @@ This module adds, on top of optimi 0.3.3:
   bf16 weight by `1 - lr * weight_decay`, which rounds back to the weight whenever `lr * weight_decay < 2^-9`, so
   typical fine-tuning decay is silently lost;
 - `load_state_dict` that re-resolves the Triton/foreach/for-loop implementation for this machine, so a checkpoint
-  written with one implementation resumes where it is unavailable.
+  written with one implementation resumes where it is unavailable;
+- the for-loop implementation on FSDP2-sharded (DTensor) parameters, where foreach and Triton do not run (see
+  `trained_precision.distributed`).
 """
 
 from __future__ import annotations
@@ -182,6 +184,12 @@ class _OptimiMixin:
         return bool(group.get("decouple_wd", True) or group.get("decouple_lr", False))
 
     def step(self, closure: Callable | None = None, param: torch.Tensor | None = None):
+        if not getattr(self, "_dtensor_checked", False):
+            # parameters may have been swapped for FSDP2 DTensors after __init__ (accelerate's preparation)
+            from .distributed import make_optimi_dtensor_safe
+
+            make_optimi_dtensor_safe(self)
+            self._dtensor_checked = True
         if param is not None or not self._compensate_weight_decay:
             return super().step(closure, param)
 
@@ -240,6 +248,9 @@ class _OptimiMixin:
             else:
                 group["triton"] = bool(requested_triton) and HAS_TRITON
                 group["foreach"] = requested_foreach
+            from .distributed import make_optimi_dtensor_safe
+
+            make_optimi_dtensor_safe(self)
             if saved != (group["triton"], group["foreach"]):
                 logger.info(
                     f"optimi: the checkpoint was saved with triton={saved[0]}, foreach={saved[1]}; resuming with "
@@ -330,6 +341,11 @@ def get_optimi_optimizer(ctx) -> tuple[Any, dict[str, Any]]:
 
     compensate = parsed.pop("compensate_weight_decay", True)
     kwargs.update(parsed)
+    # FSDP2-sharded (DTensor) parameters: the for-loop implementation; an explicit foreach/triton=true raises
+    from .distributed import check_optimi_args_for_sharded_params, has_dtensor_params, requested_fsdp_version
+
+    sharded = requested_fsdp_version(ctx.args) == 2 or (ctx.model is not None and has_dtensor_params(ctx.model))
+    kwargs.update(check_optimi_args_for_sharded_params(parsed, sharded))
     if compensate is False:
         optimizer_cls = type(optimizer_cls.__name__, (optimizer_cls,), {"_compensate_weight_decay": False})
     return optimizer_cls, kwargs

@@ -31,11 +31,19 @@ What lives here:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..utils import logging, strtobool
+from ..utils import logging
+from .distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
+    DEEPSPEED_REFUSAL,
+    FSDP1_REFUSAL,
+    check_bf16_full_train_accelerator_state,
+    check_bf16_full_train_parallelism,
+    check_optimizer_for_sharded_params,
+    fsdp_plugin_of,
+    shard_for_bf16_full_train_with_accelerate,
+)
 from .optimizers import is_compensated_optimizer
 
 
@@ -61,27 +69,8 @@ _MARK = "_bf16_full_train_summary"
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _fsdp_requested(args) -> bool:
-    return bool(getattr(args, "fsdp", None)) or bool(strtobool(os.environ.get("ACCELERATE_USE_FSDP", "false")))
-
-
-def _deepspeed_requested(args) -> bool:
-    return bool(getattr(args, "deepspeed", None)) or bool(
-        strtobool(os.environ.get("ACCELERATE_USE_DEEPSPEED", "false"))
-    )
-
-
-FSDP_REFUSAL = (
-    "`bf16_full_train=True` cannot run under FSDP: with bf16 mixed precision (which pure-bf16 training needs for its "
-    "fp32 embeddings and norms) accelerate upcasts every bf16 trainable parameter to fp32 before sharding, so the run "
-    "would silently train in fp32 with 16 bytes of state per parameter. Use DDP or a single process for pure-bf16 "
-    "training, or FSDP with `bf16=True` on an fp32 model (mixed precision)."
-)
-DEEPSPEED_REFUSAL = (
-    "`bf16_full_train=True` cannot run under DeepSpeed: ZeRO keeps fp32 master weights (so nothing is saved) and its "
-    "optimizers do not compensate bf16 rounding. Use DeepSpeed's `bf16` config for mixed precision, or train without "
-    "DeepSpeed for pure bf16."
-)
+# The refusals live with the rest of the distributed logic (`distributed.py`); both names stay importable from here.
+FSDP_REFUSAL = FSDP1_REFUSAL
 
 
 def apply_bf16_full_train_args(args) -> None:
@@ -92,7 +81,8 @@ def apply_bf16_full_train_args(args) -> None:
       default (`adamw_torch_fused` on torch >= 2.8).
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
-    - It refuses `fp16`, FSDP and DeepSpeed, explaining why.
+    - It refuses `fp16`, FSDP1, DeepSpeed and 8-bit optimizers under FSDP2, explaining why (see
+      [`~trained_precision.distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
 
     Args:
         args (`TrainingArguments`): Mutated in place.
@@ -106,10 +96,7 @@ def apply_bf16_full_train_args(args) -> None:
             "`bf16_full_train=True` trains bf16 weights and cannot be combined with `fp16=True`; drop `fp16` "
             "(bf16 autocast is turned on for you)."
         )
-    if _fsdp_requested(args):
-        raise ValueError(FSDP_REFUSAL)
-    if _deepspeed_requested(args):
-        raise ValueError(DEEPSPEED_REFUSAL)
+    check_bf16_full_train_parallelism(args)
     if args.optim is None:
         args.optim = _DEFAULT_OPTIM
         logger.info(
@@ -121,8 +108,9 @@ def apply_bf16_full_train_args(args) -> None:
 
 def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
     """
-    The same refusal as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
-    configs), plus a warning for a bf16 model under FSDP with mixed precision without the switch.
+    The same decisions as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
+    configs: FSDP1 and DeepSpeed are refused, FSDP2 passes), plus a warning for a bf16 model under FSDP with mixed
+    precision without the switch.
 
     Args:
         args (`TrainingArguments`): The run's arguments.
@@ -134,10 +122,8 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
     deepspeed = getattr(state, "deepspeed_plugin", None) is not None
     mixed_precision = str(getattr(accelerator, "mixed_precision", "no"))
     if getattr(args, "bf16_full_train", False):
-        if fsdp:
-            raise ValueError(FSDP_REFUSAL)
-        if deepspeed:
-            raise ValueError(DEEPSPEED_REFUSAL)
+        if fsdp or deepspeed:
+            check_bf16_full_train_accelerator_state(accelerator)
         return
     if fsdp and mixed_precision != "no" and model is not None:
         from .optimizers import has_half_precision_trainable_params
@@ -145,7 +131,8 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
         if has_half_precision_trainable_params(model):
             logger.warning_once(
                 f"The model has half-precision trainable parameters, but FSDP with mixed_precision="
-                f"{mixed_precision!r} upcasts them to fp32 before sharding: this run trains in fp32, not in bf16."
+                f"{mixed_precision!r} upcasts them to fp32 before sharding: this run trains in fp32, not in bf16. "
+                f"`bf16_full_train=True` with FSDP2 trains the bf16 weights themselves."
             )
 
 
@@ -309,8 +296,11 @@ def cast_model_for_bf16_full_train(
 
 def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator=None) -> Bf16CastSummary | None:
     """
-    The `Trainer`'s call site: refuses FSDP/DeepSpeed on the resolved accelerate state, then casts `model` once (a
+    The `Trainer`'s call site: refuses FSDP1/DeepSpeed on the resolved accelerate state, then casts `model` once (a
     model from `model_init` is cast when it is created) and logs the one-line dtype summary on the main process.
+    Under FSDP2 it then shards the cast model itself (see
+    [`~trained_precision.distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
+    does not upcast the bf16 weights to fp32.
 
     Args:
         model (`nn.Module`): The model to train.
@@ -324,13 +314,20 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
         check_bf16_full_train_accelerator(args, accelerator, model)
     if model is None or not getattr(args, "bf16_full_train", False):
         return None
-    if getattr(model, _MARK, None) is not None:
-        return getattr(model, _MARK)
-    summary = cast_model_for_bf16_full_train(model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False)))
-    if getattr(args, "process_index", 0) == 0:
-        logger.info(str(summary))
-        for name, others in summary.tied.items():
-            logger.info(f"bf16_full_train: {name} is tied to {', '.join(others)}; cast once, with the same dtype.")
+    summary = getattr(model, _MARK, None)
+    if summary is None:
+        summary = cast_model_for_bf16_full_train(
+            model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False))
+        )
+        if getattr(args, "process_index", 0) == 0:
+            logger.info(str(summary))
+            for name, others in summary.tied.items():
+                logger.info(f"bf16_full_train: {name} is tied to {', '.join(others)}; cast once, with the same dtype.")
+    if accelerator is not None and fsdp_plugin_of(accelerator) is not None:
+        from torch.distributed.fsdp import FSDPModule
+
+        if not isinstance(model, FSDPModule):
+            shard_for_bf16_full_train_with_accelerate(model, accelerator)
     return summary
 
 
@@ -376,6 +373,7 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
 
     if model is None or optimizer is None:
         return []
+    check_optimizer_for_sharded_params(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
     half = [p for p in trainable if p.dtype in (torch.bfloat16, torch.float16)]
     if not half:
