@@ -235,7 +235,10 @@ class _OptimiMixin:
             else:
                 group["triton"] = bool(requested_triton) and HAS_TRITON
                 group["foreach"] = requested_foreach
-            if saved != (group["triton"], group["foreach"]):
+            # accelerate reloads every fresh optimizer's (empty) state to place it on the device: only a real
+            # checkpoint, with per-parameter state and an explicit saved choice, is worth a line
+            resumed = bool(state_dict.get("state")) and saved != (None, None)
+            if resumed and saved != (group["triton"], group["foreach"]):
                 logger.info(
                     f"optimi: the checkpoint was saved with triton={saved[0]}, foreach={saved[1]}; resuming with "
                     f"triton={group['triton']}, foreach={group['foreach']} on this machine."
