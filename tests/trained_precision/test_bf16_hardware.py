@@ -137,6 +137,22 @@ class CpuBf16DecisionTest(unittest.TestCase):
                 self.assertIs(hardware.bf16_support("cpu").native, native)
         hardware.bf16_support.cache_clear()
 
+    @parameterized.expand([("v100", (7, 0), False), ("a100", (8, 0), True), ("h100", (9, 0), True)])
+    def test_cuda_decision(self, name, capability, native):
+        with (
+            mock.patch.object(torch.cuda, "get_device_capability", return_value=capability),
+            mock.patch.object(torch.cuda, "get_device_name", return_value=name.upper()),
+            mock.patch.object(torch.version, "hip", None),
+        ):
+            hardware.bf16_support.cache_clear()
+            support = hardware.bf16_support("cuda:1")
+        hardware.bf16_support.cache_clear()
+        self.assertIs(support.native, native)
+        self.assertEqual(support.device, "cuda:1")
+        self.assertIn(f"compute capability {capability[0]}.{capability[1]}", support.reason)
+        message = hardware.emulated_bf16_message(support, "bf16_full_train=True")
+        self.assertIn(f"bf16 is emulated on {name.upper()}, compute capability", message)
+
     def test_probe_measures_a_ratio(self):
         ratio = hardware.measure_bf16_matmul_slowdown("cpu", size=32, repeats=2)
         self.assertGreater(ratio, 0)

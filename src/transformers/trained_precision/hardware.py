@@ -209,7 +209,8 @@ def bf16_support(device: str | None = None, probe: bool = True) -> Bf16Support:
         device (`str` or `torch.device`, *optional*): `"cpu"`, `"cuda"`, `"cuda:1"`, ... Defaults to the current CUDA
             device when CUDA is available, else the CPU.
         probe (`bool`, *optional*, defaults to `True`): On a CPU whose flags cannot decide (AVX512 without BF16, an
-            unknown architecture), time a bf16 and an fp32 matmul ([`measure_bf16_matmul_slowdown`], about 10 ms).
+            unknown architecture), time a bf16 and an fp32 matmul ([`measure_bf16_matmul_slowdown`], about 20 ms
+            where bf16 is emulated).
 
     Returns:
         [`Bf16Support`].
