@@ -32,7 +32,7 @@ smallest size in `SIZES`, predicts how long the three runs take at each size, an
 `--budget` seconds (default 200: the whole demo then takes under 5 minutes on a 2-core AVX2-only CPU). It prints what
 it measured and what it chose. `--steps/--hidden/--seq_len/--layers` fix the size yourself.
 
-Run: `python examples/pure_bf16_demo.py [--budget SECONDS]`. `--quick` is a smoke run of under a minute (40 steps of
+Run: `python examples/pure_bf16_demo.py [--budget SECONDS]`. `--quick` is a smoke run of about a minute (40 steps of
 the smallest model, which is too short to show the effect).
 """
 
@@ -385,7 +385,7 @@ def main():
         help="torch threads (default 1: comparable step times, and no slowdown when other processes share the cores)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="a smoke run of under a minute: 40 steps of the smallest model"
+        "--quick", action="store_true", help="a smoke run of about a minute: 40 steps of the smallest model"
     )
     opts = parser.parse_args()
     if opts.threads:
