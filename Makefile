@@ -71,13 +71,18 @@ rebase:
 	$(PYTHON) tools/upstream_pr.py rebase "$(VERSION)"
 
 # The README's demo: a small GPT-Neo trained in fp32, pure bf16 + torch AdamW and pure bf16 + optimi AdamW with Kahan
-# summation; writes demo_output/ (loss_curves.png, summary.md, three checkpoints). About 3 minutes (one CPU thread).
+# summation; writes demo_output/ (loss_curves.png, summary.md, three checkpoints). It times a few steps first and picks
+# the model size that fits DEMO_ARGS="--budget SECONDS" (default 200): under 5 minutes also where bf16 is emulated.
 DEMO_ARGS ?=
+demo: EXTRAS = optimi,tp-demo
 demo: install
 	$(VPY) examples/pure_bf16_demo.py --output_dir demo_output $(DEMO_ARGS)
 
-# The same comparison, larger, in one process: prints eval-loss, bytes/param and step-time ratios (~14 minutes).
+# The same comparison, larger, in one process: prints whether bf16 is native here, eval-loss, bytes/param and
+# step-time ratios (~14 minutes where bf16 is native; where it is emulated (AVX2-only CPUs), use
+# BENCH_ARGS="--steps 100 --hidden 64 --seq_len 64 --layers 2", a few minutes).
 BENCH_ARGS ?=
+bench: EXTRAS = optimi,tp-demo
 bench: install
 	$(VPY) benchmarks/benchmark_pure_bf16.py $(BENCH_ARGS)
 

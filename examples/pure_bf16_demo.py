@@ -25,7 +25,15 @@ It writes into `--output_dir` (default `demo_output/`): one checkpoint per run (
 `trained_precision`), `loss_curves.png`, `summary.md` and `summary.json`. Then it reloads the bf16 checkpoint in fp16,
 which a bf16-trained model may not survive, so that the loading check can warn.
 
-Run: `python examples/pure_bf16_demo.py` (about 3 minutes on one CPU thread). `--quick` is a 10-second smoke run.
+How big a model and how many steps: bf16 is fast on CPUs with AVX512-BF16 or AMX-BF16 and on recent GPUs, but
+*emulated*, about 8 times slower than fp32 per training step, on AVX2-only CPUs (most laptops, many cloud instances).
+So the demo first asks [`bf16_support`] whether bf16 is native here, times a few fp32 and bf16 training steps of the
+smallest size in `SIZES`, predicts how long the three runs take at each size, and trains the largest size that fits
+`--budget` seconds (default 200: the whole demo then takes under 5 minutes on a 2-core AVX2-only CPU). It prints what
+it measured and what it chose. `--steps/--hidden/--seq_len/--layers` fix the size yourself.
+
+Run: `python examples/pure_bf16_demo.py [--budget SECONDS]`. `--quick` is a smoke run of about a minute (40 steps of
+the smallest model, which is too short to show the effect).
 """
 
 import argparse
@@ -48,7 +56,11 @@ from transformers import (  # noqa: E402
     TrainerCallback,
     TrainingArguments,
 )
-from transformers.trained_precision.pure_bf16 import training_state_bytes  # noqa: E402
+from transformers.trained_precision.hardware import bf16_support  # noqa: E402
+from transformers.trained_precision.pure_bf16 import (  # noqa: E402
+    cast_model_for_bf16_full_train,
+    training_state_bytes,
+)
 from transformers.utils import logging  # noqa: E402
 
 
@@ -63,6 +75,125 @@ RUNS = {
         "kwargs": {"bf16_full_train": True, "bf16_full_train_cast_all": True},  # optim defaults to adamw_optimi
     },
 }
+
+
+#: The sizes the demo chooses from, largest first. The first is the size of the README's numbers from a CPU with
+#: native bf16; on an AVX2-only CPU (bf16 emulated) its two bf16 runs alone would take about 40 minutes.
+SIZES = [
+    {"hidden": 128, "seq_len": 128, "layers": 4, "steps": 300},
+    {"hidden": 128, "seq_len": 64, "layers": 4, "steps": 300},
+    {"hidden": 64, "seq_len": 64, "layers": 4, "steps": 300},
+    {"hidden": 64, "seq_len": 64, "layers": 2, "steps": 300},
+]
+QUICK = {"hidden": 64, "seq_len": 64, "layers": 2, "steps": 40}
+#: Fewest steps the size choice goes down to: below this the runs end before the updates get small.
+MIN_STEPS = 150
+#: Trainer overhead (data loading, logging, evaluation, saving) on top of the bare training steps, measured on an
+#: AVX2-only CPU: 300 steps and 7 evaluations cost about (300 + 20) bare steps, plus 10%.
+EVAL_STEP_EQUIVALENTS = 20
+TRAINER_OVERHEAD = 1.1
+
+
+def describe_size(size) -> str:
+    return f"hidden {size['hidden']}, {size['layers']} layers, {size['seq_len']}-byte windows, {size['steps']} steps"
+
+
+def relative_cost(size) -> float:
+    """Multiply-adds per training step, up to a constant: the projections and MLP (12 h^2 per token and layer),
+    attention scores (2 * seq_len * h) and the 256-byte output layer."""
+    h, s = size["hidden"], size["seq_len"]
+    return s * (size["layers"] * (12 * h * h + 2 * s * h) + 256 * h)
+
+
+def measure_step_seconds(size, batch_size: int, bf16: bool, steps: int = 2) -> float:
+    """Best wall time of one bare training step (forward, backward, torch AdamW) at `size`, after one warm-up step:
+    in fp32, or as the pure-bf16 runs train (bf16 weights, bf16 autocast)."""
+    model = make_model(argparse.Namespace(seed=0, **size))
+    if bf16:
+        cast_model_for_bf16_full_train(model, cast_all=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = torch.randint(0, 256, (batch_size, size["seq_len"]), generator=torch.Generator().manual_seed(0))
+    best = float("inf")
+    for i in range(steps + 1):
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if i:
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def predict_seconds(size, fp32_step: float, bf16_step: float) -> float:
+    """The three runs' training wall time: one fp32 run and two bf16 runs of `size["steps"]` steps."""
+    steps = size["steps"] + EVAL_STEP_EQUIVALENTS
+    return steps * (fp32_step + 2 * bf16_step) * TRAINER_OVERHEAD
+
+
+def choose_size(budget: float, batch_size: int) -> tuple[dict, list[str]]:
+    """
+    The largest of `SIZES` whose three training runs are predicted to fit `budget` seconds on this machine.
+
+    Times a few steps of the smallest size, scales them by [`relative_cost`] to the others, then times the chosen
+    size itself to check it (moving one size down when it does not fit). When even the smallest size does not fit
+    (a slow or busy machine), it trains fewer steps, down to `MIN_STEPS`.
+
+    Returns:
+        `(size, lines)`: the chosen size and the lines that say why.
+    """
+    smallest = SIZES[-1]
+    fp32_small = measure_step_seconds(smallest, batch_size, bf16=False)
+    bf16_small = measure_step_seconds(smallest, batch_size, bf16=True)
+    lines = [
+        f"measured at {describe_size(smallest)}: fp32 step {fp32_small:.3f} s, bf16 step {bf16_small:.3f} s "
+        f"(bf16 / fp32 = {bf16_small / fp32_small:.1f}x)"
+    ]
+    first = len(SIZES) - 1
+    for index, size in enumerate(SIZES[:-1]):
+        scale = relative_cost(size) / relative_cost(smallest)
+        predicted = predict_seconds(size, fp32_small * scale, bf16_small * scale)
+        lines.append(f"estimated {predicted:.0f} s for {describe_size(size)}")
+        if predicted <= budget:
+            first = index
+            break
+    for size in SIZES[first:-1]:
+        fp32_step = measure_step_seconds(size, batch_size, bf16=False)
+        bf16_step = measure_step_seconds(size, batch_size, bf16=True)
+        predicted = predict_seconds(size, fp32_step, bf16_step)
+        lines.append(
+            f"measured at {describe_size(size)}: fp32 step {fp32_step:.3f} s, bf16 step {bf16_step:.3f} s: "
+            f"predicted {predicted:.0f} s"
+        )
+        if predicted <= budget:
+            return size, lines
+    predicted = predict_seconds(smallest, fp32_small, bf16_small)
+    lines.append(f"predicted {predicted:.0f} s for {describe_size(smallest)}")
+    if predicted <= budget:
+        return smallest, lines
+    per_step = predicted / (smallest["steps"] + EVAL_STEP_EQUIVALENTS)
+    steps = max(MIN_STEPS, min(smallest["steps"], int(budget / per_step - EVAL_STEP_EQUIVALENTS) // 10 * 10))
+    size = dict(smallest, steps=steps)
+    lines.append(
+        f"over budget: training {steps} steps instead, predicted {per_step * (steps + EVAL_STEP_EQUIVALENTS):.0f} s "
+        f"(fewer steps show a smaller gap; the demo does not go below {MIN_STEPS})"
+    )
+    return size, lines
+
+
+def platform_name() -> str:
+    """The CPU's model name (from `/proc/cpuinfo` on Linux), else what `platform` says."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def load_text() -> bytes:
@@ -178,7 +309,7 @@ def train_one(name, opts, train_set, eval_set):
     }
 
 
-def write_plot(results, path, opts):
+def write_plot(results, path, opts, machine: str = ""):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,7 +338,8 @@ def write_plot(results, path, opts):
         right.set_ylim(min(tail) - 0.05, max(tail) + 0.05)
     fig.suptitle(
         f"GPT-Neo ({opts.layers} layers, hidden {opts.hidden}) on pydoc_data.topics bytes, {opts.steps} steps: "
-        "bf16 weights need a compensating optimizer"
+        "bf16 weights need a compensating optimizer" + (f"\n{machine}" if machine else ""),
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -232,11 +364,18 @@ def summary_table(results) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", default="demo_output")
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=200,
+        help="seconds for the three training runs: the demo picks the largest model size predicted to fit "
+        "(default 200, which keeps the whole demo under 5 minutes)",
+    )
+    parser.add_argument("--steps", type=int, default=None, help="fix the number of steps (skips the size choice)")
     parser.add_argument("--batch_size", type=int, default=16)
-    parser.add_argument("--seq_len", type=int, default=128)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--seq_len", type=int, default=None, help="fix the window length (skips the size choice)")
+    parser.add_argument("--hidden", type=int, default=None, help="fix the hidden size (skips the size choice)")
+    parser.add_argument("--layers", type=int, default=None, help="fix the number of layers (skips the size choice)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -245,15 +384,31 @@ def main():
         default=1,
         help="torch threads (default 1: comparable step times, and no slowdown when other processes share the cores)",
     )
-    parser.add_argument("--quick", action="store_true", help="a 10-second smoke run (40 steps, smaller model)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run of about a minute: 40 steps of the smallest model"
+    )
     opts = parser.parse_args()
-    if opts.quick:
-        opts.steps, opts.hidden, opts.seq_len = 40, 64, 64
     if opts.threads:
         torch.set_num_threads(opts.threads)
     os.makedirs(opts.output_dir, exist_ok=True)
     logging.set_verbosity_warning()
-    logging.get_logger("transformers.trained_precision.pure_bf16").setLevel(logging.INFO)  # the dtype summary
+
+    started = time.perf_counter()
+    support = bf16_support("cpu")
+    print(f"{support.describe()}; {torch.get_num_threads()} torch thread(s)")
+    fixed = {key: getattr(opts, key) for key in SIZES[0] if getattr(opts, key) is not None}
+    if opts.quick:
+        size, why = dict(QUICK, **fixed), ["--quick"]
+    elif fixed:
+        size, why = dict(SIZES[0], **fixed), ["fixed on the command line"]
+    else:
+        size, why = choose_size(opts.budget, opts.batch_size)
+        why.append(f"--budget {opts.budget:g} s for the three training runs")
+    for key, value in size.items():
+        setattr(opts, key, value)
+    print(f"size: {describe_size(size)}; how it was chosen:")
+    for line in why:
+        print(f"  {line}")
 
     data = torch.tensor(list(load_text()), dtype=torch.long)
     split = int(0.95 * len(data))
@@ -261,16 +416,17 @@ def main():
     eval_set = ByteWindows(data[split:], opts.seq_len, 128, seed=opts.seed, random=False)
     print(f"pydoc_data.topics: {len(data):,} bytes ({split:,} train, {len(data) - split:,} held out)")
 
-    start = time.perf_counter()
     results = {name: train_one(name, opts, train_set, eval_set) for name in RUNS}
+    training_seconds = time.perf_counter() - started
 
     png = os.path.join(opts.output_dir, "loss_curves.png")
-    write_plot(results, png, opts)
+    machine = f"{platform_name()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; {support.describe()}"
+    write_plot(results, png, opts, machine)
     table = summary_table(results)
     with open(os.path.join(opts.output_dir, "summary.md"), "w") as f:
-        f.write(table + "\n")
+        f.write(f"{describe_size(size)}; {machine}\n\n{table}\n")
     with open(os.path.join(opts.output_dir, "summary.json"), "w") as f:
-        json.dump({k: {key: v for key, v in r.items()} for k, r in results.items()}, f, indent=2)
+        json.dump({"machine": machine, "size": size, "runs": results}, f, indent=2)
 
     print("\n" + table + "\n")
     kahan, plain, fp32 = (results[k]["eval_loss"] for k in ("bf16_kahan", "bf16_adamw", "fp32"))
@@ -287,7 +443,10 @@ def main():
     print(f"\nReloading {checkpoint} in float16 (the model was trained in bf16; fp16 overflows above 65504):")
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float16)
     print(f"  loaded as {model.dtype}; config.trained_precision = {model.config.trained_precision!r}")
-    print(f"\nDone in {time.perf_counter() - start:.0f} s.")
+    print(
+        f"\nDone in {time.perf_counter() - started:.0f} s ({training_seconds:.0f} s to choose the size and train; "
+        f"{support.describe()})."
+    )
     if not math.isfinite(kahan):
         raise SystemExit("the Kahan run diverged")
 

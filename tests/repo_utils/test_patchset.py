@@ -200,7 +200,8 @@ class SetupMetadataTest(unittest.TestCase):
         upstream = patchset.upstream_from_wheel(patchset.cached_upstream_wheel(config.upstream_version), "5.23.0")
         kwargs = patchset.setup_kwargs(upstream, config)
         self.assertIn("testing", kwargs["extras_require"])  # upstream's own extras survive
-        self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3"])
+        # what `bf16_full_train` needs to run in the Trainer: the optimizer and accelerate
+        self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3", "accelerate>=1.1.0"])
         self.assertIn("tp-testing", kwargs["extras_require"])
         self.assertEqual(
             kwargs["entry_points"]["console_scripts"], ["transformers = transformers.cli.transformers:main"]

@@ -24,7 +24,8 @@ import transformers.trained_precision as package
 LAYERS = {
     "vocabulary": 0,  # names: precisions, aliases, dtype names
     "hub_ids": 1,  # ids: legacy ids, cache snapshot paths
-    "distributed": 1,  # torch.distributed / FSDP2 glue, used by the optimizers
+    "distributed": 1,
+    "hardware": 1,  # is bf16 native on this device  # torch.distributed / FSDP2 glue, used by the optimizers
     "registry": 2,  # facts
     "risk": 2,
     "storage": 2,

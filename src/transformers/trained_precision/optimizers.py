@@ -251,7 +251,10 @@ class _OptimiMixin:
             from .distributed import make_optimi_dtensor_safe
 
             make_optimi_dtensor_safe(self)
-            if saved != (group["triton"], group["foreach"]):
+            # accelerate reloads every fresh optimizer's (empty) state to place it on the device: only a real
+            # checkpoint, with per-parameter state and an explicit saved choice, is worth a line
+            resumed = bool(state_dict.get("state")) and saved != (None, None)
+            if resumed and saved != (group["triton"], group["foreach"]):
                 logger.info(
                     f"optimi: the checkpoint was saved with triton={saved[0]}, foreach={saved[1]}; resuming with "
                     f"triton={group['triton']}, foreach={group['foreach']} on this machine."

@@ -294,6 +294,13 @@ def cast_model_for_bf16_full_train(
     return summary
 
 
+def _optimizer_label(args) -> str:
+    optim = str(getattr(getattr(args, "optim", None), "value", getattr(args, "optim", None)))
+    if optim == _DEFAULT_OPTIM:
+        return f"{optim} (optimi AdamW with Kahan summation)"
+    return optim
+
+
 def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator=None) -> Bf16CastSummary | None:
     """
     The `Trainer`'s call site: refuses FSDP1/DeepSpeed on the resolved accelerate state, then casts `model` once (a
@@ -312,6 +319,10 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
     """
     if accelerator is not None:
         check_bf16_full_train_accelerator(args, accelerator, model)
+        # bf16 works everywhere but is slow where it is emulated (AVX2-only CPUs, pre-Ampere GPUs): say so, once
+        from .hardware import warn_if_bf16_emulated
+
+        warn_if_bf16_emulated(args, getattr(accelerator, "device", None))
     if model is None or not getattr(args, "bf16_full_train", False):
         return None
     summary = getattr(model, _MARK, None)
@@ -320,7 +331,8 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
             model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False))
         )
         if getattr(args, "process_index", 0) == 0:
-            logger.info(str(summary))
+            # the one line that says what the switch did: visible at the default verbosity
+            logger.warning(f"{summary} Optimizer: {_optimizer_label(args)}.")
             for name, others in summary.tied.items():
                 logger.info(f"bf16_full_train: {name} is tied to {', '.join(others)}; cast once, with the same dtype.")
     if accelerator is not None and fsdp_plugin_of(accelerator) is not None:
