@@ -22,7 +22,13 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers import TrainingArguments
-from transformers.testing_utils import CaptureLogger, TestCasePlus, require_accelerate, require_torch
+from transformers.testing_utils import (
+    CaptureLogger,
+    TestCasePlus,
+    require_accelerate,
+    require_torch,
+    require_torch_optimi,
+)
 from transformers.utils import is_torch_available, logging
 
 
@@ -112,6 +118,8 @@ OPTIMI_CASES = [
 
 
 @require_torch
+@require_torch_optimi
+@require_accelerate
 class OptimiOptimizerTest(TestCasePlus):
     @parameterized.expand(OPTIMI_CASES)
     def test_optim_name_builds_class_and_kwargs(self, optim, class_name, expected):
@@ -250,6 +258,8 @@ class OptimiOptimizerTest(TestCasePlus):
 
 
 @require_torch
+@require_torch_optimi
+@require_accelerate
 class Bf16FullTrainArgsTest(TestCasePlus):
     def test_defaults(self):
         tmp = self.get_auto_remove_tmp_dir()
@@ -315,6 +325,8 @@ class Bf16FullTrainArgsTest(TestCasePlus):
 
 
 @require_torch
+@require_torch_optimi
+@require_accelerate
 class Bf16CastTest(TestCasePlus):
     def test_gpt2_conv1d_cast_by_parameter(self):
         model = _tiny_gpt2()
@@ -405,6 +417,8 @@ class Bf16CastTest(TestCasePlus):
 
 
 @require_torch
+@require_torch_optimi
+@require_accelerate
 class PureBf16TrainingTest(TestCasePlus):
     def setUp(self):
         super().setUp()
