@@ -117,7 +117,7 @@ class StrictApplyTest(PatchsetTestBase):
         self.assert_fails("0099-extra.patch is not listed in")
 
     def test_series_entry_without_file_fails(self):
-        with open(self.repo / "patches" / "series", "a") as f:
+        with open(self.repo / "patches" / "series", "a", encoding="utf-8") as f:
             f.write("0042-gone.patch\n")
         self.assert_fails("series lists 0042-gone.patch", "does not exist")
 
@@ -126,7 +126,7 @@ class StrictApplyTest(PatchsetTestBase):
             "diff --git a/src/transformers/brand_new.py b/src/transformers/brand_new.py\n"
             "new file mode 100644\n--- /dev/null\n+++ b/src/transformers/brand_new.py\n@@ -0,0 +1 @@\n+x = 1\n"
         )
-        with open(self.repo / "patches" / "series", "a") as f:
+        with open(self.repo / "patches" / "series", "a", encoding="utf-8") as f:
             f.write("0002-new-file.patch\n")
         self.assert_fails("0002-new-file.patch", "only modify existing upstream files")
 
@@ -201,7 +201,7 @@ class SetupMetadataTest(unittest.TestCase):
         kwargs = patchset.setup_kwargs(upstream, config)
         self.assertIn("testing", kwargs["extras_require"])  # upstream's own extras survive
         # what `bf16_full_train` needs to run in the Trainer: the optimizer and accelerate
-        self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3", "accelerate>=1.1.0"])
+        self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3,<0.4", "accelerate>=1.1.0"])
         self.assertIn("tp-testing", kwargs["extras_require"])
         self.assertEqual(
             kwargs["entry_points"]["console_scripts"], ["transformers = transformers.cli.transformers:main"]
@@ -238,7 +238,7 @@ class ForkExportTest(PatchsetTestBase):
     def test_export_refuses_uncommitted_changes(self):
         fork = self.tmp / "fork"
         self.assertEqual(run_patchset(self.repo, "fork", "--dir", str(fork)).returncode, 0)
-        with open(fork / "src" / "transformers" / "activations.py", "a") as f:
+        with open(fork / "src" / "transformers" / "activations.py", "a", encoding="utf-8") as f:
             f.write("# edit\n")
         result = run_patchset(self.repo, "export", "--dir", str(fork))
         self.assertEqual(result.returncode, 1)

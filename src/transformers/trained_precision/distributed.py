@@ -113,7 +113,7 @@ def _read_fsdp_config(fsdp_config: Any) -> dict[str, Any]:
             fsdp_config = json.load(f)
     if not isinstance(fsdp_config, dict):
         return {}
-    return {(k[5:] if k.startswith("fsdp_") else k): v for k, v in fsdp_config.items()}
+    return {k.removeprefix("fsdp_"): v for k, v in fsdp_config.items()}
 
 
 def requested_fsdp_version(args: Any) -> int | None:

@@ -150,7 +150,7 @@ def cpu_capabilities() -> dict[str, Any]:
     if callable(getattr(torch.cpu, "_is_avx512_bf16_supported", None)):
         flags["avx512_bf16"] = bool(torch.cpu._is_avx512_bf16_supported())
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 key, _, value = line.partition(":")
                 if key.strip() in ("flags", "Features"):
