@@ -4,7 +4,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 # Pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is the CPU build these machines carry.
 TORCH ?= torch==2.13.0
-EXTRAS ?= tp-testing,optimi,tp-demo
+EXTRAS ?= trained-precision-testing,optimi,trained-precision-demo
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
@@ -74,7 +74,7 @@ rebase:
 # summation; writes demo_output/ (loss_curves.png, summary.md, three checkpoints). It times a few steps first and picks
 # the model size that fits DEMO_ARGS="--budget SECONDS" (default 200): under 5 minutes also where bf16 is emulated.
 DEMO_ARGS ?=
-demo: EXTRAS = optimi,tp-demo
+demo: EXTRAS = optimi,trained-precision-demo
 demo: install
 	$(VPY) examples/pure_bf16_demo.py --output_dir demo_output $(DEMO_ARGS)
 
@@ -82,7 +82,7 @@ demo: install
 # step-time ratios (~14 minutes where bf16 is native; where it is emulated (AVX2-only CPUs), use
 # BENCH_ARGS="--steps 100 --hidden 64 --seq_len 64 --layers 2", a few minutes).
 BENCH_ARGS ?=
-bench: EXTRAS = optimi,tp-demo
+bench: EXTRAS = optimi,trained-precision-demo
 bench: install
 	$(VPY) benchmarks/benchmark_pure_bf16.py $(BENCH_ARGS)
 

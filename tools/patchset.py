@@ -119,11 +119,11 @@ def git_sha(root: Path = ROOT) -> str | None:
 
 
 def fork_version(config: Config, root: Path = ROOT) -> str:
-    """`X.Y.Z+tp.N`, plus `.g<sha>` from git (so pip reinstalls a moved branch), or the version of an sdist's PKG-INFO."""
+    """`X.Y.Z+trainedprecision.N`, plus `.g<sha>` from git (so pip reinstalls a moved branch), or the version of an sdist's PKG-INFO."""
     pkg_info = root / "PKG-INFO"
     if pkg_info.exists() and not (root / ".git").exists():
         return email.parser.Parser().parsestr(pkg_info.read_text())["Version"]
-    version = f"{config.upstream_version}+tp.{config.release}"
+    version = f"{config.upstream_version}+trainedprecision.{config.release}"
     sha = git_sha(root)
     return f"{version}.g{sha}" if sha else version
 

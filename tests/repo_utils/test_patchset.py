@@ -183,15 +183,15 @@ class TreeTest(PatchsetTestBase):
         for rel in patched:
             self.assertTrue((out / rel).read_text().startswith(patchset.NOTICE_MARKER), rel)
         init = (out / "transformers" / "__init__.py").read_text()
-        self.assertRegex(init, r'__version__ = "5\.23\.0\+tp\.\d+(\.g[0-9a-f]+)?"')
+        self.assertRegex(init, r'__version__ = "5\.23\.0\+trainedprecision\.\d+(\.g[0-9a-f]+)?"')
 
     def test_version_is_numeric_local_label(self):
         version = patchset.fork_version(patchset.read_config(self.repo), self.repo)
         sha = git(self.repo, "rev-parse", "--short=10", "HEAD").strip()
-        self.assertRegex(version, rf"^5\.23\.0\+tp\.\d+\.g{sha}$")
+        self.assertRegex(version, rf"^5\.23\.0\+trainedprecision\.\d+\.g{sha}$")
         from packaging.version import Version
 
-        self.assertGreater(Version("5.23.0+tp.10"), Version("5.23.0+tp.9"))
+        self.assertGreater(Version("5.23.0+trainedprecision.10"), Version("5.23.0+trainedprecision.9"))
 
 
 class SetupMetadataTest(unittest.TestCase):
@@ -202,7 +202,7 @@ class SetupMetadataTest(unittest.TestCase):
         self.assertIn("testing", kwargs["extras_require"])  # upstream's own extras survive
         # what `bf16_full_train` needs to run in the Trainer: the optimizer and accelerate
         self.assertEqual(kwargs["extras_require"]["optimi"], ["torch-optimi>=0.3.3,<0.4", "accelerate>=1.1.0"])
-        self.assertIn("tp-testing", kwargs["extras_require"])
+        self.assertIn("trained-precision-testing", kwargs["extras_require"])
         self.assertEqual(
             kwargs["entry_points"]["console_scripts"], ["transformers = transformers.cli.transformers:main"]
         )

@@ -49,7 +49,7 @@ class WheelTest(unittest.TestCase):
 
     def test_name_and_version(self):
         self.assertEqual(self.metadata["Name"], "transformers")
-        self.assertRegex(self.metadata["Version"], r"^5\.23\.0\+tp\.\d+(\.g[0-9a-f]{10})?$")
+        self.assertRegex(self.metadata["Version"], r"^5\.23\.0\+trainedprecision\.\d+(\.g[0-9a-f]{10})?$")
 
     def test_requirements_are_upstreams_plus_our_extras(self):
         ours = {f'{req}; extra == "{name}"' for name, reqs in self.config.extras.items() for req in reqs}
