@@ -596,3 +596,29 @@ class StorageDtypeTest(unittest.TestCase):
             torch.float8_e4m3fn
         )
         self.assertEqual(pure_bf16.storage_dtype(model), model.dtype)  # float8 present: upstream's choice, unchanged
+
+
+@require_torch
+@require_torch_optimi
+class OptimiContractTest(unittest.TestCase):
+    """Fails loudly when a torch-optimi release renames what the adapters in `optimizers.py` rely on."""
+
+    def test_installed_optimi_has_what_the_adapters_use(self):
+        self.assertEqual(tp_optimizers.check_optimi_contract(), [])
+
+    def test_a_rename_is_reported(self):
+        import optimi.utils
+
+        with mock.patch.object(tp_optimizers, "KAHAN_STATE_KEY", "renamed_comp"):
+            problems = tp_optimizers.check_optimi_contract()
+        self.assertEqual(len(problems), 1)
+        self.assertIn("'renamed_comp'", problems[0])
+        saved = optimi.utils._default_to_triton
+        del optimi.utils._default_to_triton
+        try:
+            problems = tp_optimizers.check_optimi_contract()
+            default = tp_optimizers.optimi_default_implementation([])
+        finally:
+            optimi.utils._default_to_triton = saved
+        self.assertTrue(any("_default_to_triton" in p for p in problems), problems)
+        self.assertEqual(default, (None, False))  # optimi decides again at the next step

@@ -152,6 +152,64 @@ def has_half_precision_trainable_params(model) -> bool:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# What this module relies on in torch-optimi: one adapter per internal, checked by `check_optimi_contract`
+# ---------------------------------------------------------------------------------------------------------------------
+
+#: The torch-optimi releases these adapters are tested with; the `optimi` extra pins the same range.
+OPTIMI_TESTED_VERSIONS = ">=0.3.3,<0.4"
+
+#: The optimizer-state key under which optimi keeps a parameter's Kahan compensation buffer.
+KAHAN_STATE_KEY = "kahan_comp"
+
+
+def kahan_buffer(optimizer, param: torch.Tensor) -> torch.Tensor | None:
+    """optimi's Kahan compensation buffer of `param` (same shape and dtype), or `None` before the first step."""
+    return optimizer.state[param].get(KAHAN_STATE_KEY)
+
+
+def optimi_default_implementation(params: list[torch.Tensor]) -> tuple[bool | None, bool]:
+    """
+    The implementation optimi picks by itself for `params` on this machine, as `(triton, triton_available)`.
+
+    optimi decides with its private `optimi.utils._default_to_triton`; when a later release renames it, `triton` is
+    `None` and optimi decides again at the next step (`check_optimi_contract` reports the rename).
+    """
+    try:
+        from optimi.utils import HAS_TRITON, _default_to_triton
+    except ImportError:
+        return None, False
+    return bool(_default_to_triton(params)), bool(HAS_TRITON)
+
+
+def check_optimi_contract() -> list[str]:
+    """
+    What the adapters of this module need from the installed torch-optimi and do not find: an empty list when all is
+    there. Covers the optimizer classes, the private implementation chooser and the Kahan state key.
+    """
+    import torch
+
+    optimi = _require_optimi()
+    problems = [f"optimi.{name} is missing" for name in sorted(_EXTRA_ARGS) if not hasattr(optimi, name)]
+    try:
+        from optimi.utils import HAS_TRITON, _default_to_triton  # noqa: F401
+    except ImportError as e:
+        problems.append(f"optimi.utils no longer has HAS_TRITON/_default_to_triton ({e})")
+    param = torch.nn.Parameter(torch.ones(4, dtype=torch.bfloat16))
+    param.grad = torch.ones_like(param)
+    optimizer = optimi.AdamW([param], lr=1e-3, kahan_sum=True, foreach=False, triton=False)
+    optimizer.step()
+    buffer = kahan_buffer(optimizer, param)
+    if buffer is None or buffer.shape != param.shape:
+        problems.append(f"optimi keeps no {KAHAN_STATE_KEY!r} state for a bf16 parameter with kahan_sum=True")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The optimizer classes: optimi's, with one mixin per concern
+# ---------------------------------------------------------------------------------------------------------------------
+
+
 def _compensated_add_(param: torch.Tensor, comp: torch.Tensor, delta) -> None:
     """
     `param += delta` with Kahan summation, computed in fp32: the part of the sum that `param`'s dtype cannot hold is
@@ -164,19 +222,15 @@ def _compensated_add_(param: torch.Tensor, comp: torch.Tensor, delta) -> None:
     param.copy_(new)
 
 
-class _OptimiMixin:
+class _CompensatedWeightDecay:
     """
-    Added to each optimi class built by [`get_optimi_optimizer_cls`]:
-
-    - Decoupled weight decay of half-precision parameters is applied inside the compensated update (exact in fp32,
-      then Kahan-rounded), instead of `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once
-      `lr * wd < 2^-9`. The decay is applied right after optimi's step instead of right before it; the difference is
-      of order `lr^2 * wd`.
-    - `load_state_dict` re-resolves the implementation (Triton, foreach, for-loop) for this machine instead of
-      trusting the one saved with the checkpoint.
+    Decoupled weight decay of half-precision parameters applied inside the compensated update (exact in fp32, then
+    Kahan-rounded), instead of `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once `lr * wd < 2^-9`. The
+    group's `weight_decay` is held at zero during optimi's step and applied right after it instead of right before;
+    the difference is of order `lr^2 * wd`.
     """
 
-    #: Adan's decoupled decay divides by `1 + lr * wd`; the others multiply by `1 - lr * wd`.
+    #: Adan's decoupled decay divides by `1 + lr * wd` (unless `adam_wd=True`); the others multiply by `1 - lr * wd`.
     _decay_divides: bool = False
     _compensate_weight_decay: bool = True
 
@@ -184,12 +238,6 @@ class _OptimiMixin:
         return bool(group.get("decouple_wd", True) or group.get("decouple_lr", False))
 
     def step(self, closure: Callable | None = None, param: torch.Tensor | None = None):
-        if not getattr(self, "_dtensor_checked", False):
-            # parameters may have been swapped for FSDP2 DTensors after __init__ (accelerate's preparation)
-            from .distributed import make_optimi_dtensor_safe
-
-            make_optimi_dtensor_safe(self)
-            self._dtensor_checked = True
         if param is not None or not self._compensate_weight_decay:
             return super().step(closure, param)
 
@@ -201,8 +249,7 @@ class _OptimiMixin:
                 and self._uses_decoupled_decay(group)
                 and any(p.grad is not None and _is_half(p) for p in group["params"])
             ):
-                # Adan divides by `1 + lr * wd`, unless `adam_wd=True` asks for Adam's `1 - lr * wd`; read it now:
-                # optimi's step resets `adam_wd` in a group whose weight decay is zero
+                # read `adam_wd` now: optimi's step resets it in a group whose weight decay is zero
                 divides = self._decay_divides and not group.get("adam_wd", False)
                 held.append((group, group["weight_decay"], group.get("adam_wd"), divides))
                 group["weight_decay"] = 0.0
@@ -222,7 +269,7 @@ class _OptimiMixin:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
-                    comp = self.state[p].get("kahan_comp")
+                    comp = kahan_buffer(self, p)
                     if _is_half(p) and comp is not None and comp.shape == p.shape:
                         factor = -rate / (1 + rate) if divides else -rate
                         _compensated_add_(p, comp, p.float().mul_(factor))
@@ -232,21 +279,32 @@ class _OptimiMixin:
                         p.mul_(1 - rate)
         return loss
 
+
+class _PortableImplementation:
+    """
+    The implementation (Triton, foreach, for-loop) fits the machine and the parameters, whatever a checkpoint says:
+    `load_state_dict` re-resolves it instead of trusting the saved choice, and FSDP2-sharded (DTensor) parameters,
+    which may replace the originals after `__init__`, get the for-loop implementation at the first step.
+    """
+
+    def step(self, closure: Callable | None = None, param: torch.Tensor | None = None):
+        if not getattr(self, "_dtensor_checked", False):
+            from .distributed import make_optimi_dtensor_safe
+
+            make_optimi_dtensor_safe(self)
+            self._dtensor_checked = True
+        return super().step(closure, param)
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
-        try:
-            from optimi.utils import HAS_TRITON, _default_to_triton
-        except ImportError:  # a future optimi: let it decide at the next step
-            HAS_TRITON, _default_to_triton = False, None
         for group in self.param_groups:
             requested_triton, requested_foreach = self.defaults.get("triton"), self.defaults.get("foreach")
             saved = (group.get("triton"), group.get("foreach"))
+            triton, triton_available = optimi_default_implementation(list(group["params"]))
             if requested_triton is None and requested_foreach is None:
-                params = list(group["params"])
-                triton = bool(_default_to_triton(params)) if _default_to_triton is not None else None
                 group["triton"], group["foreach"] = triton, None
             else:
-                group["triton"] = bool(requested_triton) and HAS_TRITON
+                group["triton"] = bool(requested_triton) and triton_available
                 group["foreach"] = requested_foreach
             from .distributed import make_optimi_dtensor_safe
 
@@ -273,7 +331,7 @@ def get_optimi_optimizer_cls(name: str) -> type:
 
     Returns:
         A subclass of the optimi class (so `isinstance(opt, optimi.AdamW)` holds) with compensated weight decay and
-        portable resume; see `_OptimiMixin`.
+        portable resume; see `_CompensatedWeightDecay` and `_PortableImplementation`.
     """
     optimi = _require_optimi()
     class_name = OPTIMI_OPTIMIZERS.get(str(name), str(name))
@@ -283,7 +341,8 @@ def get_optimi_optimizer_cls(name: str) -> type:
     if class_name not in _CLASS_CACHE:
         base = getattr(optimi, class_name)
         attrs = {"__module__": __name__, "__doc__": base.__doc__, "_decay_divides": class_name == "Adan"}
-        _CLASS_CACHE[class_name] = type(class_name, (_OptimiMixin, base), attrs)
+        # one subclass per optimi class, built on first use: optimi is an optional dependency
+        _CLASS_CACHE[class_name] = type(class_name, (_CompensatedWeightDecay, _PortableImplementation, base), attrs)
     return _CLASS_CACHE[class_name]
 
 
