@@ -16,7 +16,7 @@ Pure-bf16 training (`bf16_full_train=True`) on several processes: DDP through th
 optimizer step, what the `Trainer` resolves from an FSDP2 configuration, and the refusals (FSDP1, DeepSpeed, 8-bit
 optimizers under FSDP2).
 
-This file is also the script of the 2-process tests: `torchrun --nproc_per_node 2 test_distributed_bf16.py --mode
+This file is also the script of the 2-process tests: `torchrun --nproc_per_node 2 test_trainer_pure_bf16_distributed.py --mode
 {ddp,fsdp2,trainer_fsdp2} --output_dir DIR` runs on the CPU (gloo), except `trainer_fsdp2`, which needs accelerators
 (accelerate enables FSDP only on accelerator devices), and writes what each rank saw to `DIR/rank{N}.json`.
 """

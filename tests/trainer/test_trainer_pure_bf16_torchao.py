@@ -17,7 +17,7 @@ Pure-bf16 training with torchao's 8-bit AdamW and stochastic rounding (`optim="a
 torchao compiles its update with `torch.compile` at the first step (30 to 100 seconds on a CPU); these tests run it
 eagerly (`torch.compiler.set_stance("force_eager")`), which is the same arithmetic.
 
-This file is also the script of the distributed test: `torchrun --nproc_per_node 2 test_torchao_optimizers.py
+This file is also the script of the distributed test: `torchrun --nproc_per_node 2 test_trainer_pure_bf16_torchao.py
 --output_dir DIR` trains on the CPU (gloo) and writes each rank's parameters.
 """
 

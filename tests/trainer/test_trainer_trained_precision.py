@@ -15,7 +15,7 @@
 The Trainer stamps the run's precision into `config.trained_precision` (and every checkpoint), warns when the run is
 risky for how the model was trained, and custom loops can do the same with `stamp_trained_precision`.
 
-This file is also the script of the distributed test: `torchrun --nproc_per_node 2 test_trainer_stamp.py --output_dir
+This file is also the script of the distributed test: `torchrun --nproc_per_node 2 test_trainer_trained_precision.py --output_dir
 DIR` trains on the CPU (gloo) and writes what each rank stamped.
 """
 
