@@ -43,7 +43,7 @@ from typing import Any
 from ..utils import logging
 from .resolver import persist_registry_precision, resolve_trained_precision
 from .risk import Risk
-from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
+from .vocabulary import FP32, TENSOR_TYPE_DTYPES, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
 
 logger = logging.get_logger(__name__)
@@ -303,10 +303,6 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
     return check_trained_precision(config, dtype, mode=mode, model_name=name, action=CAST)
 
 
-# `Tensor.type` accepts tensor-type names: "torch.HalfTensor", "torch.cuda.BFloat16Tensor", ...
-_TENSOR_TYPE_DTYPES = {"HalfTensor": "float16", "BFloat16Tensor": "bfloat16", "FloatTensor": "float32"}
-
-
 def check_trained_precision_on_type(model, dst_type) -> Risk | None:
     """
     The cast hook of `PreTrainedModel.type`: `dst_type` is a `torch.dtype` or a tensor-type name
@@ -314,7 +310,7 @@ def check_trained_precision_on_type(model, dst_type) -> Risk | None:
     Names of other tensor types (integers, float64) are never risky.
     """
     if isinstance(dst_type, str):
-        dtype = _TENSOR_TYPE_DTYPES.get(dst_type.rsplit(".", 1)[-1])
+        dtype = TENSOR_TYPE_DTYPES.get(dst_type.rsplit(".", 1)[-1])
         if dtype is None:
             return None
         import torch

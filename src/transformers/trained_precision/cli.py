@@ -222,6 +222,7 @@ def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revisio
 
 
 def _set(paths, precision_value, from_registry, model_id, force, dry_run, cache_dir, out: _Output) -> None:
+    from ..utils import CONFIG_NAME
     from .hub_ids import find_cached_snapshot, parse_hub_id
     from .populate import populate_checkpoints
     from .registry import lookup
@@ -242,7 +243,7 @@ def _set(paths, precision_value, from_registry, model_id, force, dry_run, cache_
     resolved = []
     for path in paths:
         if not os.path.exists(os.path.expanduser(path)) and parse_hub_id(path) is not None:
-            snapshot = find_cached_snapshot(path, cache_dir=cache_dir)
+            snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=cache_dir)
             if snapshot is None:
                 out.fail(f"{path} is neither a local path nor a Hub id in the local cache: download it first.")
             path = snapshot

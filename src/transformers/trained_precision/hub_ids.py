@@ -240,7 +240,7 @@ def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
 
 
 def find_cached_snapshot(
-    hub_id: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None, filename: str = "config.json"
+    hub_id: str, *, filename: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> str | None:
     """
     The local cache snapshot directory of a Hub id that holds `filename`, or `None` when it is not cached. Every
@@ -249,6 +249,7 @@ def find_cached_snapshot(
 
     Args:
         hub_id (`str`): any spelling of the id.
+        filename (`str`): a file the snapshot must hold, e.g. `CONFIG_NAME`.
         revision (`str`, *optional*): a branch, tag or commit; defaults to `main`.
         cache_dir (`str` or `os.PathLike`, *optional*): the cache root; defaults to `huggingface_hub`'s
             (`HF_HUB_CACHE`, else `HF_HOME/hub`).

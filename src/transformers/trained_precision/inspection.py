@@ -127,7 +127,7 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
     if hub_id is None:
         raise CheckpointInspectionError(f"{path_or_id} does not exist, and it is not a Hub model id.")
 
-    snapshot = find_cached_snapshot(hub_id, revision=revision, cache_dir=cache_dir)
+    snapshot = find_cached_snapshot(hub_id, filename=CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     if snapshot is not None:
         return _Resolved(directory=snapshot, name=snapshot, config_path=os.path.join(snapshot, CONFIG_NAME))
     if _hub_offline():

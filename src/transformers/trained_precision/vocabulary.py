@@ -99,6 +99,9 @@ SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
     "BOOL": ("bool", 1),
 }
 
+#: Tensor-type names (`Tensor.type`, `Module.type`: "torch.HalfTensor", "torch.cuda.BFloat16Tensor") -> dtype name.
+TENSOR_TYPE_DTYPES: dict[str, str] = {"FloatTensor": "float32", "BFloat16Tensor": "bfloat16", "HalfTensor": "float16"}
+
 #: Floating dtypes that are a training precision (float8 and float64 are not: no risk rule applies to them).
 PRECISION_DTYPE_NAMES: frozenset[str] = frozenset(TORCH_DTYPE_NAMES.values())
 
