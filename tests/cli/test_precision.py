@@ -30,6 +30,7 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers.testing_utils import TestCasePlus, require_torch
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import is_torch_available
 
 
@@ -40,7 +41,6 @@ if is_torch_available():
         BertConfig,
         BertModel,
         BertTokenizer,
-        GPTNeoConfig,
         GPTNeoForCausalLM,
         T5Config,
         T5ForConditionalGeneration,
@@ -74,17 +74,7 @@ def tiny_t5():
 
 
 def tiny_gpt_neo(**kwargs):
-    config = GPTNeoConfig(
-        vocab_size=99,
-        hidden_size=32,
-        num_layers=2,
-        num_heads=4,
-        attention_types=[[["global", "local"], 1]],
-        max_position_embeddings=64,
-        bos_token_id=0,
-        eos_token_id=0,
-        **kwargs,
-    )
+    config = tiny_gpt_neo_config(vocab_size=99, hidden_size=32, num_heads=4, max_position_embeddings=64, **kwargs)
     return GPTNeoForCausalLM(config)
 
 

@@ -29,6 +29,7 @@ from transformers.testing_utils import (
     require_torch,
     require_torch_optimi,
 )
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import is_torch_available, logging
 
 
@@ -39,7 +40,6 @@ if is_torch_available():
     from transformers import (
         GPT2Config,
         GPT2LMHeadModel,
-        GPTNeoConfig,
         GPTNeoForCausalLM,
         T5Config,
         T5ForConditionalGeneration,
@@ -584,11 +584,7 @@ if __name__ == "__main__":
 @require_torch
 class StorageDtypeTest(unittest.TestCase):
     def test_float8_models_keep_upstreams_config_dtype(self):
-        model = GPTNeoForCausalLM(
-            GPTNeoConfig(
-                num_layers=2, attention_types=[[["global", "local"], 1]], hidden_size=16, num_heads=2, vocab_size=64
-            )
-        )
+        model = GPTNeoForCausalLM(tiny_gpt_neo_config())
         model.to(torch.bfloat16)
         model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
         self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype

@@ -29,7 +29,7 @@ import types
 
 from parameterized import parameterized
 
-from transformers import GPTNeoConfig, TrainingArguments, is_torch_available
+from transformers import TrainingArguments, is_torch_available
 from transformers.testing_utils import (
     TestCasePlus,
     backend_device_count,
@@ -41,6 +41,7 @@ from transformers.testing_utils import (
     require_torch_optimi,
     torch_device,
 )
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 
 
 if is_torch_available():
@@ -62,17 +63,7 @@ def free_port() -> int:
 
 def tiny_gpt_neo(seed=0, hidden_size=32):
     torch.manual_seed(seed)
-    config = GPTNeoConfig(
-        vocab_size=64,
-        hidden_size=hidden_size,
-        num_layers=2,
-        num_heads=2,
-        attention_types=[[["global", "local"], 1]],
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return GPTNeoForCausalLM(config)
+    return GPTNeoForCausalLM(tiny_gpt_neo_config(hidden_size=hidden_size))
 
 
 class RepeatingLMDataset:

@@ -29,7 +29,7 @@ from unittest import mock
 
 from parameterized import parameterized
 
-from transformers import GPTNeoConfig, TrainingArguments, is_torch_available
+from transformers import TrainingArguments, is_torch_available
 from transformers.testing_utils import (
     CaptureLogger,
     LoggingLevel,
@@ -40,6 +40,7 @@ from transformers.testing_utils import (
     require_peft,
     require_torch,
 )
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import logging
 
 
@@ -62,20 +63,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def tiny_gpt_neo_config(**kwargs):
-    return GPTNeoConfig(
-        vocab_size=64,
-        hidden_size=16,
-        num_layers=2,
-        num_heads=2,
-        attention_types=[[["global", "local"], 1]],
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-        **kwargs,
-    )
 
 
 def tiny_gpt_neo(dtype=None, **config_kwargs):

@@ -22,14 +22,13 @@ from transformers import (
 from transformers.testing_utils import CaptureLogger
 from transformers.trained_precision import PRECISION_ALIASES, PRECISIONS, InvalidTrainedPrecisionError
 from transformers.trained_precision import configuration as tp_configuration
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import logging
 
 
 def tiny_configs():
     return {
-        "gpt_neo": GPTNeoConfig(
-            num_layers=2, attention_types=[[["global", "local"], 1]], hidden_size=16, num_heads=2, vocab_size=64
-        ),
+        "gpt_neo": tiny_gpt_neo_config(),
         "gpt2": GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=64),
         "t5": T5Config(num_layers=2, d_model=16, d_ff=32, num_heads=2, d_kv=8, vocab_size=64),
         "bert": BertConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32),

@@ -19,7 +19,6 @@ from transformers import (
     BertConfig,
     EncoderDecoderConfig,
     EncoderDecoderModel,
-    GPTNeoConfig,
     GPTNeoForCausalLM,
     PreTrainedTokenizerFast,
     pipeline,
@@ -37,6 +36,7 @@ from transformers.trained_precision.hub_ids import hub_id_for
 from transformers.trained_precision.registry import lookup
 from transformers.trained_precision.resolver import resolve_trained_precision
 from transformers.trained_precision.risk import assess_risk
+from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import logging
 
 
@@ -54,18 +54,7 @@ LOGGER = logging.get_logger(tp_check.__name__)
 
 
 def tiny_config(trained_precision="unknown", **kwargs):
-    return GPTNeoConfig(
-        num_layers=2,
-        attention_types=[[["global", "local"], 1]],
-        hidden_size=16,
-        num_heads=2,
-        vocab_size=64,
-        max_position_embeddings=32,
-        bos_token_id=0,
-        eos_token_id=0,
-        trained_precision=trained_precision,
-        **kwargs,
-    )
+    return tiny_gpt_neo_config(trained_precision=trained_precision, **kwargs)
 
 
 def save_tiny_model(directory, trained_precision="unknown", storage_dtype=torch.float32):

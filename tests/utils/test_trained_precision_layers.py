@@ -41,6 +41,7 @@ LAYERS = {
     "inspection": 5,
     "cli": 6,  # surface
     "__main__": 7,
+    "testing_utils": 7,  # test helpers
     "__init__": 7,
 }
 

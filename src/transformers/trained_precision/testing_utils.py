@@ -1,0 +1,54 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Test helpers of `trained_precision`, as `transformers.testing_utils` is for the library: the tests of the config
+field, the loading check, the Trainer stamp, pure-bf16 training and `transformers precision` build their tiny models
+here, so that they agree on one small GPT-Neo. Importable from scripts the tests launch with `torchrun`, too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+#: A GPT-Neo small enough for a CPU test: 2 layers (one global and one local attention), hidden 16, 64 tokens.
+TINY_GPT_NEO: dict[str, Any] = {
+    "vocab_size": 64,
+    "hidden_size": 16,
+    "num_layers": 2,
+    "num_heads": 2,
+    "attention_types": [[["global", "local"], 1]],
+    "max_position_embeddings": 32,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+
+
+def tiny_gpt_neo_config(**overrides):
+    """
+    A [`GPTNeoConfig`] of [`TINY_GPT_NEO`], with `overrides` (`hidden_size=32`, `trained_precision="bf16"`, ...).
+    """
+    from ..models.gpt_neo import GPTNeoConfig
+
+    return GPTNeoConfig(**{**TINY_GPT_NEO, **overrides})
+
+
+def tiny_gpt_neo(**overrides):
+    """A randomly initialised `GPTNeoForCausalLM` of [`tiny_gpt_neo_config`] (needs torch)."""
+    from ..models.gpt_neo import GPTNeoForCausalLM
+
+    return GPTNeoForCausalLM(tiny_gpt_neo_config(**overrides))
+
+
+__all__ = ["TINY_GPT_NEO", "tiny_gpt_neo", "tiny_gpt_neo_config"]
