@@ -83,7 +83,16 @@ def main() -> None:
         if script:
             commands["transformers precision"] = [script, "precision", checkpoint, "--dtype", "fp16"]
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+        try:  # the machine class, as every timing here names it (the report itself does not need torch)
+            import torch
+
+            capability = f", CPU capability {torch.backends.cpu.get_cpu_capability()}"
+        except ImportError:
+            capability = ""
+        print(
+            f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs{capability}, "
+            f"load average {load:.2f}"
+        )
         print(f"headers-only report ({torch_line})")
         baseline = None
         for name, command in commands.items():

@@ -29,7 +29,7 @@ from transformers.testing_utils import (
     require_torch,
     require_torch_optimi,
 )
-from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
+from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo_config
 from transformers.utils import is_torch_available, logging
 
 
@@ -89,17 +89,6 @@ class _RegressionData(torch.utils.data.Dataset if is_torch_available() else obje
 
     def __getitem__(self, i):
         return {"x": self.x[i]}
-
-
-class _TokenData(torch.utils.data.Dataset if is_torch_available() else object):
-    def __init__(self, size=32, length=16, vocab=64):
-        self.ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -395,7 +384,7 @@ class Bf16CastTest(TestCasePlus):
 
     def test_model_init_is_cast(self):
         args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True)
-        trainer = Trainer(model_init=lambda: _tiny_gpt2(), args=args, train_dataset=_TokenData())
+        trainer = Trainer(model_init=lambda: _tiny_gpt2(), args=args, train_dataset=random_token_dataset())
         self.assertEqual(trainer.model.transformer.h[0].mlp.c_fc.weight.dtype, torch.bfloat16)
         self.assertEqual(trainer.model.transformer.wte.weight.dtype, torch.float32)
 
@@ -527,7 +516,7 @@ class PureBf16TrainingTest(TestCasePlus):
         args = _args(tmp, bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
         logger = logging.get_logger("transformers.trained_precision.pure_bf16")
         with LoggingLevelInfo(), CaptureLogger(logger) as cl:
-            trainer = Trainer(model=model, args=args, train_dataset=_TokenData())
+            trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
         self.assertRegex(cl.out, r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16")
         self.assertEqual(model.transformer.h[0].attn.c_attn.weight.dtype, torch.bfloat16)
         trainer.train()
@@ -554,7 +543,7 @@ class PureBf16TrainingTest(TestCasePlus):
                 save_steps=3,
                 seed=3,
             )
-            return Trainer(model=model, args=args, train_dataset=_TokenData()), model
+            return Trainer(model=model, args=args, train_dataset=random_token_dataset()), model
 
         trainer, full = trainer_for(os.path.join(tmp, "full"))
         trainer.train()

@@ -41,7 +41,7 @@ from transformers.testing_utils import (
     require_torch_optimi,
     torch_device,
 )
-from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
+from transformers.trained_precision.testing_utils import free_port, tiny_gpt_neo_config
 
 
 if is_torch_available():
@@ -50,15 +50,6 @@ if is_torch_available():
     from transformers import GPTNeoForCausalLM, Trainer
     from transformers.trained_precision import distributed, pure_bf16
     from transformers.trained_precision.optimizers import get_optimi_optimizer_cls
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (a fixed port collides when two runs of the suite overlap)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tiny_gpt_neo(seed=0, hidden_size=32):

@@ -33,6 +33,7 @@ from transformers.testing_utils import (
     require_torch,
     require_torchao,
 )
+from transformers.trained_precision.testing_utils import free_port, random_token_dataset
 from transformers.utils import is_torch_available, is_torchao_available, logging
 
 
@@ -51,29 +52,10 @@ if is_torch_available() and is_torchao_available():
 PURE_BF16_LOGGER = "transformers.trained_precision.pure_bf16"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def tiny_gpt2(seed=0):
     """Its attention and MLP matrices (64 x 192, 64 x 256, ...) exceed torchao's 4096 values: 8-bit states."""
     torch.manual_seed(seed)
     return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=64, n_layer=2, n_head=2))
-
-
-class TokenData(torch.utils.data.Dataset if is_torch_available() else object):
-    def __init__(self, size=32, length=16, vocab=64):
-        self.ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 class DrawFromGlobalGenerator(TrainerCallback if is_torch_available() else object):
@@ -222,7 +204,7 @@ class TorchaoTrainingTest(TestCasePlus):
         def trainer_for(output_dir):
             model = tiny_gpt2()
             args = pure_bf16_args(output_dir, max_steps=6, save_strategy="steps", save_steps=3, seed=3)
-            return Trainer(model=model, args=args, train_dataset=TokenData()), model
+            return Trainer(model=model, args=args, train_dataset=random_token_dataset()), model
 
         with eager():
             trainer, full = trainer_for(os.path.join(tmp, "full"))
@@ -281,7 +263,9 @@ def _distributed_main():
     model = tiny_gpt2()
     # each rank draws a different amount from its global generator before every step, so torchao's rounding noise
     # would differ between the replicas if it still came from there
-    trainer = Trainer(model, args, train_dataset=TokenData(), callbacks=[DrawFromGlobalGenerator(1 + 3 * rank)])
+    trainer = Trainer(
+        model, args, train_dataset=random_token_dataset(), callbacks=[DrawFromGlobalGenerator(1 + 3 * rank)]
+    )
     with eager():
         trainer.train()
     optimizer = trainer.optimizer.optimizer

@@ -40,7 +40,7 @@ from transformers.testing_utils import (
     require_peft,
     require_torch,
 )
-from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
+from transformers.trained_precision.testing_utils import free_port, tiny_gpt_neo_config
 from transformers.utils import logging
 
 
@@ -54,15 +54,6 @@ if is_torch_available():
 
 
 STAMP_LOGGER = "transformers.trained_precision.stamp"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now: a fixed port (29500) collides when two runs of this suite overlap."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tiny_gpt_neo(dtype=None, **config_kwargs):

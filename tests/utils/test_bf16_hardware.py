@@ -20,6 +20,7 @@ from parameterized import parameterized
 
 from transformers import TrainingArguments
 from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch, require_torch_optimi
+from transformers.trained_precision.testing_utils import random_token_dataset
 from transformers.utils import is_torch_available, logging
 
 
@@ -39,17 +40,6 @@ def _tiny_gpt2():
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(config)
-
-
-class _TokenData(torch.utils.data.Dataset if is_torch_available() else object):
-    def __init__(self, size=16, length=16, vocab=64):
-        self.ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 def _args(tmp_dir, **kwargs):
@@ -223,7 +213,7 @@ class EmulatedBf16WarningTest(TestCasePlus):
         ):
             for _ in range(2):
                 args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=1)
-                Trainer(model=_tiny_gpt2(), args=args, train_dataset=_TokenData())
+                Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16))
         self.assertEqual(cl.out.count(EMULATED), 1, cl.out)
         self.assertIn("bf16_full_train=True: bf16 is emulated", cl.out)
         self.assertIn("10 instead of 16 bytes", cl.out)
@@ -245,7 +235,7 @@ class PureBf16LoggingTest(TestCasePlus):
         args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=1)
         logger = logging.get_logger("transformers.trained_precision.pure_bf16")
         with CaptureLogger(logger) as cl:
-            Trainer(model=_tiny_gpt2(), args=args, train_dataset=_TokenData())
+            Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16))
         self.assertRegex(
             cl.out,
             r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16, [\d,]+ \([\d.]+%\) in float32 \(kept: .*\)\. "
@@ -260,7 +250,7 @@ class PureBf16LoggingTest(TestCasePlus):
         logging.set_verbosity_info()
         try:
             with CaptureLogger(logger) as cl:
-                Trainer(model=_tiny_gpt2(), args=args, train_dataset=_TokenData()).train()
+                Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16)).train()
         finally:
             logging.set_verbosity(verbosity)
         self.assertNotIn("checkpoint was saved", cl.out)

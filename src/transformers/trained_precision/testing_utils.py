@@ -51,4 +51,24 @@ def tiny_gpt_neo(**overrides):
     return GPTNeoForCausalLM(tiny_gpt_neo_config(**overrides))
 
 
-__all__ = ["TINY_GPT_NEO", "tiny_gpt_neo", "tiny_gpt_neo_config"]
+def random_token_dataset(size: int = 32, length: int = 16, vocab: int = 64) -> list[dict]:
+    """
+    `size` language-modelling examples of `length` random token ids below `vocab` (the labels are the inputs), the
+    same ones on every call and every process: they come from a generator seeded with 0 (needs torch).
+    """
+    import torch
+
+    ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
+    return [{"input_ids": row, "labels": row} for row in ids]
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, for a `torchrun` test: a fixed port collides when two test runs overlap."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+__all__ = ["TINY_GPT_NEO", "free_port", "random_token_dataset", "tiny_gpt_neo", "tiny_gpt_neo_config"]
