@@ -27,6 +27,12 @@ from .hub_ids import canonical_hub_id
 from .vocabulary import BF16, FP16, FP32
 
 
+#: How directly a row's source states its precision, most direct first.
+STATED = "stated"
+INFERRED = "inferred"
+CONFIDENCE_LEVELS = (STATED, INFERRED)
+
+
 @dataclasses.dataclass(frozen=True)
 class RegistryEntry:
     """
@@ -41,7 +47,15 @@ class RegistryEntry:
         model_type (`str`, *optional*): the config's `model_type`, checked against upstream's `CONFIG_MAPPING`.
         exceptions (`tuple[str, ...]`): ids (or globs) a glob must not match; usually they have rows of their own.
         stored_dtype (`str`, *optional*): the precision the Hub checkpoint is *stored* in, where a source says it
-            differs from the trained precision (a bf16-trained model stored in fp16).
+            differs from the trained precision (a bf16-trained model stored in fp16). A stored dtype alone is not
+            evidence that the model runs well in it: anyone can save bf16 weights as fp16.
+        confidence (`str`, *optional*): how directly `source` states the precision: `"stated"` (the trainers state
+            it for this checkpoint or family) or `"inferred"` (stated for the same training pipeline or
+            configuration). See [`CONFIDENCE_LEVELS`].
+        reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference
+            runtime (Llama 2: fp16 inference), when it differs from `precision`. It is evidence that this runtime
+            works for this checkpoint, and needs a source of its own.
+        reference_source (`str`, *optional*): an https URL where the publisher documents `reference_runtime`.
     """
 
     model_id: str
@@ -51,6 +65,9 @@ class RegistryEntry:
     model_type: str | None = None
     exceptions: tuple[str, ...] = ()
     stored_dtype: str | None = None
+    confidence: str | None = None
+    reference_runtime: str | None = None
+    reference_source: str | None = None
 
     @property
     def is_glob(self) -> bool:
