@@ -35,6 +35,9 @@ FIELD = "trained_precision"
 PRETRAINING_FIELD = "pretraining_precision"
 #: Both fields; they accept the same values and are validated the same way.
 FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
+#: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
+#: measurement that validated it (`transformers precision plan --write`).
+FP16_PLAN_FIELD = "fp16_plan"
 
 FP32 = "fp32"
 BF16 = "bf16"
