@@ -70,6 +70,13 @@ class RegistryEntry:
     reference_source: str | None = None
 
     @property
+    def citation(self) -> str:
+        """The row's source with its confidence, as messages and reports quote it."""
+        if self.confidence == INFERRED:
+            return f"inferred from {self.source}"
+        return f"stated at {self.source}"
+
+    @property
     def is_glob(self) -> bool:
         return any(ch in self.model_id for ch in "*?[")
 
