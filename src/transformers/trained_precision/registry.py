@@ -271,6 +271,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Llama-2-7b-chat-hf",
@@ -279,6 +281,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Llama-2-13b-hf",
@@ -287,6 +291,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Llama-2-13b-chat-hf",
@@ -295,6 +301,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Llama-2-70b-hf",
@@ -303,6 +311,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Llama-2-70b-chat-hf",
@@ -311,6 +321,8 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
     ),
     RegistryEntry(
         "meta-llama/Meta-Llama-3-*",
