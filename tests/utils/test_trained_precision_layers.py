@@ -30,6 +30,7 @@ LAYERS = {
     "risk": 2,
     "storage": 2,
     "configuration": 2,
+    "evidence": 2,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
     "optimizers": 2,
     "resolver": 3,  # the answer
     "torchao_optimizers": 3,

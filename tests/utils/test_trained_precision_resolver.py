@@ -198,7 +198,7 @@ class IdFormsTest(TestCasePlus):
     def test_loader_warns(self, _, cached_as, name_or_path):
         _, out = self.load(self.form(name_or_path), torch.float16)
         self.assertIn("was trained in bf16", out)
-        self.assertIn("registry entry for 'google-t5/t5-*'", out)
+        self.assertIn("registry: google-t5/t5-*, stated at", out)
 
     @parameterized.expand(ID_FORMS + [(n, None, f) for n, f in CROSS_SPELLINGS])
     def test_report_exits_risky(self, _, cached_as, name_or_path):

@@ -23,8 +23,18 @@ whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`);
 the later casts of the model that call built (it is recorded on the model, see [`model_construction_scope`]):
 
 - `"warn"` (default): log one warning per model and runtime precision;
-- `"error"`: raise [`TrainedPrecisionRiskError`], a `ValueError`;
+- `"error"`: raise [`TrainedPrecisionRiskError`] (not a `ValueError`, so that callers which retry a load on a
+  `ValueError`, like `transformers serve`'s model manager, do not swallow it);
 - `"ignore"`: do nothing.
+
+A bad value of the environment variable logs one warning that names the valid values, and the default applies (as
+upstream treats `TRANSFORMERS_VERBOSITY`); a bad per-call value raises a `ValueError`.
+
+The answer comes from [`~trained_precision.resolver.TrainedPrecisionInfo.assess`]: the risk rules' prior, overridden
+by evidence that the runtime works for this checkpoint (the publisher's reference runtime, a validated fp16 plan, a
+finished run). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
+error). A quantized model is judged on every dtype that carries activations: its load dtype (embeddings, norms, the
+residual stream: bitsandbytes casts each quantized matmul's output back to its input's dtype) and its compute dtype.
 
 The trained precision comes from `config.trained_precision`. While that is `"unknown"`, the registry of published
 checkpoints (`registry.py`) is consulted with the model's Hub id. A local directory has a Hub id only when its path is
@@ -41,7 +51,7 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .resolver import persist_registry_precision, resolve_trained_precision
+from .resolver import Assessment, persist_registry_precision, resolve_trained_precision
 from .risk import Risk
 from .vocabulary import FP32, TENSOR_TYPE_DTYPES, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
@@ -65,14 +75,19 @@ CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
 #: their later casts follow it rather than the environment variable.
 MODE_ATTRIBUTE = "_trained_precision_check"
 
+#: The attribute on which `from_pretrained` records the registry row whose precision it wrote into the config, so that
+#: later casts name the registry as the load did (the config is serialised, so the row is kept on the model).
+REGISTRY_ATTRIBUTE = "_trained_precision_registry_row"
+
 # The actions the check runs for; they decide the wording of the message and its fix.
 LOAD = "load"
 FROM_CONFIG = "from_config"
 CAST = "cast"
 _ACTIONS = (LOAD, FROM_CONFIG, CAST)
 
-# (model name, trained precision, runtime precision) already warned about. See `reset_warning_cache`.
-_WARNED: set[tuple[str, str, str]] = set()
+# (model name, sub-model, trained precision, runtime precision) already warned or informed about; the sub-model is
+# "" for the model itself. See `reset_warning_cache`.
+_WARNED: set[tuple[str, str, str, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +95,14 @@ class _ConstructionScope:
     mode: str | None
     model_name: str | None
     action: str
+    registry_row: Any = None
+
+
+# The registry row the latest `from_pretrained` check wrote into its config, with the model name, until its
+# construction scope picks it up (see `model_construction_scope`).
+_PERSISTED: contextvars.ContextVar[tuple[str | None, Any] | None] = contextvars.ContextVar(
+    "trained_precision_persisted", default=None
+)
 
 
 # Set while `from_pretrained` / `_from_config` constructs a model. The sub-models a composite model builds in its
@@ -90,7 +113,7 @@ _SCOPE: contextvars.ContextVar[_ConstructionScope | None] = contextvars.ContextV
 )
 
 
-class TrainedPrecisionRiskError(ValueError):
+class TrainedPrecisionRiskError(Exception):
     """
     Raised in `"error"` mode when a model is loaded or cast into a precision its trained precision makes risky.
 
@@ -116,13 +139,14 @@ def _invalid_mode_error(value: Any, origin: str) -> ValueError:
 def resolve_check_mode(mode: str | None = None) -> str:
     """
     The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`,
-    else `"warn"`. Case and surrounding whitespace are ignored.
+    else `"warn"`. Case and surrounding whitespace are ignored. A bad value of the environment variable logs one
+    warning naming the valid values, and `"warn"` applies.
 
     Args:
         mode (`str`, *optional*): the per-call value (`"warn"`, `"error"` or `"ignore"`).
 
     Raises:
-        `ValueError`: when the value that applies is not one of the valid modes; the message lists them.
+        `ValueError`: when the per-call value is not one of the valid modes; the message lists them.
     """
     if mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
@@ -132,12 +156,15 @@ def resolve_check_mode(mode: str | None = None) -> str:
     if env is None or not env.strip():
         return WARN
     if env.strip().lower() not in CHECK_MODES:
-        raise _invalid_mode_error(env, f"value for the environment variable {ENV_VAR}")
+        logger.warning_once(
+            f"{_invalid_mode_error(env, f'value for the environment variable {ENV_VAR}')} Using {WARN!r}."
+        )
+        return WARN
     return env.strip().lower()
 
 
 def reset_warning_cache() -> None:
-    """Forget which (model, trained precision, runtime precision) combinations were already warned about (tests)."""
+    """Forget which (model, sub-model, trained, runtime precision) combinations were already reported on (tests)."""
     _WARNED.clear()
 
 
@@ -162,6 +189,9 @@ def format_risk_message(
     action: str = LOAD,
     mode: str = WARN,
     per_call: bool = False,
+    mitigation: str | None = None,
+    runtime_note: str | None = None,
+    sub_model: str = "",
 ) -> str:
     """
     The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
@@ -169,7 +199,7 @@ def format_risk_message(
 
     Args:
         risk ([`~trained_precision.risk.Risk`]): from [`~trained_precision.risk.assess_risk`].
-        model_name (`str`): the model's name or path.
+        model_name (`str`): the model's name or path (with its sub-model, for a part of a composite model).
         source (`str`): where the trained precision was read from, as a phrase (see
             [`TrainedPrecisionInfo.describe`]).
         action (`str`): `"load"`, `"from_config"` or `"cast"`; it decides the verb and the suggested fix.
@@ -177,30 +207,81 @@ def format_risk_message(
         per_call (`bool`, *optional*, defaults to `False`): whether the mode was given per call (for a cast: recorded
             on the model by `from_pretrained`), which the environment variable cannot override; a cast's fix then
             names the `trained_precision_check` keyword instead of the variable.
+        mitigation (`str`, *optional*): what upstream already does about the risk (T5's `_keep_in_fp32_modules`).
+        runtime_note (`str`, *optional*): why this runtime applies, e.g. for a quantized model whose compute dtype
+            differs from its load dtype.
+        sub_model (`str`, *optional*): the sub-model of a composite model the risk is about (its `model_type`).
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
     runtime = f"{risk.runtime} (`{dtype_code(risk.runtime)}`)"
+    if runtime_note:
+        runtime += f", {runtime_note}"
     verb = {
         LOAD: f"is being loaded in {runtime}",
         FROM_CONFIG: f"is being instantiated in {runtime}",
         CAST: f"is being cast to {runtime}",
     }[action]
+    reason = risk.reason
+    if mitigation:
+        reason = f"{reason}; {mitigation}"
     return (
-        f"Model '{model_name}' was trained in {risk.trained} ({source}) but {verb}: {risk.reason}. "
+        f"{_who(model_name, sub_model)} was trained in {risk.trained} ({source}) but {verb}: {reason}. "
         f"{_fix_text(risk, action, mode, per_call)}"
     )
 
 
-def _quantized_compute_dtype(hf_quantizer, dtype):
-    """The dtype a quantized model computes in: its quantization config's compute dtype, else the resolved dtype."""
+def _who(model_name: str, sub_model: str = "") -> str:
+    return f"Model '{model_name}'" + (f" (its {sub_model} sub-model)" if sub_model else "")
+
+
+def format_evidence_message(assessment: Assessment, *, model_name: str, source: str, sub_model: str = "") -> str:
+    """The info-level message of a risk that evidence overrides: the rule, and the evidence with its source."""
+    prior = assessment.prior
+    return (
+        f"{_who(model_name, sub_model)} was trained in {prior.trained} ({source}), and {prior.runtime} is not risky for it: "
+        f"{assessment.evidence.describe()}."
+    )
+
+
+def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
+    """
+    The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
+    (embeddings, norms and the residual stream; bitsandbytes casts every quantized matmul's output back to its input's
+    dtype), then the compute dtype of the quantized matmuls when it differs.
+    """
     quantization_config = getattr(hf_quantizer, "quantization_config", None)
     compute = None
     if getattr(quantization_config, "load_in_4bit", False):
         compute = getattr(quantization_config, "bnb_4bit_compute_dtype", None)
     if compute is None:
         compute = getattr(quantization_config, "compute_dtype", None)
-    return dtype if compute is None else compute
+    method = getattr(quantization_config, "quant_method", None)
+    method = getattr(method, "value", method)
+    quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
+    if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
+        return [(dtype, f"{quantized}: its activations run in this dtype")]
+    return [
+        (
+            dtype,
+            f"{quantized} with compute dtype {_dtype_name(compute)}: the embeddings, norms and residual stream run "
+            "in the load dtype",
+        ),
+        (compute, f"the compute dtype of the {quantized} matmuls"),
+    ]
+
+
+def _dtype_name(dtype) -> str:
+    """`torch.float32` -> `"fp32"`; other dtypes (float8, int8) by their torch name."""
+    precision = dtype_to_precision(dtype)
+    return precision if precision != UNKNOWN else str(dtype).replace("torch.", "")
+
+
+def _sub_model_label(config, scope: _ConstructionScope | None) -> str:
+    """`""` for the model a call was made for, the sub-config's `model_type` for a sub-model built inside it."""
+    if scope is None:
+        return ""
+    return getattr(config, "model_type", None) or type(config).__name__
 
 
 def check_trained_precision(
@@ -211,10 +292,13 @@ def check_trained_precision(
     model_name: str | os.PathLike | None = None,
     hf_quantizer=None,
     action: str = LOAD,
+    model_class=None,
+    registry_row=None,
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
-    [`TrainedPrecisionRiskError`] when it is not, depending on the mode.
+    [`TrainedPrecisionRiskError`] when it is not, depending on the mode. A risk that evidence overrides (the
+    publisher's reference runtime, a validated fp16 plan, a finished run) is said once at info level instead.
 
     Args:
         config ([`PreTrainedConfig`]): the model's configuration (its `trained_precision`, and `name_or_path` when
@@ -224,43 +308,73 @@ def check_trained_precision(
         mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable
             `TRANSFORMERS_TRAINED_PRECISION_CHECK`, then `"warn"`.
         model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
-        hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, which is checked on its compute dtype.
+        hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, which is checked on its load dtype and on its
+            compute dtype.
         action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the message's
             wording.
+        model_class (`type`, *optional*): the model class, for its `_keep_in_fp32_modules`; by default the config's
+            first `architectures` entry.
+        registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision
+            loading wrote into `config` (so a cast names the registry, as the load did).
 
     Returns:
-        The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe or the
-        trained precision is unknown.
+        The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
+        rules say so, or evidence overrides them) or the trained precision is unknown.
 
     Raises:
-        `ValueError`: for an invalid mode. [`TrainedPrecisionRiskError`]: for a risky pair in `"error"` mode.
+        `ValueError`: for an invalid per-call mode. [`TrainedPrecisionRiskError`]: for a risky pair in `"error"` mode.
     """
     scope = _SCOPE.get()
+    sub_model = _sub_model_label(config, scope)
     if scope is not None and action in (FROM_CONFIG, CAST):
         mode = mode if mode is not None else scope.mode
         model_name = scope.model_name or model_name
         action = scope.action
+        registry_row = registry_row or scope.registry_row
     per_call = mode is not None
     mode = resolve_check_mode(mode)
-    if hf_quantizer is not None:
-        dtype = _quantized_compute_dtype(hf_quantizer, dtype)
-    info = resolve_trained_precision(config, model_name)
-    if action == LOAD:
-        persist_registry_precision(config, info)
-    runtime = dtype_to_precision(dtype)
-    if runtime in (UNKNOWN, FP32):
+    info = resolve_trained_precision(config, model_name, persisted_from=registry_row)
+    if action == LOAD and not sub_model:
+        persisted = persist_registry_precision(config, info)
+        _PERSISTED.set((os.fspath(model_name) if model_name else None, info.entry if persisted else None))
+    runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
+    assessment, note = None, None
+    for candidate, candidate_note in runtimes:
+        if dtype_to_precision(candidate) in (UNKNOWN, FP32):
+            continue
+        found = info.assess(candidate, model_class=model_class)
+        if found.prior is not None and (assessment is None or assessment.risk is None and found.risk is not None):
+            assessment, note = found, candidate_note if hf_quantizer is not None else None
+    if assessment is None:
         return None
-    risk = info.risk(runtime)
-    if risk is None or mode == IGNORE:
+    risk = assessment.risk
+    if mode == IGNORE:
         return risk
     name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
     if not name:
         name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
-    key = (name, risk.trained, risk.runtime)
-    if mode == WARN and key in _WARNED:
+    prior = assessment.prior
+    key = (name, sub_model, prior.trained, prior.runtime)
+    outer_key = (name, "", prior.trained, prior.runtime)
+    if risk is None:
+        if key not in _WARNED and outer_key not in _WARNED:
+            _WARNED.add(key)
+            logger.info(
+                format_evidence_message(assessment, model_name=name, source=info.describe(), sub_model=sub_model)
+            )
+        return None
+    if mode == WARN and (key in _WARNED or outer_key in _WARNED):
         return risk
     message = format_risk_message(
-        risk, model_name=name, source=info.describe(), action=action, mode=mode, per_call=per_call
+        risk,
+        model_name=name,
+        sub_model=sub_model,
+        source=info.describe(),
+        action=action,
+        mode=mode,
+        per_call=per_call,
+        mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
+        runtime_note=note,
     )
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
@@ -300,7 +414,15 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
         return None
     name = getattr(config, "name_or_path", None) or type(model).__name__
     mode = vars(model).get(MODE_ATTRIBUTE)
-    return check_trained_precision(config, dtype, mode=mode, model_name=name, action=CAST)
+    return check_trained_precision(
+        config,
+        dtype,
+        mode=mode,
+        model_name=name,
+        action=CAST,
+        model_class=type(model),
+        registry_row=vars(model).get(REGISTRY_ATTRIBUTE),
+    )
 
 
 def check_trained_precision_on_type(model, dst_type) -> Risk | None:
@@ -336,7 +458,10 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
         yield
         return
     name = os.fspath(model_name) if model_name else None
-    token = _SCOPE.set(_ConstructionScope(mode, name, action))
+    persisted = _PERSISTED.get()
+    row = persisted[1] if persisted is not None and action == LOAD and persisted[0] == name else None
+    _PERSISTED.set(None)
+    token = _SCOPE.set(_ConstructionScope(mode, name, action, row))
     try:
         yield
     finally:
@@ -347,17 +472,25 @@ def remember_check_mode(model, mode: str | None) -> None:
     """
     Records the `trained_precision_check` a model was loaded (or built with `from_config`) with on the model and on
     its sub-models, as the attribute `_trained_precision_check`, so that its later casts (`.half()`, `.bfloat16()`,
-    `.to(dtype)`) follow it instead of the environment variable. Does nothing when no mode was given.
+    `.to(dtype)`) follow it instead of the environment variable. Inside `from_pretrained`, it also records the
+    registry row whose precision the load wrote into the config (`_trained_precision_registry_row`), so that the
+    casts name the same source as the load.
 
     Args:
         model ([`PreTrainedModel`]): the model just built by `from_pretrained` or `_from_config`.
         mode (`str`, *optional*): the call's `trained_precision_check`.
     """
-    if mode is None:
+    scope = _SCOPE.get()
+    row = scope.registry_row if scope is not None else None
+    if mode is None and row is None:
         return
-    mode = resolve_check_mode(mode)
+    if mode is not None:
+        mode = resolve_check_mode(mode)
     from ..modeling_utils import PreTrainedModel
 
     for module in model.modules():
         if isinstance(module, PreTrainedModel):
-            vars(module).setdefault(MODE_ATTRIBUTE, mode)
+            if mode is not None:
+                vars(module).setdefault(MODE_ATTRIBUTE, mode)
+            if row is not None:
+                vars(module).setdefault(REGISTRY_ATTRIBUTE, row)

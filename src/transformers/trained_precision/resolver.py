@@ -25,8 +25,15 @@ and the repository check. The order is:
 3. else `"unknown"`, which is never reported as safe.
 
 A model fine-tuned in another precision than its pretraining keeps the older precision as
-`config.pretraining_precision` (the Trainer writes it when its stamp changes a known value); the risk rules then
-consider both stages ([`~trained_precision.risk.assess_lineage_risk`]).
+`config.pretraining_precision` (the Trainer writes it when its stamp changes a known value); the oldest stage is the
+risk rules' prior ([`~trained_precision.risk.assess_lineage_risk`]).
+
+[`TrainedPrecisionInfo.assess`] then weighs that prior against the evidence that a runtime works for this checkpoint
+([`~trained_precision.evidence.find_evidence`]: the publisher's reference runtime, a validated fp16 plan, a finished
+run) and upstream's `_keep_in_fp32_modules` mitigation: one [`Assessment`] per runtime, which every path uses.
+
+A composite model (encoder-decoder, text + vision) has one answer per sub-model ([`resolve_sub_models`]): the
+sub-configs the loader checks and the Trainer stamps, resolved with the outer model's name.
 """
 
 from __future__ import annotations
@@ -37,10 +44,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
+from .evidence import Evidence, find_evidence, keep_in_fp32_mitigation, read_fp16_plan, read_run_status
 from .hub_ids import hub_id_for
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
-from .vocabulary import FIELD, PRETRAINING_FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+from .vocabulary import (
+    FIELD,
+    PRETRAINING_FIELD,
+    UNKNOWN,
+    InvalidTrainedPrecisionError,
+    dtype_to_precision,
+    normalize_precision,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -68,9 +83,39 @@ def config_precision(config: Any, field: str = FIELD) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Assessment:
+    """
+    The answer for one runtime precision: the risk rules' prior, and the evidence that overrides it.
+
+    Args:
+        runtime (`str`): the canonical runtime precision.
+        prior ([`~trained_precision.risk.Risk`], *optional*): what the risk rules predict from the training lineage.
+        evidence ([`~trained_precision.evidence.Evidence`], *optional*): evidence that the runtime works for this
+            checkpoint; it makes a risky prior safe.
+        mitigation ([`~trained_precision.evidence.Evidence`], *optional*): upstream's `_keep_in_fp32_modules`, which
+            protects the known overflow site only: the risk stays, its message says what is already done.
+    """
+
+    runtime: str
+    prior: Risk | None = None
+    evidence: Evidence | None = None
+    mitigation: Evidence | None = None
+
+    @property
+    def risk(self) -> Risk | None:
+        """The risk that remains: the prior, unless evidence overrides it."""
+        return None if self.evidence is not None else self.prior
+
+    @property
+    def overridden(self) -> bool:
+        """Whether the rules predicted a risk that evidence overrides (said at info level, with the evidence)."""
+        return self.prior is not None and self.evidence is not None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainedPrecisionInfo:
     """
-    A model's trained precision and where it was read from.
+    A model's trained precision, where it was read from, and what the checkpoint records as evidence.
 
     Args:
         precision (`str`): the canonical trained precision; `"unknown"` when neither the config nor the registry
@@ -79,6 +124,11 @@ class TrainedPrecisionInfo:
         hub_id (`str`, *optional*): the canonical Hub id the name or path refers to, if any.
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
+        row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
+            (its reference runtime is evidence even when the config states the precision itself).
+        plan (`dict`, *optional*): the config's validated fp16 plan ([`~trained_precision.evidence.read_fp16_plan`]).
+        run_status (`str`, *optional*): how the run that stamped the config's `trained_precision` ended.
+        architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
     """
 
     precision: str
@@ -86,6 +136,10 @@ class TrainedPrecisionInfo:
     hub_id: str | None = None
     entry: RegistryEntry | None = None
     pretraining: str = UNKNOWN
+    row: RegistryEntry | None = None
+    plan: dict | None = dataclasses.field(default=None, compare=False)
+    run_status: str | None = None
+    architectures: tuple[str, ...] = ()
 
     @property
     def is_known(self) -> bool:
@@ -104,9 +158,29 @@ class TrainedPrecisionInfo:
         stages = [p for p in (self.pretraining, self.precision) if p != UNKNOWN]
         return tuple(dict.fromkeys(stages))
 
+    def assess(self, runtime: Any, model_class: Any = None) -> Assessment:
+        """
+        The [`Assessment`] of running at `runtime`: the prior of the oldest training stage, then the evidence in the
+        documented order, and upstream's mitigation when an fp16 risk remains.
+
+        Args:
+            runtime (`str` or `torch.dtype`): the runtime precision.
+            model_class (`type`, *optional*): the model class, for its `_keep_in_fp32_modules`; by default the first
+                of the config's `architectures`.
+        """
+        runtime = dtype_to_precision(runtime)
+        prior = assess_lineage_risk(self.lineage, runtime)
+        if prior is None:
+            return Assessment(runtime)
+        trained = self.precision if self.source == SOURCE_CONFIG else UNKNOWN
+        evidence = find_evidence(runtime, entry=self.row, plan=self.plan, trained=trained, run_status=self.run_status)
+        if evidence is not None:
+            return Assessment(runtime, prior, evidence)
+        return Assessment(runtime, prior, mitigation=keep_in_fp32_mitigation(runtime, self.architectures, model_class))
+
     def risk(self, runtime: Any) -> Risk | None:
-        """The risk of running at `runtime` (see [`~trained_precision.risk.assess_lineage_risk`]); `None` if unknown."""
-        return assess_lineage_risk(self.lineage, runtime)
+        """The risk of running at `runtime` that remains after the evidence (see [`assess`]); `None` if unknown."""
+        return self.assess(runtime).risk
 
     def describe(self) -> str:
         """Where the precision comes from, as a phrase for messages."""
@@ -116,23 +190,30 @@ class TrainedPrecisionInfo:
                 text += f", pretrained in {self.pretraining}"
             return text
         if self.source == SOURCE_REGISTRY and self.entry is not None:
-            return (
-                f"from the trained-precision registry entry for '{self.entry.model_id}', source: {self.entry.source}; "
-                f"its config says '{UNKNOWN}'"
-            )
+            return f"registry: {self.entry.model_id}, {self.entry.citation}"
         return "by an unknown source"
 
 
-def resolve_trained_precision(config: Any, name_or_path: str | os.PathLike | None = None) -> TrainedPrecisionInfo:
+def _architectures(config: Any) -> tuple[str, ...]:
+    value = config.get("architectures") if isinstance(config, Mapping) else getattr(config, "architectures", None)
+    return tuple(a for a in value if isinstance(a, str)) if isinstance(value, (list, tuple)) else ()
+
+
+def resolve_trained_precision(
+    config: Any, name_or_path: str | os.PathLike | None = None, *, persisted_from: RegistryEntry | None = None
+) -> TrainedPrecisionInfo:
     """
     A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
-    the model's Hub id, else `"unknown"`.
+    the model's Hub id, else `"unknown"`; with the evidence the config records (its fp16 plan, how its run ended).
 
     Args:
         config (`PreTrainedConfig` or `dict`): the model's configuration, or the content of its `config.json`.
         name_or_path (`str` or `os.PathLike`, *optional*): the name or path the model comes from: a Hub id (legacy
             short ids included), a cache snapshot path, or a local directory (which has no Hub id). Defaults to the
             config's `name_or_path`.
+        persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
+            wrote into this config ([`persist_registry_precision`]); while the config still holds that value, it is
+            reported as the registry's, so a later cast names the same source as the load.
     """
     if not name_or_path:
         name_or_path = (
@@ -140,13 +221,61 @@ def resolve_trained_precision(config: Any, name_or_path: str | os.PathLike | Non
         )
     hub_id = hub_id_for(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
     precision = config_precision(config, FIELD)
-    pretraining = config_precision(config, PRETRAINING_FIELD)
+    row = lookup(hub_id) if hub_id else None
+    found = {
+        "hub_id": hub_id,
+        "pretraining": config_precision(config, PRETRAINING_FIELD),
+        "row": row,
+        "plan": read_fp16_plan(config) if config is not None else None,
+        "architectures": _architectures(config) if config is not None else (),
+    }
+    if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
+        return TrainedPrecisionInfo(precision, SOURCE_REGISTRY, entry=persisted_from, **found)
     if precision != UNKNOWN:
-        return TrainedPrecisionInfo(precision, SOURCE_CONFIG, hub_id, pretraining=pretraining)
-    entry = lookup(hub_id) if hub_id else None
-    if entry is None:
-        return TrainedPrecisionInfo(UNKNOWN, None, hub_id, pretraining=pretraining)
-    return TrainedPrecisionInfo(normalize_precision(entry.precision), SOURCE_REGISTRY, hub_id, entry, pretraining)
+        return TrainedPrecisionInfo(precision, SOURCE_CONFIG, run_status=read_run_status(config), **found)
+    if row is None:
+        return TrainedPrecisionInfo(UNKNOWN, None, **found)
+    return TrainedPrecisionInfo(normalize_precision(row.precision), SOURCE_REGISTRY, entry=row, **found)
+
+
+def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """
+    The sub-configs of a composite model's config, recursively, as `(dotted key, sub-config)` pairs: `encoder` and
+    `decoder`, `text_config` and `vision_config`, ... For a `PreTrainedConfig` they are its `sub_configs` (what the
+    loader checks and the Trainer stamps); for the dict of a `config.json`, the members that are objects with a
+    `model_type` (how `to_dict` writes a sub-config).
+    """
+    items = []
+    if isinstance(config, Mapping):
+        keys = [k for k, v in config.items() if isinstance(v, Mapping) and isinstance(v.get("model_type"), str)]
+        get = config.get
+    else:
+        keys = list(getattr(config, "sub_configs", None) or {})
+
+        def get(key):
+            return getattr(config, key, None)
+
+    for key in keys:
+        sub = get(key)
+        if sub is None or isinstance(sub, (str, bytes)) or not (isinstance(sub, Mapping) or hasattr(sub, "to_dict")):
+            continue
+        path = f"{prefix}{key}"
+        items.append((path, sub))
+        items.extend(sub_config_items(sub, f"{path}."))
+    return items
+
+
+def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = None) -> dict[str, TrainedPrecisionInfo]:
+    """
+    One [`TrainedPrecisionInfo`] per sub-model of a composite model (`{"encoder": ..., "decoder": ...}`), each
+    resolved like the loader resolves it: its own sub-config, with the outer model's name (and so its registry row).
+    Empty for a model without sub-configs.
+    """
+    if not name_or_path:
+        name_or_path = (
+            config.get("_name_or_path") if isinstance(config, Mapping) else getattr(config, "name_or_path", None)
+        )
+    return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
@@ -164,16 +293,19 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     setattr(config, FIELD, info.precision)
     logger.info(
         f"Set `{FIELD}={info.precision!r}` on the config of '{info.hub_id}' from the trained-precision registry row "
-        f"'{info.entry.model_id}' (source: {info.entry.source}); `save_pretrained` will write it."
+        f"'{info.entry.model_id}' ({info.entry.citation}); `save_pretrained` will write it."
     )
     return True
 
 
 __all__ = [
+    "Assessment",
     "SOURCE_CONFIG",
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",
     "config_precision",
     "persist_registry_precision",
+    "resolve_sub_models",
     "resolve_trained_precision",
+    "sub_config_items",
 ]

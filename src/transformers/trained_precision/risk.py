@@ -121,19 +121,18 @@ def assess_risk(trained: Any, runtime: Any) -> Risk | None:
 
 def assess_lineage_risk(lineage: Iterable[Any], runtime: Any) -> Risk | None:
     """
-    The risk of running a model whose training had several stages (pretraining in bf16, then fine-tuning in fp32, say)
-    at `runtime` precision. A runtime is safe when it is safe for any known stage: a bf16-pretrained, fp32-fine-tuned
-    model runs well in bf16, since most of its training happened there, but still overflows in fp16, where every stage
-    is risky. The risk returned is the oldest stage's, which shaped the activations most.
+    The risk rules' prior for a model whose training had several stages (pretraining in bf16, then fine-tuning in
+    fp16, say) at `runtime` precision: the oldest known stage decides, since it shaped the activations. A later stage
+    makes its own precision safe only with evidence that the run worked (a run that finished with finite losses, see
+    [`~trained_precision.evidence.find_evidence`]), never by being recorded: a bf16-pretrained T5 whose fp16
+    fine-tune diverged still overflows in fp16.
 
     Args:
         lineage (`Iterable`): the trained precisions of the stages, oldest first; `"unknown"` stages are skipped.
         runtime (`str` or `torch.dtype`): the runtime precision or dtype.
 
     Returns:
-        [`Risk`] when every known stage makes `runtime` risky, `None` when one makes it safe or none is known.
+        [`Risk`] when the oldest known stage makes `runtime` risky, `None` when it is safe or no stage is known.
     """
-    risks = [assess_risk(stage, runtime) for stage in lineage if normalize_precision(stage) != UNKNOWN]
-    if not risks or any(risk is None for risk in risks):
-        return None
-    return risks[0]
+    stages = [stage for stage in lineage if normalize_precision(stage) != UNKNOWN]
+    return assess_risk(stages[0], runtime) if stages else None

@@ -17,6 +17,13 @@ The training stamp: which precision a training run computes in, written into `mo
 [`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint and the final save
 carry the value. Custom training loops call the same function with their `Accelerator` (or a dtype).
 
+The stamp says what the run computes in, not that it worked. Beside it, `config.trained_precision_run` records how
+the run ended: `"started"` from the stamp on (what an interrupted run and every checkpoint saved during the run keep),
+then, from [`finish_trained_precision_run`] at the end of `train()`, `"finished"` when every training loss
+([`note_training_loss`]) and every trainable weight stayed finite, else `"diverged"`. Only a finished run is evidence
+that its precision works for the checkpoint ([`~trained_precision.evidence.find_evidence`]): a bf16-pretrained T5
+whose fp16 fine-tune diverged still warns in fp16.
+
 Which precision a run has is decided by [`resolve_run_precision`], in this order:
 
 1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
@@ -26,17 +33,22 @@ Which precision a run has is decided by [`resolve_run_precision`], in this order
    `accelerate launch --mixed_precision`); `"fp8"` counts as `"bf16"`, because fp8 runs keep bf16 activations;
 4. the dtype of the trainable parameters (pure half-precision training, e.g. bf16 weights without autocast);
 5. `"fp32"`.
+
+When mixed precision (3.) runs over half-precision weights, the narrower range of the two is the run's precision:
+bf16 autocast over fp16 weights is `"fp16"`, since the norms, the embeddings and the residual stream run in the
+weights' fp16 and only the autocast matmuls in bf16.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import weakref
 from collections import Counter
 from typing import Any
 
 from ..utils import logging
-from .check import ENV_VAR, ERROR, IGNORE, TrainedPrecisionRiskError, resolve_check_mode
+from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
 from .vocabulary import (
@@ -45,6 +57,10 @@ from .vocabulary import (
     FP16,
     FP32,
     PRETRAINING_FIELD,
+    RUN_DIVERGED,
+    RUN_FIELD,
+    RUN_FINISHED,
+    RUN_STARTED,
     UNKNOWN,
     dtype_options,
     dtype_to_precision,
@@ -108,9 +124,23 @@ def resolve_run_precision(
         # accelerate silently skips fp16 autocast on the CPU: nothing runs in fp16 unless the weights are fp16.
         mixed_precision = None
     if mixed_precision is not None:
-        return mixed_precision
+        # autocast only covers the matmuls: the weights' dtype carries the norms and the residual stream
+        return narrowest_range(mixed_precision, _parameter_precision(model))
 
     return _parameter_precision(model) or FP32
+
+
+# precisions by the range of their values, narrowest first
+_BY_RANGE = (FP16, BF16, FP32)
+
+
+def narrowest_range(*precisions: str | None) -> str:
+    """
+    The precision with the narrowest range among `precisions` (`None` and `"unknown"` are skipped): the one whose
+    limits a run that mixes them must respect. `("bf16", "fp16")` is `"fp16"`, `("bf16", "fp32")` is `"bf16"`.
+    """
+    known = [p for p in precisions if p in _BY_RANGE]
+    return min(known, key=_BY_RANGE.index) if known else FP32
 
 
 def _read_mixed_precision(value: Any) -> str | None:
@@ -291,11 +321,13 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     """
     Warns, or raises [`~trained_precision.check.TrainedPrecisionRiskError`] when
     `TRANSFORMERS_TRAINED_PRECISION_CHECK=error`, if training `model` in `precision` is risky for the precision it was
-    trained in: its config's `trained_precision`, else the registry's row for its Hub id.
+    trained in: its config's `trained_precision`, else the registry's row for its Hub id, weighed against the evidence
+    that `precision` works for it ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]).
 
-    Overflow risks (a bf16- or fp32-trained model fine-tuned in fp16: NaN losses) warn, once per model and pair.
-    Precision-loss risks (an fp32-trained model fine-tuned with bf16 mixed precision) are logged at info level: mixed
-    precision keeps fp32 master weights and fine-tuning adapts, so a warning on every such run would be noise.
+    One level per kind of message: overflow risks (a bf16- or fp32-trained model fine-tuned in fp16: NaN losses) warn
+    once per model and pair, and raise in error mode. Precision-loss risks (an fp32-trained model fine-tuned with bf16
+    mixed precision) are logged at info level in every mode: mixed precision keeps fp32 master weights and
+    fine-tuning adapts. A risk that evidence overrides is logged at info level, with the evidence.
 
     Args:
         model (`PreTrainedModel`): the unwrapped model, with a `config`.
@@ -306,21 +338,27 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     """
     mode = resolve_check_mode()
     config = getattr(model, "config", None)
-    info = resolve_trained_precision(config)
-    risk = info.risk(precision)
-    if risk is None or mode == IGNORE:
+    info = resolve_trained_precision(config, persisted_from=getattr(model, "__dict__", {}).get(REGISTRY_ATTRIBUTE))
+    assessment = info.assess(precision, model_class=type(model))
+    risk = assessment.risk
+    if assessment.prior is None or mode == IGNORE:
         return risk
     name = getattr(config, "name_or_path", None) or type(model).__name__
-    message = (
-        f"Model '{name}' was trained in {risk.trained} ({info.describe()}) but is being trained in {risk.runtime}: "
-        f"{risk.reason}. {_training_fix(risk, mode)}"
-    )
-    if mode == ERROR:
-        raise TrainedPrecisionRiskError(message, risk, name, info.source)
-    if risk.kind == OVERFLOW:
-        logger.warning_once(message)
-    else:
+    prior = assessment.prior
+    head = f"Model '{name}' was trained in {prior.trained} ({info.describe()})"
+    if risk is None:
+        logger.info_once(f"{head}, and training it in {prior.runtime} is not risky: {assessment.evidence.describe()}.")
+        return None
+    reason = risk.reason
+    if assessment.mitigation is not None:
+        reason += f"; {assessment.mitigation.detail}"
+    message = f"{head} but is being trained in {risk.runtime}: {reason}. {_training_fix(risk, mode)}"
+    if risk.kind != OVERFLOW:
         logger.info_once(message)
+    elif mode == ERROR:
+        raise TrainedPrecisionRiskError(message, risk, name, info.source)
+    else:
+        logger.warning_once(message)
     return risk
 
 
@@ -376,8 +414,73 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
         check_run_precision(inner, precision)
     for config in configs:
         _record_stage(config, precision, inner)
+        setattr(config, RUN_FIELD, RUN_STARTED)
+    _LOSSES_FINITE.pop(inner, None)
     logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}.")
     return precision
+
+
+# model -> whether every training loss noted since its stamp was finite (a 0-dim bool tensor: no device sync per step)
+_LOSSES_FINITE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_training_loss(model: Any, loss: Any) -> None:
+    """
+    Notes one training loss of the run stamped on `model`, for [`finish_trained_precision_run`]. The [`Trainer`]
+    calls it after every `training_step`; it keeps a running flag on the loss's device and never synchronises.
+
+    Args:
+        model (`torch.nn.Module`): the model being trained (wrapped or not).
+        loss (`torch.Tensor`): the step's loss.
+    """
+    import torch
+
+    if not isinstance(loss, torch.Tensor):
+        return
+    inner = unwrap_model_for_config(model)
+    finite = torch.isfinite(loss.detach()).all()
+    previous = _LOSSES_FINITE.get(inner)
+    _LOSSES_FINITE[inner] = finite if previous is None else previous & finite.to(previous.device)
+
+
+def finish_trained_precision_run(model: Any) -> str | None:
+    """
+    Records how the run stamped on `model` ended, as `config.trained_precision_run` (and on every sub-config):
+    `"finished"` when every loss noted with [`note_training_loss`] and every trainable weight is finite, else
+    `"diverged"` (with a warning: the checkpoint is then no evidence that its precision works). The [`Trainer`] calls
+    it when its loop ends; call it at the end of a custom loop, after [`stamp_trained_precision`].
+
+    Returns:
+        `str` or `None`: the status written, `None` when the model has no stamped config.
+    """
+    import torch
+
+    inner = unwrap_model_for_config(model)
+    configs = [c for c in _all_configs(getattr(inner, "config", None)) if getattr(c, RUN_FIELD, None) is not None]
+    if not configs:
+        return None
+    losses = _LOSSES_FINITE.pop(inner, None)
+    finite = bool(losses.item()) if losses is not None else True
+    if finite:
+        finite = all(
+            bool(torch.isfinite(p.detach()).all()) for p in inner.parameters() if p.requires_grad and p.numel()
+        )
+    status = RUN_FINISHED if finite else RUN_DIVERGED
+    for config in configs:
+        setattr(config, RUN_FIELD, status)
+    precision = config_precision(configs[0], FIELD)
+    name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
+    if finite:
+        logger.info(
+            f"The {precision} run of '{name}' finished with finite losses: `{RUN_FIELD}={status!r}` is recorded, "
+            f"evidence that {precision} works for this model."
+        )
+    else:
+        logger.warning(
+            f"The {precision} run of '{name}' diverged (a training loss or a weight became inf/NaN): "
+            f"`{RUN_FIELD}={status!r}` is recorded, so {precision} is not counted as working for this model."
+        )
+    return status
 
 
 def _record_stage(config: Any, precision: str, model: Any) -> None:
@@ -393,10 +496,10 @@ def _record_stage(config: Any, precision: str, model: Any) -> None:
         earliest = config_precision(config, PRETRAINING_FIELD)
         name = getattr(config, "name_or_path", None) or type(model).__name__
         if resolve_check_mode() != IGNORE:
-            logger.warning_once(
+            logger.info_once(
                 f"Model '{name}' says `{FIELD}={previous!r}`, and this run trains in {precision}: its checkpoints "
-                f"will say `{FIELD}={precision!r}` and keep `{PRETRAINING_FIELD}={earliest!r}`, so the precision "
-                "checks consider both stages."
+                f"will say `{FIELD}={precision!r}` and keep `{PRETRAINING_FIELD}={earliest!r}`, the stage the risk "
+                f"rules start from; {precision} counts as working once the run finishes with finite losses."
             )
     config.trained_precision = precision
 

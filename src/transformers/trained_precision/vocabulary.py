@@ -38,6 +38,15 @@ FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
 #: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
 #: measurement that validated it (`transformers precision plan --write`).
 FP16_PLAN_FIELD = "fp16_plan"
+#: The config field in which the Trainer records how its latest run ended: `"started"` at the start of `train()`
+#: (what an interrupted run and every checkpoint saved during the run keep), `"finished"` when the run ended with
+#: finite losses and weights, `"diverged"` when a loss or a weight became inf/NaN. Only `"finished"` is evidence that
+#: `trained_precision` works for the checkpoint.
+RUN_FIELD = "trained_precision_run"
+RUN_STARTED = "started"
+RUN_FINISHED = "finished"
+RUN_DIVERGED = "diverged"
+RUN_STATUSES: tuple[str, ...] = (RUN_STARTED, RUN_FINISHED, RUN_DIVERGED)
 
 FP32 = "fp32"
 BF16 = "bf16"

@@ -1,0 +1,278 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Evidence that a runtime precision works for one checkpoint, whatever the risk rules predict from its training.
+
+The risk rules ([`~trained_precision.risk.assess_risk`]) are a prior: a bf16-trained model may overflow in fp16. For
+some checkpoints there is evidence that the runtime works. It is looked for in this order, and the first kind found
+decides:
+
+| order | evidence | where it is read | what it covers |
+|-------|----------|------------------|----------------|
+| 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for that Hub checkpoint |
+| 2 | a validated fp16 plan | the config's `fp16_plan`, when its `validation.passed` is true | fp16, with the plan's modules kept in fp32 |
+| 3 | a finished training run | the config's `trained_precision_run == "finished"` | the precision of that run (`trained_precision`) |
+| - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
+
+A stored dtype alone is never evidence (anyone can save bf16 weights as fp16), and neither is a run that diverged
+(`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during the run).
+
+This module is also where the fp16 plan is read ([`read_fp16_plan`]): the loader, the casts, the Trainer and
+`transformers precision` all ask it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..utils import logging
+from .vocabulary import FP16, FP16_PLAN_FIELD, RUN_FIELD, RUN_FINISHED, RUN_STATUSES, UNKNOWN, dtype_to_precision
+
+
+logger = logging.get_logger(__name__)
+
+#: Evidence kinds, in the order they are looked for.
+REFERENCE_RUNTIME = "reference_runtime"
+FP16_PLAN = "fp16_plan"
+FINISHED_RUN = "finished_run"
+EVIDENCE_ORDER: tuple[str, ...] = (REFERENCE_RUNTIME, FP16_PLAN, FINISHED_RUN)
+
+#: The version of the fp16 plan schema [`read_fp16_plan`] accepts.
+FP16_PLAN_VERSION = 1
+
+# The fixed schema of a stored fp16 plan: member -> accepted types (`bool` is never a number here).
+_PLAN_SCHEMA: dict[str, tuple[type, ...]] = {
+    "version": (int,),
+    "dtype": (str,),
+    "modules": (list,),
+    "headroom": (int, float),
+    "fp32_weight_share": (int, float),
+    "calibration_sha256": (str,),
+    "validation": (dict,),
+}
+_VALIDATION_SCHEMA: dict[str, tuple[type, ...]] = {
+    "passed": (bool,),
+    "max_abs_error": (int, float),
+    "cosine": (int, float),
+    "top1_agreement": (int, float),
+    "texts": (int,),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """
+    Why a runtime precision is known to work for a checkpoint (or, for a mitigation, what already protects it).
+
+    Args:
+        kind (`str`): `"reference_runtime"`, `"fp16_plan"`, `"finished_run"` or `"keep_in_fp32"`.
+        runtime (`str`): the canonical runtime precision it is about.
+        detail (`str`): the evidence as a phrase for messages and reports.
+        source (`str`, *optional*): where it is recorded: the registry row's citation, or the config field.
+    """
+
+    kind: str
+    runtime: str
+    detail: str
+    source: str | None = None
+
+    @property
+    def is_mitigation(self) -> bool:
+        """`True` for upstream's `_keep_in_fp32_modules`: it protects the known overflow site, not the whole model."""
+        return self.kind == KEEP_IN_FP32
+
+    def describe(self) -> str:
+        """The evidence and its source, as one phrase."""
+        return f"{self.detail} ({self.source})" if self.source else self.detail
+
+
+#: The kind of a mitigation: upstream's hand-written `_keep_in_fp32_modules`.
+KEEP_IN_FP32 = "keep_in_fp32"
+
+
+def _member(config: Any, name: str) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(name)
+    return getattr(config, name, None)
+
+
+def _schema_problem(value: Any, schema: dict[str, tuple[type, ...]], where: str) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"{where} is a {type(value).__name__}, not an object"
+    missing = [key for key in schema if key not in value]
+    if missing:
+        return f"{where} lacks {', '.join(missing)}"
+    for key, types in schema.items():
+        if isinstance(value[key], bool) and bool not in types or not isinstance(value[key], types):
+            return f"{where}.{key} is {value[key]!r}, expected {' or '.join(t.__name__ for t in types)}"
+    return None
+
+
+def fp16_plan_problem(plan: Any) -> str | None:
+    """
+    What is wrong with a stored fp16 plan, or `None` when it matches the fixed schema (`version` 1, `dtype` `"fp16"`,
+    `modules` a list of dotted module names, `headroom`, `fp32_weight_share`, `calibration_sha256`, and `validation`
+    with `passed`, `max_abs_error`, `cosine`, `top1_agreement` and `texts`).
+    """
+    problem = _schema_problem(plan, _PLAN_SCHEMA, FP16_PLAN_FIELD)
+    if problem is None:
+        problem = _schema_problem(plan["validation"], _VALIDATION_SCHEMA, f"{FP16_PLAN_FIELD}.validation")
+    if problem is None and plan["version"] != FP16_PLAN_VERSION:
+        problem = f"{FP16_PLAN_FIELD}.version is {plan['version']!r}; this version reads {FP16_PLAN_VERSION}"
+    if problem is None and plan["dtype"] != FP16:
+        problem = f"{FP16_PLAN_FIELD}.dtype is {plan['dtype']!r}, expected {FP16!r}"
+    if problem is None and not all(isinstance(m, str) and m for m in plan["modules"]):
+        problem = f"{FP16_PLAN_FIELD}.modules must hold dotted module names (non-empty strings)"
+    return problem
+
+
+def read_fp16_plan(config: Any) -> dict | None:
+    """
+    The measured fp16 plan stored in a config, when it is evidence: it matches the fixed schema and its
+    `validation.passed` is true. A malformed plan logs one warning and is treated as absent; a plan that failed its
+    validation is absent without a warning (it is a measurement, not an error).
+
+    Args:
+        config (`PreTrainedConfig` or `dict`): the config (or `config.json` content) the plan belongs to; the plan's
+            module names are relative to the model of this config.
+
+    Returns:
+        `dict` or `None`: the plan, as stored.
+    """
+    plan = _member(config, FP16_PLAN_FIELD)
+    if plan is None:
+        return None
+    problem = fp16_plan_problem(plan)
+    if problem is not None:
+        name = _member(config, "_name_or_path") or _member(config, "name_or_path") or "a config"
+        logger.warning_once(
+            f"The `{FP16_PLAN_FIELD}` of {name} is malformed ({problem}): it is ignored. "
+            f"`transformers precision plan --write` stores a valid one."
+        )
+        return None
+    return dict(plan) if plan["validation"]["passed"] is True else None
+
+
+def read_run_status(config: Any) -> str | None:
+    """How the latest training run recorded in a config ended (`"started"`, `"finished"`, `"diverged"`), or `None`."""
+    value = _member(config, RUN_FIELD)
+    return value if isinstance(value, str) and value in RUN_STATUSES else None
+
+
+def keep_in_fp32_modules(architectures: Iterable[Any] = (), model_class: Any = None) -> tuple[str, ...]:
+    """
+    The modules upstream keeps in fp32 when the model is loaded in fp16 (`_keep_in_fp32_modules`, e.g. T5's `wo`), for
+    `model_class` or else for the first of the config's `architectures` that names a model class of this library.
+    Returns `()` when none is known (or torch is not installed).
+    """
+    if model_class is None:
+        import transformers
+
+        for name in architectures or ():
+            if not (isinstance(name, str) and name.isidentifier() and name[:1].isupper()):
+                continue
+            try:
+                model_class = getattr(transformers, name)
+            except Exception:  # not a class of this library, or its backend is missing
+                continue
+            break
+    modules = getattr(model_class, "_keep_in_fp32_modules", None) if model_class is not None else None
+    return tuple(sorted(modules)) if modules else ()
+
+
+def find_evidence(
+    runtime: Any,
+    *,
+    entry: Any = None,
+    plan: dict | None = None,
+    trained: str = UNKNOWN,
+    run_status: str | None = None,
+) -> Evidence | None:
+    """
+    The first evidence, in [`EVIDENCE_ORDER`], that `runtime` works for a checkpoint; `None` when there is none.
+
+    Args:
+        runtime (`str` or `torch.dtype`): the runtime precision.
+        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint's Hub id.
+        plan (`dict`, *optional*): the config's fp16 plan, as [`read_fp16_plan`] returns it.
+        trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
+        run_status (`str`, *optional*): how that run ended, as [`read_run_status`] returns it.
+    """
+    runtime = dtype_to_precision(runtime)
+    if runtime == UNKNOWN:
+        return None
+    reference = getattr(entry, "reference_runtime", None) if entry is not None else None
+    if reference is not None and dtype_to_precision(reference) == runtime and entry.reference_source:
+        return Evidence(
+            REFERENCE_RUNTIME,
+            runtime,
+            f"its publisher runs '{entry.model_id}' in {runtime}",
+            f"stated at {entry.reference_source}",
+        )
+    if runtime == FP16 and plan is not None:
+        validation = plan["validation"]
+        return Evidence(
+            FP16_PLAN,
+            runtime,
+            f"a measured fp16 plan keeps {len(plan['modules'])} module(s) in fp32 and passed its validation "
+            f"(cosine {validation['cosine']:.4f}, top-1 agreement {validation['top1_agreement']:.2%} on "
+            f"{validation['texts']} texts)",
+            f"config: {FP16_PLAN_FIELD}",
+        )
+    if trained == runtime and run_status == RUN_FINISHED:
+        return Evidence(
+            FINISHED_RUN,
+            runtime,
+            f"a training run in {runtime} finished with finite losses",
+            f"config: {RUN_FIELD}={RUN_FINISHED!r}",
+        )
+    return None
+
+
+def keep_in_fp32_mitigation(runtime: Any, architectures: Iterable[Any] = (), model_class: Any = None):
+    """
+    Upstream's hand-written mitigation for an fp16 runtime, as an [`Evidence`] of kind `"keep_in_fp32"`, or `None`.
+    It protects the module upstream knows overflows (T5's `wo`), not the rest of the model: a risk stays a warning.
+    """
+    if dtype_to_precision(runtime) != FP16:
+        return None
+    modules = keep_in_fp32_modules(architectures, model_class)
+    if not modules:
+        return None
+    names = ", ".join(f"`{m}`" for m in modules)
+    return Evidence(
+        KEEP_IN_FP32,
+        FP16,
+        f"upstream keeps {names} in fp32 for fp16 loads (`_keep_in_fp32_modules`), which covers the known overflow "
+        "site; the other modules are not measured: `transformers precision plan` measures them and stores a plan",
+        None,
+    )
+
+
+__all__ = [
+    "EVIDENCE_ORDER",
+    "FINISHED_RUN",
+    "FP16_PLAN",
+    "KEEP_IN_FP32",
+    "REFERENCE_RUNTIME",
+    "Evidence",
+    "find_evidence",
+    "fp16_plan_problem",
+    "keep_in_fp32_mitigation",
+    "keep_in_fp32_modules",
+    "read_fp16_plan",
+    "read_run_status",
+]
