@@ -39,6 +39,7 @@ from transformers.testing_utils import (
     require_accelerate,
     require_peft,
     require_torch,
+    require_torch_gpu,
 )
 from transformers.trained_precision.testing_utils import free_port, tiny_gpt_neo_config
 from transformers.utils import logging
@@ -47,8 +48,7 @@ from transformers.utils import logging
 if is_torch_available():
     import torch
 
-    from transformers import GPTNeoForCausalLM, Trainer
-    from transformers.trained_precision import stamp
+    from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
     from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
 
@@ -296,27 +296,31 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assert_saved("bf16")
 
     def test_fine_tuning_a_bf16_model_with_fp16_warns(self):
-        model = tiny_gpt_neo(trained_precision="bf16")
+        """A run that really computes in fp16 on the CPU (fp16 weights, no autocast) warns and is stamped fp16."""
+        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
         model.config._name_or_path = "my-org/bf16-pretrained"
         logger = logging.get_logger(STAMP_LOGGER)
-        # What the same settings resolve to on a GPU: fp16 autocast.
-        with mock.patch.object(stamp, "_device_type", return_value="cuda"), CaptureLogger(logger) as cl:
-            self.train(model, fp16=True)
+        with CaptureLogger(logger) as cl:
+            self.train(model, optim="sgd")
         self.assertEqual(cl.out.count("was trained in bf16"), 1, cl.out)
         for expected in ("my-org/bf16-pretrained", "is being trained in fp16", "65504", "`bf16=True`", "=ignore"):
             self.assertIn(expected, cl.out)
-        self.assert_saved("fp16")  # the stamp records what this run did
+        self.assert_saved("fp16")  # the stamp records what this run computed in
+        with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        self.assertEqual((saved["pretraining_precision"], saved["trained_precision_run"]), ("bf16", "finished"))
+        with open(os.path.join(self.output_dir, "checkpoint-2", "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["trained_precision_run"], "started")  # saved before the run ended
 
     def test_fp16_warning_modes_and_registry(self):
-        with mock.patch.object(stamp, "_device_type", return_value="cuda"):
-            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
-                with self.assertRaises(TrainedPrecisionRiskError):
-                    self.train(tiny_gpt_neo(trained_precision="bf16"), fp16=True)
-            reset_accelerate_state()
-            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="ignore"):
-                with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
-                    self.train(tiny_gpt_neo(trained_precision="bf16"), fp16=True)
-            self.assertEqual(cl.out, "")
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            with self.assertRaises(TrainedPrecisionRiskError):
+                self.train(tiny_gpt_neo(torch.float16, trained_precision="bf16"), optim="sgd")
+        reset_accelerate_state()
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="ignore"):
+            with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+                self.train(tiny_gpt_neo(torch.float16, trained_precision="bf16"), optim="sgd")
+        self.assertEqual(cl.out, "")
         # registry fallback: the config says "unknown", the Hub id is a bf16-pretrained T5
         model = tiny_gpt_neo()
         model.config._name_or_path = "google-t5/t5-small"
@@ -324,6 +328,21 @@ class TrainerStampTest(TrainerStampTestBase):
             stamp_trained_precision(model, "fp16")
         self.assertIn("registry", cl.out)
         self.assertIn("was trained in bf16", cl.out)
+
+    @require_torch_gpu
+    def test_fp16_mixed_precision_on_a_gpu(self):
+        """fp16 AMP for real: autocast on a GPU, fp32 weights; the stamp says fp16 and the run finished."""
+        model = tiny_gpt_neo(trained_precision="bf16")
+        with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            trainer = Trainer(
+                model, tiny_args(self.output_dir, use_cpu=False, fp16=True), train_dataset=TinyLMDataset()
+            )
+            trainer.train()
+            trainer.save_model()
+        self.assertEqual(trainer.accelerator.mixed_precision, "fp16")
+        self.assertIn("is being trained in fp16", cl.out)
+        self.assert_saved("fp16")
+        self.assertEqual(trainer.model.config.trained_precision_run, "finished")
 
     def test_safe_and_mild_runs_do_not_warn(self):
         with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
@@ -333,15 +352,58 @@ class TrainerStampTest(TrainerStampTestBase):
         with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16")
         self.assertNotIn("was trained in fp32", cl.out)
-        # the only warning says that the stamp changes and the earlier precision is kept
-        self.assertIn("keep `pretraining_precision='fp32'`", cl.out)
+        # the stamp's change of a known value is a record, not a risk: info level too
+        self.assertEqual(cl.out, "")
         clear_warning_caches()
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16")
         self.assertIn("was trained in fp32", cl.out)
 
-    def test_fp32_fine_tuning_of_a_bf16_model_keeps_its_lineage(self):
+    def test_precision_loss_never_raises_in_error_mode(self):
+        """One level per kind: bf16 AMP over an fp32-trained model is info, so error mode does not stop it."""
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            self.assertEqual(stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "bf16"), "bf16")
+            with self.assertRaises(TrainedPrecisionRiskError):
+                stamp_trained_precision(tiny_gpt_neo(trained_precision="fp32"), "fp16")
+
+    def test_bf16_autocast_over_fp16_weights_is_stamped_fp16(self):
+        """The norms and the residual stream run in the weights' fp16; only the autocast matmuls run in bf16."""
+        # through the resolved settings: torch's CPU layer norm refuses fp16 weights under bf16 autocast
+        model = tiny_gpt_neo(torch.float16)
+        self.assertEqual(resolve_run_precision(model, args=tiny_args(self.output_dir, bf16=True)), "fp16")
+        self.assertEqual(stamp_trained_precision(model, fake_accelerator("bf16", device="cpu")), "fp16")
+        self.assertEqual(model.config.trained_precision, "fp16")
+        # and the other way round: bf16 autocast over fp32 or bf16 weights is bf16
+        self.assertEqual(resolve_run_precision(tiny_gpt_neo(), args=tiny_args(self.output_dir, bf16=True)), "bf16")
+        self.assertEqual(
+            resolve_run_precision(tiny_gpt_neo(torch.bfloat16), args=tiny_args(self.output_dir, bf16=True)), "bf16"
+        )
+
+    def test_a_diverged_run_is_recorded_and_is_no_evidence(self):
+        """A loss that goes NaN (hidden as 0 by the Trainer's nan filter) records "diverged"; fp16 still warns."""
         with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            trainer = self.train(tiny_gpt_neo(torch.float16, trained_precision="bf16"), optim="sgd", learning_rate=1e4)
+        self.assertEqual(trainer.model.config.trained_precision_run, "diverged")
+        self.assertIn("diverged (a training loss or a weight became inf/NaN)", cl.out)
+        check_logger = logging.get_logger("transformers.trained_precision.check")
+        clear_warning_caches()
+        with CaptureLogger(check_logger) as cl:
+            GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        self.assertIn("was trained in bf16", cl.out)
+
+    def test_an_interrupted_run_stays_started(self):
+        class Interrupt(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                raise KeyboardInterrupt
+
+        trainer = Trainer(tiny_gpt_neo(), tiny_args(self.output_dir), train_dataset=TinyLMDataset())
+        trainer.add_callback(Interrupt())
+        with self.assertRaises(KeyboardInterrupt):
+            trainer.train()
+        self.assertEqual(trainer.model.config.trained_precision_run, "started")
+
+    def test_fp32_fine_tuning_of_a_bf16_model_keeps_its_lineage(self):
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             trainer = self.train(tiny_gpt_neo(trained_precision="bf16"))
         self.assertIn("says `trained_precision='bf16'`, and this run trains in fp32", cl.out)
         self.assertEqual(trainer.model.config.pretraining_precision, "bf16")

@@ -214,9 +214,8 @@ def format_risk_message(
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
-    runtime = f"{risk.runtime} (`{dtype_code(risk.runtime)}`)"
-    if runtime_note:
-        runtime += f", {runtime_note}"
+    note = f"; {runtime_note}" if runtime_note else ""
+    runtime = f"{risk.runtime} (`{dtype_code(risk.runtime)}`{note})"
     verb = {
         LOAD: f"is being loaded in {runtime}",
         FROM_CONFIG: f"is being instantiated in {runtime}",
@@ -260,12 +259,12 @@ def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     method = getattr(method, "value", method)
     quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
     if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
-        return [(dtype, f"{quantized}: its activations run in this dtype")]
+        return [(dtype, f"{quantized}, its activations run in this dtype")]
     return [
         (
             dtype,
-            f"{quantized} with compute dtype {_dtype_name(compute)}: the embeddings, norms and residual stream run "
-            "in the load dtype",
+            f"{quantized} with compute dtype {_dtype_name(compute)}, so the embeddings, norms and residual stream "
+            "run in the load dtype",
         ),
         (compute, f"the compute dtype of the {quantized} matmuls"),
     ]

@@ -22,7 +22,11 @@ Inspecting a checkpoint without loading it: what `transformers precision` prints
   ([`~trained_precision.storage.read_storage`]; pickled weights are never opened),
 - a verdict per runtime precision: `"safe"`, `"risky"`, or `"unknown"` when the trained precision is unknown and
   nothing was measured, and, when asked, the measured activation ranges of a calibration forward
-  ([`~trained_precision.audit.audit_checkpoint`]).
+  ([`~trained_precision.audit.audit_checkpoint`]). A verdict weighs the risk rules against the evidence that the
+  runtime works for this checkpoint ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]), as loading does;
+- for a composite model (encoder-decoder, text + vision), the same answer for every sub-model: the sub-configs the
+  loader checks and the Trainer stamps. The status and exit code for an asked dtype are the worst of them all
+  (risky, then unknown, then safe), so the report and `from_pretrained` agree.
 
 Everything here works from a notebook:
 
@@ -45,7 +49,7 @@ from typing import Any
 from ..utils import CONFIG_NAME, logging
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
-from .resolver import resolve_trained_precision
+from .resolver import resolve_sub_models, resolve_trained_precision, sub_config_items
 from .risk import FP16_MAX, OVERFLOW
 from .storage import (
     MAX_HEADER_BYTES,
@@ -69,8 +73,9 @@ from .vocabulary import (
 
 logger = logging.get_logger(__name__)
 
-#: Bump when a key of [`CheckpointReport.to_dict`] changes meaning or disappears.
-SCHEMA_VERSION = 2
+#: Bump when a key of [`CheckpointReport.to_dict`] changes meaning or disappears. 3: `sub_models`, verdicts'
+#: `evidence` and `mitigation`; `status` and `exit_code` are the worst over the model and its sub-models.
+SCHEMA_VERSION = 3
 
 #: Verdict statuses.
 SAFE = "safe"
@@ -175,6 +180,8 @@ class Verdict:
         kind (`str`, *optional*): the risk's kind: `"overflow"`, `"precision_loss"`, or `"measured_overflow"` when
             only the audit found it.
         severity (`str`, *optional*): `"high"` or `"low"`.
+        evidence (`dict`, *optional*): the evidence that made a risky prior safe (`kind`, `detail`, `source`).
+        mitigation (`str`, *optional*): what upstream already does about a remaining risk (`_keep_in_fp32_modules`).
     """
 
     runtime: str
@@ -184,6 +191,8 @@ class Verdict:
     fix: str | None = None
     kind: str | None = None
     severity: str | None = None
+    evidence: dict | None = None
+    mitigation: str | None = None
 
     @property
     def is_safe(self) -> bool:
@@ -192,6 +201,47 @@ class Verdict:
     @property
     def exit_code(self) -> int:
         return _EXIT_CODES[self.status]
+
+
+#: Verdict statuses from the best to the worst: a composite model's status is its worst part's.
+_STATUS_ORDER = (SAFE, UNKNOWN_STATUS, RISKY)
+
+
+@dataclasses.dataclass
+class SubModelReport:
+    """
+    The answer for one sub-model of a composite model (`encoder`, `decoder`, `text_config`, `vision_config`, ...).
+
+    Args:
+        key (`str`): the sub-config's key in `config.json` (dotted when nested).
+        model_type (`str`, *optional*): the sub-config's `model_type`.
+        declared (`str`): the `trained_precision` the sub-config declares.
+        effective (`str`): the trained precision its verdicts use (the sub-config's, else the registry row of the
+            model's Hub id, as loading resolves it).
+        provenance (`str`): `"config"`, `"registry: <row>"` or `"unknown"`.
+        pretraining (`str`): the sub-config's `pretraining_precision`.
+        verdicts (`dict[str, Verdict]`): per runtime precision.
+    """
+
+    key: str
+    model_type: str | None
+    declared: str
+    effective: str
+    provenance: str
+    pretraining: str
+    verdicts: dict[str, Verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_type": self.model_type,
+            FIELD: {
+                "declared": self.declared,
+                "effective": self.effective,
+                "provenance": self.provenance,
+                "pretraining": self.pretraining,
+            },
+            "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
+        }
 
 
 @dataclasses.dataclass
@@ -216,6 +266,7 @@ class CheckpointReport:
         audit (`ActivationAudit`, *optional*): the measured activation ranges, when an audit ran.
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
         provenance (`str`, *optional*, defaults to `"unknown"`): `"config"`, `"registry: <row>"` or `"unknown"`.
+        sub_models (`dict[str, SubModelReport]`, *optional*): one answer per sub-model of a composite model.
     """
 
     checkpoint: str
@@ -233,19 +284,26 @@ class CheckpointReport:
     audit: Any = None
     pretraining: str = UNKNOWN
     provenance: str = UNKNOWN
+    sub_models: dict[str, SubModelReport] = dataclasses.field(default_factory=dict)
 
     def verdict(self, runtime: Any) -> Verdict:
-        """The verdict for a runtime precision (any spelling of fp32, bf16 or fp16)."""
+        """The verdict for a runtime precision (any spelling of fp32, bf16 or fp16), for the top-level config."""
         return self.verdicts[runtime_name(runtime)]
+
+    def status(self, runtime: Any) -> str:
+        """The status at `runtime` of the whole model: the worst of its own verdict and its sub-models' verdicts."""
+        name = runtime_name(runtime)
+        statuses = [self.verdicts[name].status] + [sub.verdicts[name].status for sub in self.sub_models.values()]
+        return max(statuses, key=_STATUS_ORDER.index)
 
     def exit_code(self, runtime: Any = None) -> int:
         """
         `transformers precision`'s exit code: 0 when `runtime` is safe (or `None`), 1 when it is risky, 3 when it is
-        unknown (2 is bad input, raised before a report exists).
+        unknown (2 is bad input, raised before a report exists); for a composite model, its worst sub-model's.
         """
         if runtime is None:
             return EXIT_SAFE
-        return self.verdict(runtime).exit_code
+        return _EXIT_CODES[self.status(runtime)]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
@@ -277,8 +335,9 @@ class CheckpointReport:
             "storage": dataclasses.asdict(self.storage),
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
             "audit": None if self.audit is None else self.audit.to_dict(top_k=top_k),
+            "sub_models": {key: sub.to_dict() for key, sub in self.sub_models.items()},
             "asked_dtype": asked,
-            "status": None if asked is None else self.verdicts[asked].status,
+            "status": None if asked is None else self.status(asked),
             "exit_code": self.exit_code(asked),
         }
 
@@ -320,6 +379,14 @@ class CheckpointReport:
                 lines.extend(f"      {reason}" for reason in verdict.reasons)
                 if verdict.fix:
                     lines.append(f"      fix: {verdict.fix}")
+        for key, sub in self.sub_models.items():
+            kind = f" ({sub.model_type})" if sub.model_type else ""
+            lines.append(f"Sub-model {key}{kind}: trained in {sub.effective} ({sub.provenance})")
+            for name, verdict in sub.verdicts.items():
+                mark = "  <- asked" if name == asked else ""
+                lines.append(f"  {name}: {verdict.summary}{mark}")
+        if asked is not None and self.sub_models:
+            lines.append(f"Whole model at {asked}: {self.status(asked)} (the worst of the model and its sub-models)")
         if self.audit is not None:
             lines.append(self.audit.format(top_k=top_k))
         return "\n".join(lines)
@@ -378,19 +445,21 @@ def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, 
 
 
 def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
-    """The verdict from the risk rules, refined by the measurement when an audit ran."""
-    risk = info.risk(runtime)
+    """The verdict from the risk rules and the evidence, refined by the measurement when an audit ran."""
+    assessment = info.assess(runtime)
+    risk = assessment.risk
     measured = audit.problem_for(runtime) if audit is not None else None
     fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"
     if risk is not None:
         verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
         verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
+        if assessment.mitigation is not None:
+            verdict.mitigation = assessment.mitigation.detail
+            verdict.reasons.append(f"mitigation: {assessment.mitigation.detail}.")
         mild = " (mild: weak public evidence)" if risk.severity == "low" else ""
         if measured is not None:
             verdict.summary = f"RISKY: overflow measured ({measured})"
             verdict.reasons.append(f"measured: {measured}.")
-        elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
-            verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
         elif risk.kind == OVERFLOW and audit is not None:
             verdict.summary = (
                 f"RISKY: overflow expected (trained in {risk.trained}), not seen on the calibration inputs{fits}; "
@@ -411,6 +480,18 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             fix=fix,
             kind="measured_overflow",
             severity="high",
+        )
+    if assessment.overridden:
+        evidence = assessment.evidence
+        return Verdict(
+            runtime,
+            SAFE,
+            summary=f"safe: {evidence.describe()}",
+            reasons=[
+                f"the rules alone predict {assessment.prior.kind.replace('_', ' ')} (trained in "
+                f"{assessment.prior.trained}); the evidence overrides them."
+            ],
+            evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
         )
     if runtime == FP32 or runtime in info.lineage:
         why = "fp32 is always safe" if runtime == FP32 else f"trained in {runtime}"
@@ -444,6 +525,28 @@ def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
     precision is known or an audit measured the range.
     """
     return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
+
+
+def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubModelReport]:
+    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does."""
+    reports = {}
+    subs = dict(sub_config_items(config))
+    for key, info in resolve_sub_models(config, name).items():
+        raw = subs[key].get(FIELD)
+        try:
+            declared = normalize_precision(raw) if raw is not None else UNKNOWN
+        except InvalidTrainedPrecisionError:
+            declared = UNKNOWN
+        reports[key] = SubModelReport(
+            key=key,
+            model_type=subs[key].get("model_type"),
+            declared=declared,
+            effective=info.precision,
+            provenance=info.provenance,
+            pretraining=info.pretraining,
+            verdicts=build_verdicts(info),
+        )
+    return reports
 
 
 def inspect_checkpoint(
@@ -519,6 +622,7 @@ def inspect_checkpoint(
         audit=measured,
         pretraining=info.pretraining,
         provenance=info.provenance if snapshot is None else f"{info.provenance} (cached as {snapshot.cached_as})",
+        sub_models=build_sub_model_reports(config, resolved.name),
     )
 
 
@@ -563,6 +667,7 @@ __all__ = [
     "CheckpointInspectionError",
     "CheckpointReport",
     "SafetensorsHeaderError",
+    "SubModelReport",
     "Verdict",
     "build_verdicts",
     "inspect_checkpoint",

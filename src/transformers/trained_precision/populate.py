@@ -44,6 +44,7 @@ from typing import Any
 from ..utils import CONFIG_NAME
 from .hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
 from .registry import REGISTRY, RegistryEntry, lookup
+from .resolver import sub_config_items
 from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
 
@@ -142,9 +143,62 @@ def _top_level_members(text: str) -> tuple[list[_Member], int, int]:
         pos += 1  # the ","
 
 
+def _sub_config_members(text: str) -> list[_Member]:
+    """The members of the top-level object that are sub-configs (objects with a `model_type`), as loading sees them."""
+    data = json.loads(text)
+    keys = {key for key, _ in sub_config_items(data) if "." not in key}
+    return [m for m in _top_level_members(text)[0] if m.key in keys]
+
+
+def config_sub_config_keys(text: str) -> list[str]:
+    """The dotted keys of every sub-config in a `config.json`'s text (`["encoder", "decoder"]`), nested ones included."""
+    return [key for key, _ in sub_config_items(json.loads(text))]
+
+
 def set_config_field(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
     """
-    Returns `text` (a `config.json`) with `"trained_precision": value`, changing nothing else.
+    Returns `text` (a `config.json`) with `"trained_precision": value` in the config and in every sub-config of a
+    composite model (`encoder`/`decoder`, `text_config`/`vision_config`, ..., the ones loading checks and the Trainer
+    stamps), changing nothing else. A conflict anywhere (without `force`) changes nothing and names the sub-config.
+
+    Args:
+        text (`str`): the file's content.
+        value (`str`): a canonical precision (`"fp32"`, `"bf16"`, `"fp16"`, or `"unknown"` to remove the field).
+        force (`bool`, *optional*, defaults to `False`): replace a different value the file already holds.
+        source (`str`, *optional*): where `value` comes from, quoted in the conflict message.
+
+    Returns:
+        `str`: the new text; `text` itself when every config already says `value` (in any accepted spelling).
+
+    Raises:
+        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigEditError(f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
+    if not isinstance(data, dict):
+        raise ConfigEditError(f"the top level is a JSON {type(data).__name__}, not an object")
+    return _set_everywhere(text, value, force=force, source=source, where="")
+
+
+def _set_everywhere(text: str, value: str, *, force: bool, source: str | None, where: str) -> str:
+    for member in reversed(_sub_config_members(text)):  # from the end, so earlier offsets stay valid
+        path = f"{where}{member.key}"
+        sub_text = text[member.value_start : member.value_end]
+        new_sub = _set_everywhere(sub_text, value, force=force, source=source, where=f"{path}.")
+        text = text[: member.value_start] + new_sub + text[member.value_end :]
+    try:
+        return _set_one(text, value, force=force, source=source)
+    except ConfigEditError as e:
+        if not where:
+            raise
+        raise ConfigEditError(f"its sub-config `{where[:-1]}`: {e}") from e
+
+
+def _set_one(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
+    """
+    Returns `text` (one JSON object: a config or a sub-config) with `"trained_precision": value`, changing nothing else.
 
     Args:
         text (`str`): the file's content.
@@ -450,6 +504,9 @@ def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run:
     except OSError as e:
         return result(ERROR, f"cannot be replaced ({e.strerror}); nothing modified.")
     done = f"removed {FIELD}" if precision == UNKNOWN else f"set {FIELD}={precision!r}"
+    subs = config_sub_config_keys(new_body)
+    if subs:
+        done += f" in the config and its sub-configs {', '.join(subs)}"
     return result(WRITTEN, f"{done}{how}.", diff)
 
 
