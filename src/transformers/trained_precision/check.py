@@ -406,7 +406,7 @@ def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
         args, kwargs: as for `torch.nn.Module.to`: `(dtype)`, `(device, dtype)`, `(tensor)`, `dtype=...`.
     """
     dtype = _dtype_of_to_call(args, kwargs)
-    if dtype is None:
+    if dtype is None or getattr(model, "is_quantized", False):  # upstream refuses to cast a quantized model
         return None
     config = getattr(model, "config", None)
     if config is None:

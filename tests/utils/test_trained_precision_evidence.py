@@ -1,0 +1,501 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+One table of real-world cases, asserted on every path that answers "is this runtime risky for this checkpoint?": the
+loader (`from_pretrained`, warn and error mode), the casts, the Trainer's check, and `transformers precision` (exit
+code and `--json`). Quantized loads use the real bitsandbytes on the CPU; fine-tunes are real Trainer runs.
+"""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from parameterized import parameterized
+
+from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
+from transformers.trained_precision import cli
+from transformers.trained_precision.evidence import (
+    FINISHED_RUN,
+    FP16_PLAN,
+    REFERENCE_RUNTIME,
+    find_evidence,
+    fp16_plan_problem,
+    read_fp16_plan,
+)
+from transformers.trained_precision.registry import REGISTRY, lookup
+from transformers.trained_precision.resolver import resolve_trained_precision, sub_config_items
+from transformers.trained_precision.risk import assess_lineage_risk
+from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
+from transformers.utils import is_bitsandbytes_available, is_torch_available, logging
+
+
+if is_torch_available():
+    import torch
+
+    from transformers import (
+        AutoModelForCausalLM,
+        BertConfig,
+        BitsAndBytesConfig,
+        EncoderDecoderConfig,
+        EncoderDecoderModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        T5Config,
+        T5ForConditionalGeneration,
+        Trainer,
+        TrainingArguments,
+    )
+    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.stamp import check_run_precision, stamp_trained_precision
+    from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
+
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+LLAMA2 = "meta-llama/Llama-2-7b-hf"
+CHECK_LOGGER = "transformers.trained_precision.check"
+STAMP_LOGGER = "transformers.trained_precision.stamp"
+
+VALID_PLAN = {
+    "version": 1,
+    "dtype": "fp16",
+    "modules": ["encoder.block.0.layer.1.DenseReluDense.wo"],
+    "headroom": 4.0,
+    "fp32_weight_share": 0.05,
+    "calibration_sha256": "0" * 64,
+    "validation": {"passed": True, "max_abs_error": 0.01, "cosine": 0.9999, "top1_agreement": 1.0, "texts": 8},
+}
+
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+QUANTIZED = ("t5_4bit_default_compute_at_fp16", "t5_8bit_at_fp16")
+CASES = [
+    ("t5_4bit_default_compute_at_fp16",),
+    ("t5_8bit_at_fp16",),
+    ("t5_with_a_validated_fp16_plan",),
+    ("llama2_default_load",),
+    ("llama2_at_fp16",),
+    ("llama2_at_bf16",),
+    ("bf16_pretrain_finished_fp16_fine_tune",),
+    ("bf16_pretrain_diverged_fp16_fine_tune",),
+]
+
+
+def tiny_t5_config(**kwargs):
+    # 64 wide: bitsandbytes quantizes in blocks of 64 values
+    return T5Config(
+        vocab_size=64, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=2, decoder_start_token_id=0, **kwargs
+    )
+
+
+def tiny_encoder_decoder():
+    def bert(**kwargs):
+        return BertConfig(
+            num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=64, **kwargs
+        )
+
+    config = EncoderDecoderConfig.from_encoder_decoder_configs(bert(), bert(is_decoder=True, add_cross_attention=True))
+    return EncoderDecoderModel(config=config)
+
+
+def fine_tune_in_fp16(output_dir, learning_rate):
+    """A bf16-pretrained GPT-Neo fine-tuned with fp16 weights: a run that really computes in fp16 on the CPU."""
+    torch.manual_seed(0)
+    model = tiny_gpt_neo(trained_precision="bf16").to(torch.float16)
+    args = TrainingArguments(
+        output_dir,
+        use_cpu=True,
+        max_steps=3,
+        per_device_train_batch_size=4,
+        learning_rate=learning_rate,
+        optim="sgd",
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(model, args, train_dataset=random_token_dataset(size=16))
+    trainer.train()
+    trainer.save_model()
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@require_torch
+class RealWorldCasesTest(TestCasePlus):
+    """
+    Each case: how to load the checkpoint at its runtime, the runtime, whether it is risky, and what the messages say.
+    The cast path loads in fp32 and casts to the runtime; a quantized model cannot be cast (upstream refuses it).
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp(prefix="precision_evidence_")
+        cls.cache = os.path.join(cls.tmp, "hub")
+        torch.manual_seed(0)
+
+        T5ForConditionalGeneration(tiny_t5_config(trained_precision="bf16")).save_pretrained(cls.path("t5"))
+        planned = T5ForConditionalGeneration(tiny_t5_config(trained_precision="bf16"))
+        setattr(planned.config, FP16_PLAN_FIELD, VALID_PLAN)
+        planned.save_pretrained(cls.path("t5_planned"))
+
+        # a cache snapshot of Llama 2 as Meta publishes it: bf16-trained (the registry says so), stored in fp16
+        repo = os.path.join(cls.cache, "models--meta-llama--Llama-2-7b-hf")
+        os.makedirs(os.path.join(repo, "refs"))
+        with open(os.path.join(repo, "refs", "main"), "w", encoding="utf-8") as f:
+            f.write(REVISION)
+        llama = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=64,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                max_position_embeddings=32,
+            )
+        )
+        llama.to(torch.float16).save_pretrained(os.path.join(repo, "snapshots", REVISION))
+
+        encdec = tiny_encoder_decoder()
+        stamp_trained_precision(encdec, "bf16", check=False)  # what a bf16 Trainer run leaves on every sub-config
+        encdec.save_pretrained(cls.path("encdec"))
+
+        with LoggingLevel(logging.ERROR):
+            fine_tune_in_fp16(cls.path("finished"), learning_rate=1e-3)
+            fine_tune_in_fp16(cls.path("diverged"), learning_rate=1e4)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        super().tearDownClass()
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.tmp, name)
+
+    def setUp(self):
+        super().setUp()
+        reset_warning_cache()
+        logging.get_logger(STAMP_LOGGER).warning_once.cache_clear()
+        logging.get_logger(STAMP_LOGGER).info_once.cache_clear()
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # the table
+
+    def case(self, name):
+        t5 = {"cls": T5ForConditionalGeneration, "checkpoint": self.path("t5")}
+        return {
+            "t5_4bit_default_compute_at_fp16": {
+                **t5,
+                "kwargs": {"quantization_config": BitsAndBytesConfig(load_in_4bit=True), "dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["upstream keeps `wo` in fp32"],
+                "load_says": ["bitsandbytes-quantized with compute dtype fp32, so the embeddings, norms and residual"],
+            },
+            "t5_8bit_at_fp16": {
+                **t5,
+                "kwargs": {"quantization_config": BitsAndBytesConfig(load_in_8bit=True), "dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["was trained in bf16"],
+                "load_says": ["bitsandbytes-quantized, its activations run in this dtype"],
+            },
+            "t5_with_a_validated_fp16_plan": {
+                "cls": T5ForConditionalGeneration,
+                "checkpoint": self.path("t5_planned"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": False,
+                "says": ["a measured fp16 plan keeps 1 module(s) in fp32"],
+            },
+            "llama2_default_load": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": LLAMA2,
+                "kwargs": {},  # dtype="auto": the stored fp16
+                "runtime": "fp16",
+                "risky": False,
+                "says": [f"its publisher runs '{LLAMA2}' in fp16", lookup(LLAMA2).reference_source],
+            },
+            "llama2_at_fp16": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": LLAMA2,
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": False,
+                "says": [f"its publisher runs '{LLAMA2}' in fp16", lookup(LLAMA2).reference_source],
+            },
+            "llama2_at_bf16": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": LLAMA2,
+                "kwargs": {"dtype": torch.bfloat16},
+                "runtime": "bf16",
+                "risky": False,
+                "says": [],
+            },
+            "bf16_pretrain_finished_fp16_fine_tune": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("finished"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": False,
+                "says": ["a training run in fp16 finished with finite losses"],
+            },
+            "bf16_pretrain_diverged_fp16_fine_tune": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("diverged"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["was trained in bf16", "pretrained in bf16"],
+            },
+        }[name]
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # the paths
+
+    def load(self, case, **kwargs):
+        """`from_pretrained` with the case's arguments: (model, warnings, info lines)."""
+        if "quantization_config" in case["kwargs"] and not is_bitsandbytes_available():
+            self.fail("bitsandbytes is part of the testing extra: install it to run the quantized cases")
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            model = case["cls"].from_pretrained(case["checkpoint"], cache_dir=self.cache, **case["kwargs"], **kwargs)
+        return model, cl.out
+
+    def cli(self, *args):
+        out = io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                cli.main([*args, "--cache-dir", self.cache])
+            except SystemExit as e:
+                code = e.code or 0
+        return code, out.getvalue()
+
+    def assert_says(self, out, case):
+        for text in case["says"]:
+            self.assertIn(text, out)
+
+    @parameterized.expand(CASES)
+    def test_loader(self, name):
+        case = self.case(name)
+        model, out = self.load(case)
+        self.assertEqual(str(model.dtype).split(".")[-1], DTYPES[case["runtime"]])
+        self.assertEqual("but is being loaded in" in out, case["risky"], out)
+        self.assertEqual(out.count("was trained in"), 1 if case["risky"] or case["says"] else 0, out)
+        self.assert_says(out, case)
+        for text in case.get("load_says", ()):
+            self.assertIn(text, out)
+        reset_warning_cache()
+        if case["risky"]:
+            with self.assertRaises(TrainedPrecisionRiskError):
+                self.load(case, trained_precision_check="error")
+        else:
+            self.load(case, trained_precision_check="error")
+
+    @parameterized.expand([c for c in CASES if c[0] not in QUANTIZED])
+    def test_cast(self, name):
+        case = self.case(name)
+        model = case["cls"].from_pretrained(case["checkpoint"], cache_dir=self.cache, dtype=torch.float32)
+        reset_warning_cache()
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            model.to(getattr(torch, DTYPES[case["runtime"]]))
+        self.assertEqual("but is being cast to" in cl.out, case["risky"], cl.out)
+        self.assert_says(cl.out, case)
+
+    @parameterized.expand(QUANTIZED)
+    def test_a_quantized_model_is_not_cast(self, name):
+        """Upstream refuses to cast a bitsandbytes model; the check says nothing about a cast that cannot happen."""
+        model, _ = self.load(self.case(name), trained_precision_check="ignore")
+        reset_warning_cache()
+        with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl, self.assertRaises(ValueError):
+            model.to(torch.bfloat16)
+        self.assertEqual(cl.out, "")
+
+    @parameterized.expand(CASES)
+    def test_trainer_check(self, name):
+        case = self.case(name)
+        model, _ = self.load(case, trained_precision_check="ignore")
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            risk = check_run_precision(model, case["runtime"])
+        self.assertEqual(risk is not None, case["risky"], cl.out)
+        self.assert_says(cl.out, case)
+
+    @parameterized.expand(CASES)
+    def test_cli(self, name):
+        case = self.case(name)
+        code, out = self.cli(case["checkpoint"], "--dtype", case["runtime"], "--json")
+        report = json.loads(out)
+        self.assertEqual(code, 1 if case["risky"] else 0, out)
+        self.assertEqual(report["status"], "risky" if case["risky"] else "safe")
+        self.assertEqual(report["exit_code"], code)
+        verdict = report["verdicts"][case["runtime"]]
+        if case["says"] and not case["risky"]:
+            self.assertIsNotNone(verdict["evidence"])
+            self.assert_says(verdict["summary"], case)
+
+    def test_every_case_agrees_on_every_path(self):
+        """The table's answers, seen together: what users meet is the same answer everywhere."""
+        for (name,) in CASES:
+            case = self.case(name)
+            reset_warning_cache()
+            _, out = self.load(case, trained_precision_check="warn")
+            code, _ = self.cli(case["checkpoint"], "--dtype", case["runtime"])
+            self.assertEqual("but is being loaded in" in out, code == 1, name)
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # a composite model, before and after `transformers precision set`
+
+    def composite_answers(self, directory):
+        """(loader warnings at fp16, CLI exit code at fp16, its JSON report)."""
+        reset_warning_cache()
+        with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            EncoderDecoderModel.from_pretrained(directory, dtype=torch.float16)
+        code, out = self.cli(directory, "--dtype", "fp16", "--json")
+        return cl.out, code, json.loads(out)
+
+    def test_encoder_decoder_cli_and_loader_agree(self):
+        directory = os.path.join(self.tmp, "encdec_set")
+        shutil.copytree(self.path("encdec"), directory)
+
+        warnings, code, report = self.composite_answers(directory)
+        self.assertEqual(code, 1)
+        self.assertEqual(warnings.count("was trained in bf16"), 1, warnings)
+        self.assertEqual(sorted(report["sub_models"]), ["decoder", "encoder"])
+        for sub in report["sub_models"].values():
+            self.assertEqual(sub["model_type"], "bert")
+            self.assertEqual(sub["trained_precision"]["effective"], "bf16")
+            self.assertEqual(sub["verdicts"]["fp16"]["status"], "risky")
+
+        self.assertEqual(self.cli("set", directory, "--precision", "unknown", "--force")[0], 0)
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        self.assertNotIn("trained_precision", saved)
+        self.assertNotIn("trained_precision", saved["encoder"])
+        self.assertNotIn("trained_precision", saved["decoder"])
+        warnings, code, report = self.composite_answers(directory)
+        self.assertEqual((code, report["status"]), (3, "unknown"))
+        self.assertEqual(warnings, "")
+        # the loader agrees that nothing is known: error mode has nothing to stop
+        EncoderDecoderModel.from_pretrained(directory, dtype=torch.float16, trained_precision_check="error")
+
+        self.assertEqual(self.cli("set", directory, "--precision", "fp32", "--force")[0], 0)
+        warnings, code, report = self.composite_answers(directory)
+        self.assertEqual(code, 1)
+        self.assertEqual(warnings.count("was trained in"), 1, warnings)  # one model, one precision, one warning
+        self.assertIn("was trained in fp32", warnings)
+        self.assertEqual({sub["trained_precision"]["effective"] for sub in report["sub_models"].values()}, {"fp32"})
+
+    def test_set_refuses_a_sub_config_conflict_naming_it(self):
+        directory = os.path.join(self.tmp, "encdec_conflict")
+        shutil.copytree(self.path("encdec"), directory)
+        config_path = os.path.join(directory, "config.json")
+        with open(config_path, encoding="utf-8") as f:
+            data = json.load(f)
+        del data["trained_precision"]
+        data["decoder"]["trained_precision"] = "fp32"
+        with open(config_path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        with open(config_path, encoding="utf-8") as f:
+            before = f.read()
+        code, out = self.cli("set", directory, "--precision", "bf16")
+        self.assertNotEqual(code, 0)
+        self.assertIn("sub-config `decoder`", out)
+        with open(config_path, encoding="utf-8") as f:
+            self.assertEqual(f.read(), before)  # nothing written, not even the top level
+        code, _ = self.cli("set", directory, "--precision", "bf16", "--force")
+        self.assertEqual(code, 0)
+        with open(config_path, encoding="utf-8") as f:
+            data = json.load(f)
+        self.assertEqual([data[k].get("trained_precision") for k in ("encoder", "decoder")], ["bf16", "bf16"])
+        self.assertEqual(data["trained_precision"], "bf16")
+
+    def test_json_sub_configs_are_the_ones_the_stamp_writes(self):
+        model = tiny_encoder_decoder()
+        from_config = [key for key, _ in sub_config_items(model.config)]
+        from_json = [key for key, _ in sub_config_items(model.config.to_dict())]
+        self.assertEqual(sorted(from_config), ["decoder", "encoder"])
+        self.assertEqual(sorted(from_json), sorted(from_config))
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # provenance
+
+    def test_a_cast_after_a_registry_load_still_names_the_registry(self):
+        model, out = self.load(self.case("llama2_at_bf16"))
+        self.assertEqual(model.config.trained_precision, "bf16")  # persisted, so a save keeps it
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            model.float().to(torch.float16)
+        self.assertIn(f"registry: {LLAMA2}, {lookup(LLAMA2).citation}", cl.out)
+        self.assertNotIn("from its config", cl.out)
+
+
+class EvidenceRulesTest(unittest.TestCase):
+    def test_lineage_prior_is_the_oldest_stage(self):
+        self.assertIsNotNone(assess_lineage_risk(("bf16", "fp16"), "fp16"))
+        self.assertIsNone(assess_lineage_risk(("bf16", "fp32"), "bf16"))
+        self.assertIsNotNone(assess_lineage_risk(("bf16", "fp32"), "fp16"))
+        self.assertIsNone(assess_lineage_risk(("unknown",), "fp16"))
+
+    @parameterized.expand([("finished", "fp16", False), ("diverged", "fp16", True), ("started", "fp16", True)])
+    def test_a_run_record_counts_only_when_finished(self, status, runtime, risky):
+        config = {"trained_precision": "fp16", "pretraining_precision": "bf16", "trained_precision_run": status}
+        info = resolve_trained_precision(config)
+        self.assertEqual(info.risk(runtime) is not None, risky)
+        self.assertIsNotNone(info.assess(runtime).prior)
+
+    def test_the_evidence_order(self):
+        entry = lookup(LLAMA2)
+        found = find_evidence("fp16", entry=entry, plan=VALID_PLAN, trained="fp16", run_status="finished")
+        self.assertEqual(found.kind, REFERENCE_RUNTIME)
+        self.assertEqual(find_evidence("fp16", plan=VALID_PLAN, trained="fp16", run_status="finished").kind, FP16_PLAN)
+        self.assertEqual(find_evidence("fp16", trained="fp16", run_status="finished").kind, FINISHED_RUN)
+        self.assertIsNone(find_evidence("bf16", entry=entry))  # the reference runtime covers its own precision only
+        self.assertIsNone(find_evidence("fp16"))
+
+    def test_a_stored_dtype_is_no_evidence(self):
+        stored_only = [e for e in REGISTRY if e.stored_dtype and e.reference_runtime is None]
+        self.assertTrue(stored_only)
+        for entry in stored_only:
+            self.assertIsNone(find_evidence(entry.stored_dtype, entry=entry), entry.model_id)
+
+    def test_read_fp16_plan(self):
+        self.assertEqual(read_fp16_plan({FP16_PLAN_FIELD: VALID_PLAN}), VALID_PLAN)
+        failed = {**VALID_PLAN, "validation": {**VALID_PLAN["validation"], "passed": False}}
+        self.assertIsNone(read_fp16_plan({FP16_PLAN_FIELD: failed}))
+        self.assertIsNone(read_fp16_plan({}))
+
+    @parameterized.expand(
+        [
+            ("not_an_object", ["wo"]),
+            ("missing_member", {k: v for k, v in VALID_PLAN.items() if k != "headroom"}),
+            ("wrong_version", {**VALID_PLAN, "version": 2}),
+            ("wrong_dtype", {**VALID_PLAN, "dtype": "bf16"}),
+            ("bool_as_number", {**VALID_PLAN, "headroom": True}),
+            ("bad_module_name", {**VALID_PLAN, "modules": [""]}),
+            ("bad_validation", {**VALID_PLAN, "validation": {**VALID_PLAN["validation"], "passed": "yes"}}),
+        ]
+    )
+    def test_a_malformed_plan_warns_once_and_is_absent(self, _, plan):
+        self.assertIsNotNone(fp16_plan_problem(plan))
+        config = {FP16_PLAN_FIELD: plan, "_name_or_path": f"malformed-{_}"}
+        with CaptureLogger(logging.get_logger("transformers.trained_precision.evidence")) as cl:
+            self.assertIsNone(read_fp16_plan(config))
+            self.assertIsNone(read_fp16_plan(config))
+        self.assertEqual(cl.out.count("is malformed"), 1, cl.out)
