@@ -413,12 +413,14 @@ class PrecisionCommandTest(TestCasePlus):
                 "storage",
                 "verdicts",
                 "audit",
+                "sub_models",
                 "asked_dtype",
                 "status",
                 "exit_code",
             },
         )
-        self.assertEqual(payload["schema_version"], 2)
+        self.assertEqual(payload["schema_version"], 3)
+        self.assertEqual(payload["sub_models"], {})
         self.assertEqual(payload["status"], "risky")
         self.assertEqual((payload["asked_dtype"], payload["exit_code"], payload["audit"]), ("fp16", 1, None))
         self.assertEqual(payload["model_type"], "gpt_neo")
@@ -438,7 +440,10 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertEqual(payload["storage"]["dtypes"], {"bfloat16": self.neo_parameters})
         self.assertEqual(list(payload["verdicts"]), ["fp32", "bf16", "fp16"])
         for verdict in payload["verdicts"].values():
-            self.assertEqual(set(verdict), {"runtime", "status", "summary", "reasons", "fix", "kind", "severity"})
+            self.assertEqual(
+                set(verdict),
+                {"runtime", "status", "summary", "reasons", "fix", "kind", "severity", "evidence", "mitigation"},
+            )
         self.assertEqual(payload["verdicts"]["fp16"]["status"], "risky")
         self.assertEqual(payload["verdicts"]["bf16"]["status"], "safe")
 

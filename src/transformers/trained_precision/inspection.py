@@ -460,6 +460,8 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
         if measured is not None:
             verdict.summary = f"RISKY: overflow measured ({measured})"
             verdict.reasons.append(f"measured: {measured}.")
+        elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
+            verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
         elif risk.kind == OVERFLOW and audit is not None:
             verdict.summary = (
                 f"RISKY: overflow expected (trained in {risk.trained}), not seen on the calibration inputs{fits}; "
