@@ -22,6 +22,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -379,6 +381,10 @@ class RealWorldCasesTest(TestCasePlus):
         self.assertEqual(code, 1)
         self.assertEqual(warnings.count("was trained in bf16"), 1, warnings)
         self.assertEqual(sorted(report["sub_models"]), ["decoder", "encoder"])
+        text = self.cli(directory, "--dtype", "fp16")[1]
+        for key in ("encoder", "decoder"):
+            self.assertIn(f"Sub-model {key} (bert): trained in bf16 (config)", text)
+        self.assertIn("Whole model at fp16: risky", text)
         for sub in report["sub_models"].values():
             self.assertEqual(sub["model_type"], "bert")
             self.assertEqual(sub["trained_precision"]["effective"], "bf16")
@@ -433,6 +439,16 @@ class RealWorldCasesTest(TestCasePlus):
         from_json = [key for key, _ in sub_config_items(model.config.to_dict())]
         self.assertEqual(sorted(from_config), ["decoder", "encoder"])
         self.assertEqual(sorted(from_json), sorted(from_config))
+
+    def test_the_report_imports_no_model_class(self):
+        """The report stays torch-free: upstream's mitigation is read from the class only with `--audit`."""
+        script = (
+            "import sys; from transformers.trained_precision.inspection import inspect_checkpoint; "
+            f"verdict = inspect_checkpoint({self.path('t5')!r}).verdict('fp16'); "
+            "print(verdict.status, verdict.mitigation, 'torch' in sys.modules)"
+        )
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+        self.assertEqual(result.stdout.split(), ["risky", "None", "False"])
 
     # ---------------------------------------------------------------------------------------------------------------
     # provenance

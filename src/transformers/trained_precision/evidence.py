@@ -172,24 +172,29 @@ def read_run_status(config: Any) -> str | None:
     return value if isinstance(value, str) and value in RUN_STATUSES else None
 
 
-def keep_in_fp32_modules(architectures: Iterable[Any] = (), model_class: Any = None) -> tuple[str, ...]:
+def keep_in_fp32_modules(
+    architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
+) -> tuple[str, ...]:
     """
     The modules upstream keeps in fp32 when the model is loaded in fp16 (`_keep_in_fp32_modules`, e.g. T5's `wo`), for
     `model_class` or else for the first of the config's `architectures` that names a model class of this library.
-    Returns `()` when none is known (or torch is not installed).
+    Returns `()` when none is known, when torch is not installed, or when `import_classes=False` and no `model_class`
+    is given (the report without `--audit` never imports a model class, so it never imports torch).
     """
-    if model_class is None:
+    if model_class is None and import_classes:
         import transformers
 
         for name in architectures or ():
             if not (isinstance(name, str) and name.isidentifier() and name[:1].isupper()):
                 continue
             try:
-                model_class = getattr(transformers, name)
+                found = getattr(transformers, name)
             except Exception:  # not a class of this library, or its backend is missing
                 continue
-            break
-    modules = getattr(model_class, "_keep_in_fp32_modules", None) if model_class is not None else None
+            if isinstance(found, type):
+                model_class = found
+                break
+    modules = getattr(model_class, "_keep_in_fp32_modules", None) if isinstance(model_class, type) else None
     return tuple(sorted(modules)) if modules else ()
 
 
@@ -242,14 +247,17 @@ def find_evidence(
     return None
 
 
-def keep_in_fp32_mitigation(runtime: Any, architectures: Iterable[Any] = (), model_class: Any = None):
+def keep_in_fp32_mitigation(
+    runtime: Any, architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
+):
     """
     Upstream's hand-written mitigation for an fp16 runtime, as an [`Evidence`] of kind `"keep_in_fp32"`, or `None`.
     It protects the module upstream knows overflows (T5's `wo`), not the rest of the model: a risk stays a warning.
+    See [`keep_in_fp32_modules`] for the arguments.
     """
     if dtype_to_precision(runtime) != FP16:
         return None
-    modules = keep_in_fp32_modules(architectures, model_class)
+    modules = keep_in_fp32_modules(architectures, model_class, import_classes)
     if not modules:
         return None
     names = ", ".join(f"`{m}`" for m in modules)

@@ -446,7 +446,7 @@ def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, 
 
 def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
     """The verdict from the risk rules and the evidence, refined by the measurement when an audit ran."""
-    assessment = info.assess(runtime)
+    assessment = info.assess(runtime, import_classes=audit is not None)  # no torch import without an audit
     risk = assessment.risk
     measured = audit.problem_for(runtime) if audit is not None else None
     fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"

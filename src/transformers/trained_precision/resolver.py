@@ -158,7 +158,7 @@ class TrainedPrecisionInfo:
         stages = [p for p in (self.pretraining, self.precision) if p != UNKNOWN]
         return tuple(dict.fromkeys(stages))
 
-    def assess(self, runtime: Any, model_class: Any = None) -> Assessment:
+    def assess(self, runtime: Any, model_class: Any = None, import_classes: bool = True) -> Assessment:
         """
         The [`Assessment`] of running at `runtime`: the prior of the oldest training stage, then the evidence in the
         documented order, and upstream's mitigation when an fp16 risk remains.
@@ -167,6 +167,8 @@ class TrainedPrecisionInfo:
             runtime (`str` or `torch.dtype`): the runtime precision.
             model_class (`type`, *optional*): the model class, for its `_keep_in_fp32_modules`; by default the first
                 of the config's `architectures`.
+            import_classes (`bool`, *optional*, defaults to `True`): whether that default may import the model class
+                (and so torch); the report without `--audit` passes `False`.
         """
         runtime = dtype_to_precision(runtime)
         prior = assess_lineage_risk(self.lineage, runtime)
@@ -176,7 +178,8 @@ class TrainedPrecisionInfo:
         evidence = find_evidence(runtime, entry=self.row, plan=self.plan, trained=trained, run_status=self.run_status)
         if evidence is not None:
             return Assessment(runtime, prior, evidence)
-        return Assessment(runtime, prior, mitigation=keep_in_fp32_mitigation(runtime, self.architectures, model_class))
+        mitigation = keep_in_fp32_mitigation(runtime, self.architectures, model_class, import_classes)
+        return Assessment(runtime, prior, mitigation=mitigation)
 
     def risk(self, runtime: Any) -> Risk | None:
         """The risk of running at `runtime` that remains after the evidence (see [`assess`]); `None` if unknown."""
