@@ -56,7 +56,7 @@ from urllib.parse import urlparse
 CHECKER_CONFIG = {
     "name": "trained_precision",
     "label": "Trained-precision registry and docs table",
-    "file_globs": [
+    "cache_globs": [
         "src/transformers/trained_precision/registry.py",
         "src/transformers/trained_precision/vocabulary.py",
         "docs/source/en/trained_precision.md",
