@@ -358,6 +358,7 @@ def training_args(output_dir: str, steps: int, batch: int, **kwargs):
         "adam_beta2": 0.99,  # optimi's default; the same for every run
         "max_grad_norm": 1.0,
         "logging_steps": 1,
+        "logging_nan_inf_filter": False,  # a NaN loss is what section 3 counts: log it as it is
         "save_strategy": "no",
         "report_to": [],
         "disable_tqdm": True,
@@ -791,7 +792,10 @@ def section_plan(report: Report, sizes: dict, cuda: bool, tmp: str) -> None:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=sizes["plan_timeout"])
         except subprocess.TimeoutExpired as e:
-            text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+            # the captured output of a timed-out child is bytes, whatever `text=` says
+            text = "".join(
+                o.decode(errors="replace") if isinstance(o, bytes) else o for o in (e.stdout, e.stderr) if o
+            )
             proc = subprocess.CompletedProcess(cmd, f"timeout after {sizes['plan_timeout']} s", "", text)
         plan_seconds = time.perf_counter() - started
         with open(os.path.join(plan_dir, "config.json"), encoding="utf-8") as f:
@@ -1064,6 +1068,8 @@ def main(argv=None) -> int:
         "transformers": transformers.__version__,
         "mode": mode,
     }
+    if cuda:
+        header["tf32 matmul"] = torch.backends.cuda.matmul.allow_tf32  # fp32 rows: torch's default, as users run
     for name in ("accelerate", "torch-optimi", "torchao", "triton"):
         try:
             from importlib.metadata import version
