@@ -65,6 +65,8 @@ for _name in ("HF_HUB_OFFLINE", "HF_HUB_DISABLE_UPDATE_CHECK", "TRANSFORMERS_NO_
 NEEDS_CUDA = "skipped: needs CUDA"
 #: Whether this run uses CUDA (False for a dry run, also where a GPU is present); set by `main`.
 USE_CUDA = [False]
+#: What failed (a section, or one run of one): the exit code is 1 when this is not empty.
+FAILED = []
 SECTIONS = ("stamp", "bf16", "plan", "fsdp2")
 FP16_MAX = 65504.0
 
@@ -569,6 +571,7 @@ def section_bf16(report: Report, sizes: dict, cuda: bool, tmp: str, deadline: fl
             traceback.print_exc()
             results[name] = {"label": label, "skipped": f"failed: {type(e).__name__}: {e}"}
             Report.line(section, f"{label}: failed: {type(e).__name__}: {e}")
+            FAILED.append(f"bf16/{name}")
             continue
         timed = out["step_times"][warmup:] or out["step_times"]
         state = out["weight_bytes"] + out["grad_bytes"] + out["optimizer_bytes"]
@@ -979,6 +982,7 @@ def section_fsdp2(report: Report, sizes: dict, cuda: bool, tmp: str, mode: str, 
         tail = (proc.stdout + proc.stderr)[-3000:]
         print(tail, flush=True)
         Report.line(section, f"FSDP2 run failed (exit {proc.returncode}); its output's end is in gpu_results.json")
+        FAILED.append("fsdp2")
         section["data"] = {"exit_code": proc.returncode, "output": tail}
         return
     with open(result_path, encoding="utf-8") as f:
@@ -1107,17 +1111,21 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001 - report what failed and go on to the next section
                 traceback.print_exc()
                 report.sections[name]["status"] = f"failed: {type(e).__name__}: {e}"
+                FAILED.append(name)
             report.write()
             free_memory()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     total = time.monotonic() - started
     report.header["total_seconds"] = round(total, 1)
+    report.header["failed"] = ", ".join(FAILED) or "nothing"
     report.write()
     print(
         f"\nwrote {os.path.join(opts.output_dir, 'gpu_results.md')} and gpu_results.json in {total:.0f} s", flush=True
     )
-    return 0
+    if FAILED:
+        print(f"failed: {', '.join(FAILED)}; rerun those with --sections", file=sys.stderr)
+    return 1 if FAILED else 0
 
 
 if __name__ == "__main__":
