@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The registry: checkpoints published before `trained_precision` existed, with the precision their trainers stated.
+The registry: checkpoints published before `trained_precision` existed, with the precision their trainers published.
 
 Only rows with a public source are listed, each with a confidence (`"stated"` or `"inferred"`, see
 `CONFIDENCE_LEVELS`). The registry is consulted when a loaded config says `"unknown"`; a config's own value always
@@ -136,7 +136,7 @@ def _llama2(model_id: str) -> RegistryEntry:
 
 # Only rows whose source states the precision or the training configuration, each with a confidence (see
 # `CONFIDENCE_LEVELS`). Looked for and not found, so left out: gpt-neo-125M, GPT-2, Mistral and Mixtral, Qwen 2 / 2.5 /
-# 3, phi-2 and Phi-3, Gemma 1, BART, Pegasus. Order: gpt-neo first, then by organisation. Edit here, then run
+# 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Order: gpt-neo first, then by organisation. Edit here, then run
 # `python utils/check_trained_precision.py --fix_and_overwrite` to regenerate the table in
 # docs/source/en/trained_precision.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
@@ -427,7 +427,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "google/gemma-2-9b",
         BF16,
         _GEMMA2,
-        "bf16, the reference precision of the Gemma 2 release",
+        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
         "gemma2",
         confidence=INFERRED,
     ),
@@ -435,7 +435,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "google/gemma-2-9b-it",
         BF16,
         _GEMMA2,
-        "bf16, the reference precision of the instruction-tuned model",
+        "bf16, the reference precision of the instruction-tuned model (TPU training, JAX)",
         "gemma2",
         confidence=INFERRED,
     ),
@@ -443,7 +443,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "google/gemma-2-27b",
         BF16,
         _GEMMA2,
-        "bf16, the reference precision of the Gemma 2 release",
+        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
         "gemma2",
         confidence=INFERRED,
     ),
