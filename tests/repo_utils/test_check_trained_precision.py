@@ -70,9 +70,8 @@ class LookupTest(unittest.TestCase):
             ("meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-1B", "bf16", "inferred"),
             ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-*", "bf16", "stated"),
             ("google/flan-t5-base", "google/flan-t5-base", "bf16", "inferred"),
-            ("THUDM/CogVideoX-2b", "THUDM/CogVideoX-2b", "fp16", "stated"),
-            ("THUDM/CogVideoX-5b", "THUDM/CogVideoX-5b", "bf16", "stated"),
             ("facebook/opt-1.3b", "facebook/opt-*", "fp16", "inferred"),
+            ("HuggingFaceH4/zephyr-7b-beta", "HuggingFaceH4/zephyr-7b-beta", "bf16", "inferred"),
             # the Pythia split: a glob for the fp16 sizes, exact rows win for the others
             ("EleutherAI/pythia-410m", "EleutherAI/pythia-*", "fp16", "stated"),
             ("EleutherAI/pythia-1b", "EleutherAI/pythia-1b", "bf16", "stated"),
@@ -97,6 +96,7 @@ class LookupTest(unittest.TestCase):
             ("other_org", "someone/gemma-3-12b-it"),
             ("not_a_family_member", "google/gemma-3n-E4B-it"),
             ("a_local_directory", "./checkpoints/flan-t5-base"),
+            ("a_diffusers_pipeline", "THUDM/CogVideoX-2b"),
             ("nothing", None),
         ]
     )

@@ -102,13 +102,12 @@ class RegistryEntry:
 
 
 _BLOOM_SMALL = "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml/smaller_models"
-_COGVIDEO = "https://github.com/zai-org/CogVideo/issues/217"
-_COGVIDEO_BF16 = "https://github.com/zai-org/CogVideo/issues/637"
 _FALCON_BLOG = "https://huggingface.co/blog/falcon"
 # The T5X model configuration of every T5 1.1 size (and so of the Flan-T5 checkpoints, listed with these configs in
 # https://github.com/google-research/t5x/blob/main/docs/models.md); each size's gin includes this one.
 _FLAN_T5 = "https://github.com/google-research/t5x/blob/main/t5x/examples/t5/t5_1_1/base.gin"
 _GEMMA2 = "https://huggingface.co/blog/gemma2"
+_HANDBOOK = "https://github.com/huggingface/alignment-handbook/blob/main/recipes"
 _GEMMA3 = "https://developers.googleblog.com/en/gemma-3-quantized-aware-trained-bringing-state-of-the-art-ai-to-consumer-gpus/"
 _LLAMA2 = "https://github.com/huggingface/transformers/pull/25794"
 _LLAMA3_DOC = "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_doc/llama3.md"
@@ -136,7 +135,10 @@ def _llama2(model_id: str) -> RegistryEntry:
 
 # Only rows whose source states the precision or the training configuration, each with a confidence (see
 # `CONFIDENCE_LEVELS`). Looked for and not found, so left out: gpt-neo-125M, GPT-2, Mistral and Mixtral, Qwen 2 / 2.5 /
-# 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Order: gpt-neo first, then by organisation. Edit here, then run
+# 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Diffusers pipelines stay out although their
+# trainers state it (CogVideoX-2b fp16, CogVideoX-5b bf16: zai-org/CogVideo#217): a row gives one precision per Hub id,
+# and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
+# Order: gpt-neo first, then by organisation. Edit here, then run
 # `python utils/check_trained_precision.py --fix_and_overwrite` to regenerate the table in
 # docs/source/en/trained_precision.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
@@ -497,6 +499,30 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         confidence=INFERRED,
     ),
     RegistryEntry(
+        "HuggingFaceH4/starchat2-15b-v0.1",
+        BF16,
+        f"{_HANDBOOK}/starchat2-15b/dpo/config_v0.1.yaml",
+        "bf16 fine-tune (the published SFT and DPO recipe) of StarCoder2-15B",
+        "starcoder2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceH4/zephyr-7b-beta",
+        BF16,
+        f"{_HANDBOOK}/zephyr-7b-beta/dpo/config_full.yaml",
+        "bf16 fine-tune (the published SFT and DPO recipe) of Mistral-7B-v0.1",
+        "mistral",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceH4/zephyr-orpo-141b-A35b-v0.1",
+        BF16,
+        f"{_HANDBOOK}/zephyr-141b-A35b/orpo/config_full.yaml",
+        "bf16 ORPO fine-tune (the published recipe) of Mixtral-8x22B",
+        "mixtral",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
         "HuggingFaceTB/SmolLM2-135M",
         BF16,
         "https://huggingface.co/HuggingFaceTB/SmolLM2-135M",
@@ -519,6 +545,14 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16 (model card: nanotron, 256 H100)",
         "llama",
         confidence=STATED,
+    ),
+    RegistryEntry(
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+        BF16,
+        f"{_HANDBOOK}/smollm2/dpo/config.yaml",
+        "bf16 SFT and DPO of SmolLM2-1.7B (the recipe its model card links)",
+        "llama",
+        confidence=INFERRED,
     ),
     _llama2("meta-llama/Llama-2-7b-hf"),
     _llama2("meta-llama/Llama-2-7b-chat-hf"),
@@ -617,41 +651,6 @@ REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry("Qwen/Qwen-7B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
     RegistryEntry("Qwen/Qwen-14B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
     RegistryEntry("Qwen/Qwen-72B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
-    RegistryEntry(
-        "THUDM/CogVideoX-2b",
-        FP16,
-        _COGVIDEO,
-        "fp16, chosen so that GPUs without bf16 can run it (maintainer)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "THUDM/CogVideoX-5b",
-        BF16,
-        _COGVIDEO,
-        "bf16: training the 5B model in fp16 did not succeed (maintainer)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "THUDM/CogVideoX-5b-I2V",
-        BF16,
-        _COGVIDEO_BF16,
-        "bf16, like every CogVideoX model but the 2B (maintainer)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "THUDM/CogVideoX1.5-5B",
-        BF16,
-        _COGVIDEO_BF16,
-        "bf16, like every CogVideoX model but the 2B (maintainer)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "THUDM/CogVideoX1.5-5B-I2V",
-        BF16,
-        _COGVIDEO_BF16,
-        "bf16, like every CogVideoX model but the 2B (maintainer)",
-        confidence=STATED,
-    ),
     RegistryEntry(
         "tiiuae/falcon-7b",
         BF16,
