@@ -284,8 +284,8 @@ class ScriptTest(TestCasePlus):
         [
             (
                 "confidence",
-                "        confidence=INFERRED,\n",
-                "",
+                '        "gpt_neo",\n        confidence=INFERRED,\n',
+                '        "gpt_neo",\n',
                 "row 1 `EleutherAI/gpt-neo-2.7B`: the row has no confidence",
             ),
             (
@@ -300,8 +300,8 @@ class ScriptTest(TestCasePlus):
         tmp = self.copy_repo()
         registry_file = tmp / "src/transformers/trained_precision/registry.py"
         text = registry_file.read_text()
-        self.assertIn(old, text)
-        registry_file.write_text(text.replace(old, new, 1))
+        self.assertEqual(text.count(old), 1)
+        registry_file.write_text(text.replace(old, new))
         result = self.run_script(tmp)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn(expected, result.stderr)

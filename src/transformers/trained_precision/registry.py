@@ -133,6 +133,31 @@ def _llama2(model_id: str) -> RegistryEntry:
     )
 
 
+def _flan_t5(size: str) -> RegistryEntry:
+    """A Flan-T5 row: T5X publishes each checkpoint with the T5 1.1 model config of its size, which sets bf16."""
+    included = "" if size == "base" else ", which includes base.gin"
+    return RegistryEntry(
+        f"google/flan-t5-{size}",
+        BF16,
+        _FLAN_T5,
+        f"bf16 activations: the T5X config published with the checkpoint (t5_1_1/{size}.gin{included})",
+        "t5",
+        confidence=INFERRED,
+    )
+
+
+def _llama3_family(model_id: str) -> RegistryEntry:
+    """A later Llama 3 release (3.2, 3.3): the maintainers' Llama 3 doc states bf16 for the family, not this run."""
+    return RegistryEntry(
+        model_id,
+        BF16,
+        _LLAMA3_DOC,
+        "bf16: the maintainers' model doc states it for the Llama 3 family",
+        "llama",
+        confidence=INFERRED,
+    )
+
+
 # Only rows whose source states the precision or the training configuration, each with a confidence (see
 # `CONFIDENCE_LEVELS`). Looked for and not found, so left out: gpt-neo-125M, GPT-2, Mistral and Mixtral, Qwen 2 / 2.5 /
 # 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Diffusers pipelines stay out although their
@@ -385,46 +410,11 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "t5",
         confidence=INFERRED,
     ),
-    RegistryEntry(
-        "google/flan-t5-small",
-        BF16,
-        _FLAN_T5,
-        "bf16 activations: the T5X config published with the checkpoint (t5_1_1/small.gin, which includes base.gin)",
-        "t5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/flan-t5-base",
-        BF16,
-        _FLAN_T5,
-        "bf16 activations: the T5X config published with the checkpoint (t5_1_1/base.gin)",
-        "t5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/flan-t5-large",
-        BF16,
-        _FLAN_T5,
-        "bf16 activations: the T5X config published with the checkpoint (t5_1_1/large.gin, which includes base.gin)",
-        "t5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/flan-t5-xl",
-        BF16,
-        _FLAN_T5,
-        "bf16 activations: the T5X config published with the checkpoint (t5_1_1/xl.gin, which includes base.gin)",
-        "t5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/flan-t5-xxl",
-        BF16,
-        _FLAN_T5,
-        "bf16 activations: the T5X config published with the checkpoint (t5_1_1/xxl.gin, which includes base.gin)",
-        "t5",
-        confidence=INFERRED,
-    ),
+    _flan_t5("small"),
+    _flan_t5("base"),
+    _flan_t5("large"),
+    _flan_t5("xl"),
+    _flan_t5("xxl"),
     RegistryEntry(
         "google/gemma-2-9b",
         BF16,
@@ -584,46 +574,11 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "llama",
         confidence=STATED,
     ),
-    RegistryEntry(
-        "meta-llama/Llama-3.2-1B",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-3.2-1B-Instruct",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-3.2-3B",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-3.2-3B-Instruct",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-3.3-70B-Instruct",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    ),
+    _llama3_family("meta-llama/Llama-3.2-1B"),
+    _llama3_family("meta-llama/Llama-3.2-1B-Instruct"),
+    _llama3_family("meta-llama/Llama-3.2-3B"),
+    _llama3_family("meta-llama/Llama-3.2-3B-Instruct"),
+    _llama3_family("meta-llama/Llama-3.3-70B-Instruct"),
     RegistryEntry(
         "microsoft/deberta-v2-*",
         FP16,
