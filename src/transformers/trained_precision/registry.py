@@ -550,6 +550,9 @@ REGISTRY: tuple[RegistryEntry, ...] = (
     _llama2("meta-llama/Llama-2-13b-chat-hf"),
     _llama2("meta-llama/Llama-2-70b-hf"),
     _llama2("meta-llama/Llama-2-70b-chat-hf"),
+    # No reference runtime for Llama 3: its model doc repeats Llama 2's "the original inference uses float16", but
+    # Meta's Llama 3 reference code runs in bf16 wherever the GPU has it, fp16 only as a fallback
+    # (https://github.com/meta-llama/llama3/blob/main/llama/generation.py).
     RegistryEntry(
         "meta-llama/Meta-Llama-3-*",
         BF16,
