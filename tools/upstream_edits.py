@@ -172,8 +172,28 @@ def makefile_checker(text: str) -> str:
     return "\n".join(lines)
 
 
+#: The `CHECKER_CONFIG` keys a discovering `utils/checkers.py` may read for the files a checker depends on; our
+#: script declares the one stored upstream scripts use today (`cache_globs`).
+CHECKER_GLOB_KEYS = ("cache_globs", "file_globs")
+CHECKER_GLOB_KEY = "cache_globs"
+
+
 def register_checker(text: str) -> str:
-    """The checker in utils/checkers.py's `CHECKERS` table (label, script, check args, fix args)."""
+    """
+    The checker in utils/checkers.py. Two upstream layouts exist: a `CHECKERS = {...}` table of (label, script, check
+    args, fix args), where our entry is inserted; and a runner that discovers each `utils/check_*.py` by its
+    `CHECKER_CONFIG` dict, which needs no edit as long as it reads the glob key our script declares. Anything else
+    stops with the anchor named.
+    """
+    if re.search(r"^CHECKERS\s*(:[^=]*)?=\s*\{", text, flags=re.M) is None and "CHECKER_CONFIG" in text:
+        read = [key for key in CHECKER_GLOB_KEYS if f'"{key}"' in text or f"'{key}'" in text]
+        if read and CHECKER_GLOB_KEY not in read:
+            raise _missing(
+                "utils/checkers.py",
+                f"a `CHECKER_CONFIG` runner that reads `{CHECKER_GLOB_KEY}`",
+                f"it reads {', '.join(read)}: rename the key in utils/{CHECKER_SCRIPT}'s CHECKER_CONFIG",
+            )
+        return text
     entry = f'"{CHECKER_NAME}": ("Trained precision registry", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
     return _insert_python_item(
         text,

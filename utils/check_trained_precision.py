@@ -16,8 +16,10 @@ Utility that checks the registry of trained precisions (`src/transformers/traine
 generated from it in `docs/source/en/trained_precision.md`.
 
 Every row is checked: a canonical precision (`fp32`, `bf16`, `fp16`), a well-formed Hub id or family glob, an https
-source, a one-line note, no duplicate ids, no two rows matching the same id unless a glob lists the other row in its
-`exceptions`, and a `model_type` that upstream's `CONFIG_MAPPING` knows (where one is given).
+source, a confidence from `CONFIDENCE_LEVELS` (`stated` or `inferred`), a one-line note, a publisher's reference
+runtime only with a source of its own, no duplicate ids, no two rows matching the same id unless a glob lists the other
+row in its `exceptions` (the message says when the two contradict each other), and a `model_type` that upstream's
+`CONFIG_MAPPING` knows (where one is given).
 
 Use from the root of the repo with:
 
@@ -47,7 +49,6 @@ import difflib
 import importlib
 import importlib.util
 import os
-import re
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -56,7 +57,7 @@ from urllib.parse import urlparse
 CHECKER_CONFIG = {
     "name": "trained_precision",
     "label": "Trained-precision registry and docs table",
-    "file_globs": [
+    "cache_globs": [
         "src/transformers/trained_precision/registry.py",
         "src/transformers/trained_precision/vocabulary.py",
         "docs/source/en/trained_precision.md",
@@ -75,8 +76,9 @@ FIX_COMMAND = "python utils/check_trained_precision.py --fix_and_overwrite"
 TABLE_START = f"<!-- BEGIN GENERATED REGISTRY TABLE: edit registry.py, then run `{FIX_COMMAND}` -->"
 TABLE_END = "<!-- END GENERATED REGISTRY TABLE -->"
 
-# Glob names may also hold "*" and "?", but must start with a literal character: "org/*" would claim a whole org.
-_GLOB_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._*?-]{0,95}$")
+# A glob is a Hub repo name with "*" and "?" in it, checked by the Hub-name rule with each wildcard read as one
+# letter; it must start with a literal character: "org/*" would claim a whole organisation.
+_WILDCARDS = str.maketrans({"*": "x", "?": "x"})
 
 _PACKAGE = "_trained_precision_checkout"
 
@@ -137,7 +139,7 @@ def check_hub_id(model_id: object, allow_glob: bool = True) -> str | None:
     if is_glob(name):
         if not allow_glob:
             return "a glob is not allowed here"
-        if not _GLOB_PART.match(name) or "--" in name or ".." in name:
+        if name[0] in "*?" or not hub_ids.is_valid_repo_name(name.translate(_WILDCARDS)):
             return f"`{name}` is not a valid glob: it must start with a literal character of a Hub name"
     elif not hub_ids.is_valid_repo_name(name):
         return f"`{name}` is not a valid Hub repo name"
@@ -184,6 +186,40 @@ def _excluded(entry, other_id: str) -> bool:
     return not entry.matches(other_id)
 
 
+def is_https_url(value: object) -> bool:
+    """Whether `value` is an https URL with a host and no whitespace."""
+    if not isinstance(value, str) or any(ch.isspace() for ch in value):
+        return False
+    parsed = urlparse(value)
+    return parsed.scheme == "https" and bool(parsed.netloc)
+
+
+def _quoted(values) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def _reference_runtime_problems(entry, vocabulary) -> list[str]:
+    """A publisher's reference runtime is evidence of its own, so it needs a canonical precision and its own source."""
+    runtime, source = entry.reference_runtime, entry.reference_source
+    canonical = (vocabulary.FP32, vocabulary.BF16, vocabulary.FP16)
+    if runtime is None:
+        if source is not None:
+            return ["reference_source is given without reference_runtime; give both or neither"]
+        return []
+    problems = []
+    if runtime not in canonical:
+        problems.append(f"reference_runtime {runtime!r} must be one of {_quoted(canonical)}")
+    elif runtime == entry.precision:
+        problems.append(
+            "reference_runtime equals precision; give it only where the publisher runs the model otherwise"
+        )
+    if not source:
+        problems.append("reference_runtime has no reference_source; cite the page where the publisher documents it")
+    elif not is_https_url(source):
+        problems.append(f"reference_source {source!r} is not an https URL")
+    return problems
+
+
 def check_entry(entry, vocabulary, model_types: set[str] | None) -> list[str]:
     """The problems of one row, each a sentence."""
     problems = []
@@ -225,10 +261,23 @@ def check_entry(entry, vocabulary, model_types: set[str] | None) -> list[str]:
         elif entry.is_glob and not id_problem and not globs_overlap(entry.model_id, exception):
             problems.append(f"exception `{exception}` is not matched by the glob (a typo?)")
     # source
-    source = entry.source
-    parsed = urlparse(source) if isinstance(source, str) else None
-    if parsed is None or parsed.scheme != "https" or not parsed.netloc or any(ch.isspace() for ch in source):
-        problems.append(f"source {source!r} is not an https URL; cite the page where the trainers state the precision")
+    if not entry.source:
+        problems.append("the row has no source; cite the https page where the trainers state the precision")
+    elif not is_https_url(entry.source):
+        problems.append(
+            f"source {entry.source!r} is not an https URL; cite the page where the trainers state the precision"
+        )
+    # confidence
+    levels = load_trained_precision()[1].CONFIDENCE_LEVELS
+    if entry.confidence is None:
+        problems.append(
+            f"the row has no confidence; add `confidence=` one of {_quoted(levels)} (see CONFIDENCE_LEVELS in "
+            "registry.py: stated by the trainers, or inferred from what the source states)"
+        )
+    elif entry.confidence not in levels:
+        problems.append(f"confidence {entry.confidence!r} is not one of {_quoted(levels)}")
+    # reference runtime
+    problems.extend(_reference_runtime_problems(entry, vocabulary))
     # note
     if not isinstance(entry.note, str) or not entry.note.strip():
         problems.append('the note is empty; say how it was trained, e.g. "mixed bf16, fp32 master weights"')
@@ -243,6 +292,16 @@ def check_entry(entry, vocabulary, model_types: set[str] | None) -> list[str]:
             "the checkpoint's config.json, or leave it out for remote-code models"
         )
     return problems
+
+
+def _contradiction(a, b) -> str:
+    """How two rows that can match one id disagree (`""` when they agree on every fact a lookup returns)."""
+    fields = ("precision", "stored_dtype", "reference_runtime")
+    return ", ".join(
+        f"{field} {getattr(a, field)!r} vs {getattr(b, field)!r}"
+        for field in fields
+        if getattr(a, field) != getattr(b, field)
+    )
 
 
 def check_registry(registry, vocabulary, model_types: set[str] | None) -> list[str]:
@@ -278,16 +337,22 @@ def check_registry(registry, vocabulary, model_types: set[str] | None) -> list[s
                 continue
             if _excluded(a, b.model_id) or _excluded(b, a.model_id):
                 continue
+            clash = _contradiction(a, b)
             if a.is_glob and b.is_glob:
+                verb = (
+                    f"contradicts the glob of {name(j, b)} ({clash})"
+                    if clash
+                    else f"overlaps the glob of {name(j, b)}"
+                )
                 problems.append(
-                    f"{name(i, a)}: overlaps the glob of {name(j, b)}; add one to the other's `exceptions` so every "
-                    "id has a single row"
+                    f"{name(i, a)}: {verb}; add one to the other's `exceptions` so every id has a single row"
                 )
             else:
                 glob_i, glob, exact = (i, a, b) if a.is_glob else (j, b, a)
                 problems.append(
-                    f"{name(glob_i, glob)}: also matches `{exact.model_id}`, which has a row of its own; add "
-                    f"`{exact.model_id}` to this row's `exceptions`"
+                    f"{name(glob_i, glob)}: also matches `{exact.model_id}`, which has a row of its own"
+                    + (f" that contradicts it ({clash})" if clash else "")
+                    + f"; add `{exact.model_id}` to this row's `exceptions`"
                 )
     return problems
 
@@ -304,17 +369,24 @@ def _cell(text: str) -> str:
 def render_table(registry) -> str:
     """The Markdown table of `registry`, in registry order."""
     lines = [
-        "| Checkpoint | Trained precision | Stored as | Note | Source |",
-        "|---|---|---|---|---|",
+        "| Checkpoint | Trained precision | Confidence | Stored as | Reference runtime | Note | Source |",
+        "|---|---|---|---|---|---|---|",
     ]
     for entry in registry:
         checkpoint = f"`{entry.model_id}`"
         if entry.exceptions:
             checkpoint += " (except " + ", ".join(f"`{e}`" for e in entry.exceptions) + ")"
         stored = entry.stored_dtype or ""
-        source = f"[{urlparse(entry.source).netloc}]({entry.source})"
-        lines.append(f"| {checkpoint} | {entry.precision} | {stored} | {_cell(entry.note)} | {source} |")
+        runtime = f"{entry.reference_runtime} ({_link(entry.reference_source)})" if entry.reference_runtime else ""
+        lines.append(
+            f"| {checkpoint} | {entry.precision} | {entry.confidence or ''} | {stored} | {runtime} | "
+            f"{_cell(entry.note)} | {_link(entry.source)} |"
+        )
     return "\n".join(lines)
+
+
+def _link(url: str) -> str:
+    return f"[{urlparse(url).netloc}]({url})"
 
 
 def _split_doc(text: str, doc_name: str) -> tuple[str, str, str]:

@@ -407,7 +407,7 @@ class HubPullRequestTest(TestCasePlus):
             self.assertEqual(
                 op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": entry.precision}).encode()
             )
-            self.assertIn(entry.source, result.commit_description)
+            self.assertIn(f"Source: {entry.citation}\n", result.commit_description)
             self.assertEqual(result.parent_commit, api.model_info(entry.model_id).sha)
 
     def test_push_opens_a_pull_request(self):

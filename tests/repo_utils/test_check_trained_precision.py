@@ -32,13 +32,14 @@ sys.path.append(str(REPO_ROOT / "utils"))
 import check_trained_precision as ctp  # noqa: E402
 
 
-vocabulary, registry, populate = ctp.load_trained_precision()
+vocabulary, registry, _ = ctp.load_trained_precision()
 RegistryEntry = registry.RegistryEntry
 
 MODEL_TYPES = {"llama", "gpt_neo", "gpt_neox", "opt", "t5"}
 
 
 def row(model_id="org/model", precision="bf16", source="https://example.org/paper", note="mixed bf16", **kwargs):
+    kwargs.setdefault("confidence", "stated")
     return RegistryEntry(model_id, precision, source, note, **kwargs)
 
 
@@ -54,20 +55,73 @@ class RepoRegistryTest(unittest.TestCase):
     def test_repo_registry_and_docs_pass(self):
         ctp.check_trained_precision()  # the real registry, docs page and upstream CONFIG_MAPPING
 
-    def test_registry_contents(self):
-        table = registry.REGISTRY
-        self.assertGreaterEqual(len(table), 30)
-        self.assertEqual((table[0].model_id, table[0].precision), ("EleutherAI/gpt-neo-1.3B", "bf16"))
-        self.assertEqual((table[1].model_id, table[1].precision), ("EleutherAI/gpt-neo-2.7B", "fp32"))
-        self.assertIsNone(registry.lookup("EleutherAI/gpt-neo-125M"))
-        self.assertEqual(registry.lookup("EleutherAI/pythia-1b").precision, "bf16")
-        self.assertEqual(registry.lookup("eleutherai/Pythia-410m").precision, "fp16")
-        self.assertEqual(registry.lookup("EleutherAI/pythia-1b-deduped").precision, "fp16")
-        galactica = registry.lookup("facebook/galactica-6.7b")
-        self.assertEqual((galactica.precision, galactica.stored_dtype), ("bf16", "fp16"))
+
+class LookupTest(unittest.TestCase):
+    """`lookup()` on the real registry: which row answers for the ids people load."""
+
+    @parameterized.expand(
+        [
+            # the families users run in half precision today
+            ("google/gemma-2-9b", "google/gemma-2-9b", "bf16", "inferred"),
+            ("google/gemma-3-12b-it", "google/gemma-3-*", "bf16", "inferred"),
+            ("google/gemma-3-1b-it", "google/gemma-3-1b-*", "bf16", "inferred"),
+            ("google/gemma-4-31B-it", "google/gemma-4-*", "bf16", "stated"),
+            ("tiiuae/falcon-40b", "tiiuae/falcon-40b", "bf16", "stated"),
+            ("meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-1B", "bf16", "inferred"),
+            ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-*", "bf16", "stated"),
+            ("google/flan-t5-base", "google/flan-t5-base", "bf16", "inferred"),
+            ("facebook/opt-1.3b", "facebook/opt-*", "fp16", "inferred"),
+            ("HuggingFaceH4/zephyr-7b-beta", "HuggingFaceH4/zephyr-7b-beta", "bf16", "inferred"),
+            # the Pythia split: a glob for the fp16 sizes, exact rows win for the others
+            ("EleutherAI/pythia-410m", "EleutherAI/pythia-*", "fp16", "stated"),
+            ("EleutherAI/pythia-1b", "EleutherAI/pythia-1b", "bf16", "stated"),
+            ("EleutherAI/pythia-1b-deduped", "EleutherAI/pythia-1b-deduped", "fp16", "stated"),
+            # ids are matched as the Hub resolves them: any case, legacy short ids under their org
+            ("eleutherai/Pythia-410M", "EleutherAI/pythia-*", "fp16", "stated"),
+            ("GOOGLE/Flan-T5-Base", "google/flan-t5-base", "bf16", "inferred"),
+            ("t5-base", "google-t5/t5-*", "bf16", "stated"),
+        ]
+    )
+    def test_row_for(self, model_id, row_id, precision, confidence):
+        entry = registry.lookup(model_id)
+        self.assertIsNotNone(entry, model_id)
+        self.assertEqual((entry.model_id, entry.precision, entry.confidence), (row_id, precision, confidence))
+        prefix = "stated at " if confidence == "stated" else "inferred from "
+        self.assertEqual(entry.citation, prefix + entry.source)
+
+    @parameterized.expand(
+        [
+            ("unsourced", "EleutherAI/gpt-neo-125M"),
+            ("excluded_from_a_glob_without_a_row", "google/gemma-3-270m"),
+            ("other_org", "someone/gemma-3-12b-it"),
+            ("not_a_family_member", "google/gemma-3n-E4B-it"),
+            ("a_local_directory", "./checkpoints/flan-t5-base"),
+            ("a_diffusers_pipeline", "THUDM/CogVideoX-2b"),
+            ("nothing", None),
+        ]
+    )
+    def test_no_row(self, _, model_id):
+        self.assertIsNone(registry.lookup(model_id))
+
+    def test_publisher_reference_runtime(self):
         llama = registry.lookup("meta-llama/Llama-2-7b-hf")
-        self.assertEqual((llama.precision, llama.stored_dtype), ("bf16", "fp16"))
-        self.assertTrue(all(e.source.startswith("https://") for e in table))
+        self.assertEqual((llama.precision, llama.stored_dtype, llama.reference_runtime), ("bf16", "fp16", "fp16"))
+        self.assertTrue(llama.reference_source.startswith("https://"))
+        self.assertIsNone(registry.lookup("meta-llama/Llama-3.2-1B").reference_runtime)
+
+    def test_exact_row_beats_a_glob_listed_first(self):
+        table = (row("org/model-*", precision="fp16", exceptions=("org/model-1b",)), row("org/model-1b"))
+        self.assertIs(registry.lookup("org/model-1b", table), table[1])
+        self.assertIs(registry.lookup("org/model-7b", table), table[0])
+
+    def test_citation(self):
+        self.assertEqual(row(confidence="stated").citation, "stated at https://example.org/paper")
+        self.assertEqual(row(confidence="inferred").citation, "inferred from https://example.org/paper")
+        self.assertEqual(row(confidence=None).citation, "from https://example.org/paper")
+
+    def test_every_row_is_checked_and_the_table_is_large_enough(self):
+        self.assertGreaterEqual(len(registry.REGISTRY), 70)
+        self.assertEqual(ctp.check_registry(registry.REGISTRY, vocabulary, ctp.get_known_model_types()), [])
 
 
 class RegistryCheckTest(unittest.TestCase):
@@ -86,6 +140,18 @@ class RegistryCheckTest(unittest.TestCase):
             ("bare_glob", [row("org/*")], "not a valid glob"),
             ("char_class", [row("org/model-[ab]")], "character classes"),
             ("http_source", [row(source="http://example.org/x")], "not an https URL"),
+            ("no_source", [row(source="")], "the row has no source"),
+            (
+                "no_confidence",
+                [row(confidence=None)],
+                "has no confidence; add `confidence=` one of 'stated', 'inferred'",
+            ),
+            ("bad_confidence", [row(confidence="high")], "confidence 'high' is not one of 'stated', 'inferred'"),
+            ("runtime_without_source", [row(reference_runtime="fp16")], "reference_runtime has no reference_source"),
+            ("runtime_http_source", [row(reference_runtime="fp16", reference_source="http://x.org")], "not an https"),
+            ("source_without_runtime", [row(reference_source="https://x.org")], "without reference_runtime"),
+            ("runtime_equals_precision", [row(reference_runtime="bf16", reference_source="https://x.org")], "equals"),
+            ("runtime_alias", [row(reference_runtime="float16", reference_source="https://x.org")], "must be one of"),
             ("no_url_source", [row(source="the paper")], "not an https URL"),
             ("empty_note", [row(note=" ")], "the note is empty"),
             ("multiline_note", [row(note="a\nb")], "one line"),
@@ -109,7 +175,27 @@ class RegistryCheckTest(unittest.TestCase):
     def test_overlapping_globs(self):
         problems = ctp.check_registry([row("org/opt-*"), row("org/opt-1*", precision="fp16")], vocabulary, MODEL_TYPES)
         self.assertEqual(len(problems), 1)
-        self.assertIn("row 0 `org/opt-*`: overlaps the glob of row 1 `org/opt-1*`", problems[0])
+        self.assertIn(
+            "row 0 `org/opt-*`: contradicts the glob of row 1 `org/opt-1*` (precision 'bf16' vs 'fp16')", problems[0]
+        )
+        self.assertIn("exceptions", problems[0])
+
+    def test_overlapping_globs_that_agree_are_still_ambiguous(self):
+        # which row (and so which source and confidence) answers would depend on the order of the table
+        entries = [row("org/opt-*"), row("org/opt-1*", confidence="inferred")]
+        problems = ctp.check_registry(entries, vocabulary, MODEL_TYPES)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("row 0 `org/opt-*`: overlaps the glob of row 1 `org/opt-1*`;", problems[0])
+
+    def test_glob_contradicting_an_exact_row(self):
+        entries = [row("org/pythia-*", precision="fp16"), row("org/pythia-1b", stored_dtype="fp16")]
+        problems = ctp.check_registry(entries, vocabulary, MODEL_TYPES)
+        self.assertEqual(len(problems), 1)
+        self.assertIn(
+            "also matches `org/pythia-1b`, which has a row of its own that contradicts it (precision 'fp16' vs "
+            "'bf16', stored_dtype None vs 'fp16')",
+            problems[0],
+        )
 
     def test_exact_row_under_glob_needs_exception(self):
         problems = ctp.check_registry([row("org/pythia-*"), row("org/pythia-1b")], vocabulary, MODEL_TYPES)
@@ -124,6 +210,9 @@ class RegistryCheckTest(unittest.TestCase):
             ("disjoint_globs", [row("org/deberta-v2-*"), row("org/deberta-v3-*")]),
             ("other_org", [row("org/t5-*"), row("other/t5-small")]),
             ("model_type_unchecked", [row(model_type=None)]),
+            ("underscore_glob", [row("org/_private-*")]),
+            ("reference_runtime", [row(reference_runtime="fp16", reference_source="https://example.org/docs")]),
+            ("inferred", [row(confidence="inferred")]),
         ]
     )
     def test_good_rows(self, _, entries):
@@ -191,6 +280,34 @@ class ScriptTest(TestCasePlus):
         self.assertIn("row 1 `EleutherAI/gpt-neo-2.7B`: source 'github.com/gpt-neo/issues/207'", result.stderr)
         self.assertIn(ctp.FIX_COMMAND, result.stderr)
 
+    @parameterized.expand(
+        [
+            (
+                "confidence",
+                '        "gpt_neo",\n        confidence=INFERRED,\n',
+                '        "gpt_neo",\n',
+                "row 1 `EleutherAI/gpt-neo-2.7B`: the row has no confidence",
+            ),
+            (
+                "source",
+                '"https://github.com/EleutherAI/gpt-neo/issues/207"',
+                '""',
+                "row 1 `EleutherAI/gpt-neo-2.7B`: the row has no source",
+            ),
+        ]
+    )
+    def test_row_without_a_source_or_confidence_fails_naming_the_fix(self, _, old, new, expected):
+        tmp = self.copy_repo()
+        registry_file = tmp / "src/transformers/trained_precision/registry.py"
+        text = registry_file.read_text()
+        self.assertEqual(text.count(old), 1)
+        registry_file.write_text(text.replace(old, new))
+        result = self.run_script(tmp)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(expected, result.stderr)
+        self.assertIn(ctp.FIX_COMMAND, result.stderr)
+        self.assertEqual(result.stderr.count("\n- row "), 1, result.stderr)
+
     def test_stale_table_fixed_by_main(self):
         doc = Path(self.get_auto_remove_tmp_dir()) / "trained_precision.md"
         original = (REPO_ROOT / "docs/source/en/trained_precision.md").read_text()
@@ -207,7 +324,12 @@ class ScriptTest(TestCasePlus):
 
 
 class DocsTableTest(TestCasePlus):
-    ENTRIES = (row("org/a-1b"), row("org/a-*", precision="fp16", exceptions=("org/a-1b",), note="x | y"))
+    ENTRIES = (
+        row(
+            "org/a-1b", stored_dtype="fp16", reference_runtime="fp16", reference_source="https://docs.example.org/run"
+        ),
+        row("org/a-*", precision="fp16", exceptions=("org/a-1b",), note="x | y", confidence="inferred"),
+    )
 
     def write_doc(self, table="| stale |"):
         path = Path(self.get_auto_remove_tmp_dir()) / "trained_precision.md"
@@ -227,7 +349,11 @@ class DocsTableTest(TestCasePlus):
         self.assertTrue(text.startswith(f"# Title\n\nIntro.\n\n{ctp.TABLE_START}\n\n| Checkpoint |"))
         self.assertTrue(text.endswith(f"\n\n{ctp.TABLE_END}\n\n## After\n\nText.\n"))
         self.assertIn(
-            "| `org/a-*` (except `org/a-1b`) | fp16 |  | x \\| y | [example.org](https://example.org/paper) |", text
+            "| `org/a-*` (except `org/a-1b`) | fp16 | inferred |  |  | x \\| y | [example.org](https://example.org/paper) |",
+            text,
+        )
+        self.assertIn(
+            "| `org/a-1b` | bf16 | stated | fp16 | fp16 ([docs.example.org](https://docs.example.org/run)) |", text
         )
         self.assertEqual(ctp.check_docs_table(self.ENTRIES, doc), [])
         ctp.check_trained_precision(overwrite=True, registry=self.ENTRIES, doc_path=doc, model_types=MODEL_TYPES)

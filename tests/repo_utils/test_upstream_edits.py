@@ -7,7 +7,9 @@ fail naming the anchor when upstream no longer has it.
 """
 
 import ast
+import importlib.util
 import re
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -163,6 +165,24 @@ class CheckersTest(EditCase):
     def test_missing_anchor_is_named(self):
         with self.assertRaisesRegex(ue.EditError, r"utils/checkers.py: anchor not found: .*CHECKERS"):
             ue.register_checker("RUNNERS = {}\n")
+
+    def test_a_discovering_runner_needs_no_edit_and_finds_our_checker(self):
+        self.assertEqual(ue.register_checker(fx.CHECKERS_DISCOVERED), fx.CHECKERS_DISCOVERED)
+        with tempfile.TemporaryDirectory() as tmp:
+            utils = Path(tmp) / "utils"
+            utils.mkdir()
+            (utils / "checkers.py").write_text(fx.CHECKERS_DISCOVERED, encoding="utf-8")
+            shutil.copy(ROOT / "utils" / ue.CHECKER_SCRIPT, utils / ue.CHECKER_SCRIPT)
+            spec = importlib.util.spec_from_file_location("discovering_checkers", utils / "checkers.py")
+            runner = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(runner)
+            label, script, globs, check_args = runner.discover()[ue.CHECKER_NAME]
+        self.assertEqual(script, ue.CHECKER_SCRIPT)
+        self.assertIn("src/transformers/trained_precision/registry.py", globs)
+
+    def test_a_discovering_runner_with_another_glob_key_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, r"reads `cache_globs`.*it reads file_globs: rename the key"):
+            ue.register_checker(fx.CHECKERS_DISCOVERED_OLD_KEY)
 
 
 def toc_siblings(text: str, local: str) -> list[str] | None:

@@ -291,6 +291,31 @@ CHECKERS_OTHER_ORDER = """CHECKERS = {
 }
 """
 
+# A runner that finds each utils/check_*.py by its CHECKER_CONFIG dict instead of listing it in a table.
+CHECKERS_DISCOVERED = '''"""Runs every utils/check_*.py that declares a CHECKER_CONFIG."""
+
+import importlib.util
+from pathlib import Path
+
+
+UTILS_DIR = Path(__file__).parent
+
+
+def discover():
+    found = {}
+    for path in sorted(UTILS_DIR.glob("check_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        config = getattr(module, "CHECKER_CONFIG", None)
+        if config is not None:
+            found[config["name"]] = (config["label"], path.name, config.get("cache_globs"), config["check_args"])
+    return found
+'''
+
+# The same runner, but reading the older key for the files a checker depends on.
+CHECKERS_DISCOVERED_OLD_KEY = CHECKERS_DISCOVERED.replace('"cache_globs"', '"file_globs"')
+
 TOCTREE = """- title: Get started
   sections:
   - local: index

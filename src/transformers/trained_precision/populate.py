@@ -614,7 +614,7 @@ class HubPullRequest:
 
 
 def hub_pr_description(entry: RegistryEntry) -> str:
-    """The PR description: the value, the source it comes from, and what the field means."""
+    """The PR description: the value, its source with the row's confidence, and what the field means."""
     stored = ""
     if entry.stored_dtype:
         stored = (
@@ -624,7 +624,7 @@ def hub_pr_description(entry: RegistryEntry) -> str:
         )
     return (
         f'This PR adds `"{FIELD}": "{entry.precision}"` to `config.json`.\n\n'
-        f"Source: {entry.source}\n"
+        f"Source: {entry.citation}\n"
         f"Note: {entry.note}{stored}\n\n"
         f"`{FIELD}` ({RFC_URL}) says in which precision a checkpoint was trained (`fp32`, `bf16` or `fp16`). "
         "Libraries that read it can warn before the model is run in a precision it overflows in, e.g. a "

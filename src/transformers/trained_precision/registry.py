@@ -12,10 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The registry: checkpoints published before `trained_precision` existed, with the precision their trainers stated.
+The registry: checkpoints published before `trained_precision` existed, with the precision their trainers published.
 
-Only rows with a public source are listed. The registry is consulted when a loaded config says `"unknown"`; a config's
-own value always wins. `utils/check_trained_precision.py` keeps this table consistent and renders it into the docs.
+Only rows with a public source are listed, each with a confidence (`"stated"` or `"inferred"`, see
+`CONFIDENCE_LEVELS`). The registry is consulted when a loaded config says `"unknown"`; a config's own value always
+wins. `utils/check_trained_precision.py` keeps this table consistent and renders it into the docs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ from .hub_ids import canonical_hub_id
 from .vocabulary import BF16, FP16, FP32
 
 
-#: How directly a row's source states its precision, most direct first.
+#: How directly a row's source states its precision, most direct first. `"stated"`: the people who trained the
+#: checkpoint (or its family) state its training precision in the source: a training config, the card, the paper, a
+#: maintainer's comment. `"inferred"`: the source states something the precision follows from, not the precision of
+#: this run: the same training pipeline or configuration, a sibling checkpoint, the model configuration published
+#: with the weights, or the precision its publisher runs it in.
 STATED = "stated"
 INFERRED = "inferred"
 CONFIDENCE_LEVELS = (STATED, INFERRED)
@@ -50,8 +55,9 @@ class RegistryEntry:
             differs from the trained precision (a bf16-trained model stored in fp16). A stored dtype alone is not
             evidence that the model runs well in it: anyone can save bf16 weights as fp16.
         confidence (`str`, *optional*): how directly `source` states the precision: `"stated"` (the trainers state
-            it for this checkpoint or family) or `"inferred"` (stated for the same training pipeline or
-            configuration). See [`CONFIDENCE_LEVELS`].
+            it for this checkpoint or its family) or `"inferred"` (it follows from what the source states: the same
+            training pipeline or configuration, a sibling, the published model config, the publisher's runtime).
+            See `CONFIDENCE_LEVELS`. Every row of `REGISTRY` has one (`utils/check_trained_precision.py` checks it).
         reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference
             runtime (Llama 2: fp16 inference), when it differs from `precision`. It is evidence that this runtime
             works for this checkpoint, and needs a source of its own.
@@ -71,10 +77,15 @@ class RegistryEntry:
 
     @property
     def citation(self) -> str:
-        """The row's source with its confidence, as messages and reports quote it."""
+        """
+        The row's source with its confidence, as messages and reports quote it: `"stated at URL"`, `"inferred from
+        URL"`, or `"from URL"` for a row without a confidence (only outside the checked registry).
+        """
+        if self.confidence == STATED:
+            return f"stated at {self.source}"
         if self.confidence == INFERRED:
             return f"inferred from {self.source}"
-        return f"stated at {self.source}"
+        return f"from {self.source}"
 
     @property
     def is_glob(self) -> bool:
@@ -91,15 +102,70 @@ class RegistryEntry:
 
 
 _BLOOM_SMALL = "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml/smaller_models"
+_FALCON_BLOG = "https://huggingface.co/blog/falcon"
+# The T5X model configuration of every T5 1.1 size (and so of the Flan-T5 checkpoints, listed with these configs in
+# https://github.com/google-research/t5x/blob/main/docs/models.md); each size's gin includes this one.
+_FLAN_T5 = "https://github.com/google-research/t5x/blob/main/t5x/examples/t5/t5_1_1/base.gin"
+_GEMMA2 = "https://huggingface.co/blog/gemma2"
+_HANDBOOK = "https://github.com/huggingface/alignment-handbook/blob/main/recipes"
+_GEMMA3 = "https://developers.googleblog.com/en/gemma-3-quantized-aware-trained-bringing-state-of-the-art-ai-to-consumer-gpus/"
 _LLAMA2 = "https://github.com/huggingface/transformers/pull/25794"
+_LLAMA3_DOC = "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_doc/llama3.md"
+_LLAMA31 = "https://arxiv.org/abs/2407.21783"
 _QWEN = "https://arxiv.org/abs/2309.16609"
 _ROBERTA = "https://arxiv.org/abs/1907.11692"
 _PRECISION_DATABASE = "https://discuss.huggingface.co/t/model-pre-training-precision-database-fp16-fp32-bf16/5671"
+_T5 = "https://github.com/google-research/text-to-text-transfer-transformer/issues/539"
 
-# Only rows whose source states the precision (or, marked "inferred" in the note, states it for the same training
-# pipeline). Unsourced checkpoints stay out: gpt-neo-125M, GPT-2, Mistral, Gemma, phi-2, BART, Pegasus, Flan-T5.
-# Order: gpt-neo first, then by organisation. Edit here, then run `python utils/check_trained_precision.py
-# --fix_and_overwrite` to regenerate the table in docs/source/en/trained_precision.md.
+
+def _llama2(model_id: str) -> RegistryEntry:
+    """A Llama 2 `-hf` row: trained in bf16, stored in fp16, whose publisher's reference inference runs in fp16."""
+    return RegistryEntry(
+        model_id,
+        BF16,
+        _LLAMA2,
+        "bf16; the Hub checkpoint is stored in fp16",
+        "llama",
+        stored_dtype=FP16,
+        confidence=STATED,
+        reference_runtime=FP16,
+        reference_source=_LLAMA2,
+    )
+
+
+def _flan_t5(size: str) -> RegistryEntry:
+    """A Flan-T5 row: T5X publishes each checkpoint with the T5 1.1 model config of its size, which sets bf16."""
+    included = "" if size == "base" else ", which includes base.gin"
+    return RegistryEntry(
+        f"google/flan-t5-{size}",
+        BF16,
+        _FLAN_T5,
+        f"bf16 activations: the T5X config published with the checkpoint (t5_1_1/{size}.gin{included})",
+        "t5",
+        confidence=INFERRED,
+    )
+
+
+def _llama3_family(model_id: str) -> RegistryEntry:
+    """A later Llama 3 release (3.2, 3.3): the maintainers' Llama 3 doc states bf16 for the family, not this run."""
+    return RegistryEntry(
+        model_id,
+        BF16,
+        _LLAMA3_DOC,
+        "bf16: the maintainers' model doc states it for the Llama 3 family",
+        "llama",
+        confidence=INFERRED,
+    )
+
+
+# Only rows whose source states the precision or the training configuration, each with a confidence (see
+# `CONFIDENCE_LEVELS`). Looked for and not found, so left out: gpt-neo-125M, GPT-2, Mistral and Mixtral, Qwen 2 / 2.5 /
+# 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Diffusers pipelines stay out although their
+# trainers state it (CogVideoX-2b fp16, CogVideoX-5b bf16: zai-org/CogVideo#217): a row gives one precision per Hub id,
+# and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
+# Order: gpt-neo first, then by organisation. Edit here, then run
+# `python utils/check_trained_precision.py --fix_and_overwrite` to regenerate the table in
+# docs/source/en/trained_precision.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "EleutherAI/gpt-neo-1.3B",
@@ -107,28 +173,33 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_XL_pretrained.json",
         "mixed bf16: bf16 activations, fp32 weights and Adam state, bf16 checkpoints",
         "gpt_neo",
+        confidence=STATED,
     ),
     RegistryEntry(
         "EleutherAI/gpt-neo-2.7B",
         FP32,
         "https://github.com/EleutherAI/gpt-neo/issues/207",
-        "fp32 throughout (its training config sets no precision)",
+        "fp32 throughout: its training config sets no precision, and the code's default is fp32",
         "gpt_neo",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "EleutherAI/gpt-j-6b",
         BF16,
         "https://github.com/kingoflolz/mesh-transformer-jax/blob/master/mesh_transformer/transformer_shard.py",
-        "bf16 compute, fp32 master weights and optimizer (TPU v3); the Hub main branch is an fp32 upcast",
+        "bf16 compute, fp32 master weights and optimizer (TPU v3), read from the training code; the Hub main branch "
+        "is an fp32 upcast",
         "gptj",
         stored_dtype=FP32,
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "EleutherAI/gpt-neox-20b",
         FP16,
         "https://github.com/EleutherAI/gpt-neox/blob/main/configs/20B.yml",
-        "mixed fp16, dynamic loss scaling, ZeRO-1",
+        "mixed fp16, dynamic loss scaling, ZeRO-1 (the training config)",
         "gpt_neox",
+        confidence=STATED,
     ),
     RegistryEntry(
         "EleutherAI/pythia-*",
@@ -137,6 +208,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "mixed fp16 for every size except pythia-1b",
         "gpt_neox",
         exceptions=("EleutherAI/pythia-1b", "EleutherAI/pythia-1b-deduped"),
+        confidence=STATED,
     ),
     RegistryEntry(
         "EleutherAI/pythia-1b",
@@ -144,6 +216,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/EleutherAI/pythia",
         "mixed bf16, the one Pythia size not trained in fp16",
         "gpt_neox",
+        confidence=STATED,
     ),
     RegistryEntry(
         "EleutherAI/pythia-1b-deduped",
@@ -151,12 +224,14 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/EleutherAI/pythia/issues/171",
         "mixed fp16, unlike pythia-1b (maintainer clarification)",
         "gpt_neox",
+        confidence=STATED,
     ),
     RegistryEntry(
         "allenai/OLMo-1B",
         BF16,
         "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
         "mixed bf16 (amp_bf16, FSDP mixed precision)",
+        confidence=STATED,
     ),
     RegistryEntry(
         "allenai/OLMo-1B-hf",
@@ -164,12 +239,14 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
         "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-1B",
         "olmo",
+        confidence=STATED,
     ),
     RegistryEntry(
         "allenai/OLMo-7B",
         BF16,
         "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
         "mixed bf16 (amp_bf16, FSDP mixed precision)",
+        confidence=STATED,
     ),
     RegistryEntry(
         "allenai/OLMo-7B-hf",
@@ -177,20 +254,48 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
         "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-7B",
         "olmo",
+        confidence=STATED,
     ),
     RegistryEntry(
         "allenai/led-*",
         FP16,
         _PRECISION_DATABASE,
-        "mixed fp16 (apex), attention kept in fp32; from the Longformer paper",
+        "mixed fp16 (apex), attention kept in fp32: the Longformer paper's recipe, listed for LED in the precision "
+        "database",
         "led",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "allenai/longformer-*",
         FP16,
         _PRECISION_DATABASE,
-        "mixed fp16 (apex), attention kept in fp32",
+        "mixed fp16 (apex), attention kept in fp32 (the Longformer paper, quoted in the precision database)",
         "longformer",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "bigcode/starcoder",
+        BF16,
+        "https://huggingface.co/bigcode/starcoder",
+        "bf16 (model card: Megatron-LM, 512 A100)",
+        "gpt_bigcode",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "bigcode/starcoderbase",
+        BF16,
+        "https://arxiv.org/abs/2305.06161",
+        "bf16, chosen over fp16 to avoid training instabilities (StarCoder paper)",
+        "gpt_bigcode",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "bigcode/starcoder2-3b",
+        BF16,
+        "https://huggingface.co/bigcode/starcoder2-3b",
+        "bf16 (model card: 160 A100)",
+        "starcoder2",
+        confidence=STATED,
     ),
     RegistryEntry(
         "bigscience/bloom",
@@ -198,12 +303,48 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml",
         "mixed bf16 (Megatron-DeepSpeed BF16_Optimizer)",
         "bloom",
+        confidence=STATED,
     ),
-    RegistryEntry("bigscience/bloom-560m", FP16, _BLOOM_SMALL, "mixed fp16 (tr11b, 350M run), not bf16", "bloom"),
-    RegistryEntry("bigscience/bloom-1b1", FP16, _BLOOM_SMALL, "mixed fp16 (tr11c, 760M run), not bf16", "bloom"),
-    RegistryEntry("bigscience/bloom-1b7", FP16, _BLOOM_SMALL, "mixed fp16 (tr11d, 1B3 run), not bf16", "bloom"),
-    RegistryEntry("bigscience/bloom-3b", FP16, _BLOOM_SMALL, "mixed fp16 (tr11e, 2B5 run), not bf16", "bloom"),
-    RegistryEntry("bigscience/bloom-7b1", FP16, _BLOOM_SMALL, "mixed fp16 (tr11f, 6B3 run), not bf16", "bloom"),
+    RegistryEntry(
+        "bigscience/bloom-560m",
+        FP16,
+        _BLOOM_SMALL,
+        "mixed fp16 (tr11b, 350M run), not bf16",
+        "bloom",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "bigscience/bloom-1b1",
+        FP16,
+        _BLOOM_SMALL,
+        "mixed fp16 (tr11c, 760M run), not bf16; run-to-checkpoint mapping by elimination",
+        "bloom",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "bigscience/bloom-1b7",
+        FP16,
+        _BLOOM_SMALL,
+        "mixed fp16 (tr11d, 1B3 run), not bf16",
+        "bloom",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "bigscience/bloom-3b",
+        FP16,
+        _BLOOM_SMALL,
+        "mixed fp16 (tr11e, 2B5 run), not bf16; run-to-checkpoint mapping by elimination",
+        "bloom",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "bigscience/bloom-7b1",
+        FP16,
+        _BLOOM_SMALL,
+        "mixed fp16 (tr11f, 6B3 run), not bf16",
+        "bloom",
+        confidence=STATED,
+    ),
     RegistryEntry(
         "facebook/galactica-*",
         BF16,
@@ -211,146 +352,251 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16",
         "opt",
         stored_dtype=FP16,
+        confidence=STATED,
     ),
-    RegistryEntry("facebook/m2m100_418M", FP16, _PRECISION_DATABASE, "mixed fp16 (fairseq)", "m2m_100"),
+    RegistryEntry(
+        "facebook/m2m100_418M",
+        FP16,
+        _PRECISION_DATABASE,
+        "mixed fp16 (fairseq), as listed in the precision database",
+        "m2m_100",
+        confidence=INFERRED,
+    ),
     RegistryEntry(
         "facebook/opt-*",
         FP16,
         "https://github.com/facebookresearch/metaseq/issues/213",
-        "mixed fp16 (metaseq)",
+        "mixed fp16 (metaseq); stated for OPT-175B, the smaller sizes come from the same pipeline",
         "opt",
+        confidence=INFERRED,
     ),
-    RegistryEntry("FacebookAI/roberta-base", FP16, _ROBERTA, "mixed fp16 (fairseq, V100)", "roberta"),
-    RegistryEntry("FacebookAI/roberta-large", FP16, _ROBERTA, "mixed fp16 (fairseq, V100)", "roberta"),
+    RegistryEntry(
+        "FacebookAI/roberta-base",
+        FP16,
+        _ROBERTA,
+        "mixed fp16 (fairseq, V100)",
+        "roberta",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "FacebookAI/roberta-large",
+        FP16,
+        _ROBERTA,
+        "mixed fp16 (fairseq, V100)",
+        "roberta",
+        confidence=STATED,
+    ),
     RegistryEntry(
         "google-bert/bert-*",
         FP32,
         "https://github.com/google-research/bert",
         "fp32: the TPU pretraining code has no half-precision path",
         "bert",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "google-t5/t5-*",
         BF16,
-        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
+        _T5,
         "bf16 activations, fp32 variables (Mesh TensorFlow on TPU)",
         "t5",
+        confidence=STATED,
     ),
     RegistryEntry(
         "google/byt5-*",
         BF16,
-        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
-        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5)",
+        _T5,
+        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5",
         "t5",
+        confidence=INFERRED,
+    ),
+    _flan_t5("small"),
+    _flan_t5("base"),
+    _flan_t5("large"),
+    _flan_t5("xl"),
+    _flan_t5("xxl"),
+    RegistryEntry(
+        "google/gemma-2-9b",
+        BF16,
+        _GEMMA2,
+        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
+        "gemma2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-2-9b-it",
+        BF16,
+        _GEMMA2,
+        "bf16, the reference precision of the instruction-tuned model (TPU training, JAX)",
+        "gemma2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-2-27b",
+        BF16,
+        _GEMMA2,
+        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
+        "gemma2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-2-27b-it",
+        BF16,
+        _GEMMA2,
+        "bf16, the reference precision; the release notes say its outputs are erratic in fp16",
+        "gemma2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-3-*",
+        BF16,
+        _GEMMA3,
+        "bf16, the native precision Google states for Gemma 3; fp16 breaks it (transformers#36822)",
+        "gemma3",
+        exceptions=("google/gemma-3-1b-*", "google/gemma-3-270m*"),
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-3-1b-*",
+        BF16,
+        _GEMMA3,
+        "bf16, the native precision Google states for Gemma 3 (text-only 1B)",
+        "gemma3_text",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "google/gemma-4-*",
+        BF16,
+        "https://huggingface.co/google/gemma-4-31B-it/discussions/13",
+        "bf16 pre-training (Google, on the Hub)",
+        "gemma4",
+        confidence=STATED,
     ),
     RegistryEntry(
         "google/mt5-*",
         BF16,
-        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
-        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5); fails in fp16",
+        _T5,
+        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16",
         "mt5",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "google/t5-v1_1-*",
         BF16,
-        "https://github.com/google-research/text-to-text-transfer-transformer/issues/539",
-        "bf16 activations (inferred: same Mesh TensorFlow TPU pipeline as T5); fails in fp16",
+        _T5,
+        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16",
         "t5",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceH4/starchat2-15b-v0.1",
+        BF16,
+        f"{_HANDBOOK}/starchat2-15b/dpo/config_v0.1.yaml",
+        "bf16 fine-tune (the published SFT and DPO recipe) of StarCoder2-15B",
+        "starcoder2",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceH4/zephyr-7b-beta",
+        BF16,
+        f"{_HANDBOOK}/zephyr-7b-beta/dpo/config_full.yaml",
+        "bf16 fine-tune (the published SFT and DPO recipe) of Mistral-7B-v0.1",
+        "mistral",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceH4/zephyr-orpo-141b-A35b-v0.1",
+        BF16,
+        f"{_HANDBOOK}/zephyr-141b-A35b/orpo/config_full.yaml",
+        "bf16 ORPO fine-tune (the published recipe) of Mixtral-8x22B",
+        "mixtral",
+        confidence=INFERRED,
+    ),
+    RegistryEntry(
+        "HuggingFaceTB/SmolLM2-135M",
+        BF16,
+        "https://huggingface.co/HuggingFaceTB/SmolLM2-135M",
+        "bf16 (model card: nanotron, 64 H100)",
+        "llama",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "HuggingFaceTB/SmolLM2-360M",
+        BF16,
+        "https://huggingface.co/HuggingFaceTB/SmolLM2-360M",
+        "bf16 (model card: nanotron)",
+        "llama",
+        confidence=STATED,
     ),
     RegistryEntry(
         "HuggingFaceTB/SmolLM2-1.7B",
         BF16,
         "https://huggingface.co/HuggingFaceTB/SmolLM2-1.7B",
-        "bf16 (nanotron, 256 H100)",
+        "bf16 (model card: nanotron, 256 H100)",
         "llama",
+        confidence=STATED,
     ),
     RegistryEntry(
-        "meta-llama/Llama-2-7b-hf",
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
         BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
+        f"{_HANDBOOK}/smollm2/dpo/config.yaml",
+        "bf16 SFT and DPO of SmolLM2-1.7B (the recipe its model card links)",
         "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
+        confidence=INFERRED,
     ),
-    RegistryEntry(
-        "meta-llama/Llama-2-7b-chat-hf",
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-2-13b-hf",
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-2-13b-chat-hf",
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-2-70b-hf",
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-2-70b-chat-hf",
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    ),
+    _llama2("meta-llama/Llama-2-7b-hf"),
+    _llama2("meta-llama/Llama-2-7b-chat-hf"),
+    _llama2("meta-llama/Llama-2-13b-hf"),
+    _llama2("meta-llama/Llama-2-13b-chat-hf"),
+    _llama2("meta-llama/Llama-2-70b-hf"),
+    _llama2("meta-llama/Llama-2-70b-chat-hf"),
+    # No reference runtime for Llama 3: its model doc repeats Llama 2's "the original inference uses float16", but
+    # Meta's Llama 3 reference code runs in bf16 wherever the GPU has it, fp16 only as a fallback
+    # (https://github.com/meta-llama/llama3/blob/main/llama/generation.py).
     RegistryEntry(
         "meta-llama/Meta-Llama-3-*",
         BF16,
-        "https://github.com/huggingface/transformers/blob/main/docs/source/en/model_doc/llama3.md",
-        "bf16 (maintainers' model doc)",
+        _LLAMA3_DOC,
+        "bf16 (maintainers' model doc); fp16 training is known to produce NaN",
         "llama",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "meta-llama/Meta-Llama-3.1-*",
+        BF16,
+        _LLAMA31,
+        "bf16 (Llama 3 paper); the ids Llama 3.1 was first published under",
+        "llama",
+        confidence=STATED,
     ),
     RegistryEntry(
         "meta-llama/Llama-3.1-*",
         BF16,
-        "https://arxiv.org/abs/2407.21783",
+        _LLAMA31,
         "bf16 (Llama 3 paper)",
         "llama",
+        confidence=STATED,
     ),
+    _llama3_family("meta-llama/Llama-3.2-1B"),
+    _llama3_family("meta-llama/Llama-3.2-1B-Instruct"),
+    _llama3_family("meta-llama/Llama-3.2-3B"),
+    _llama3_family("meta-llama/Llama-3.2-3B-Instruct"),
+    _llama3_family("meta-llama/Llama-3.3-70B-Instruct"),
     RegistryEntry(
         "microsoft/deberta-v2-*",
         FP16,
         "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/mlm.sh",
-        "mixed fp16 (the released pretraining script)",
+        "mixed fp16: the released pretraining script",
         "deberta-v2",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "microsoft/deberta-v3-*",
         FP16,
         "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/rtd.sh",
-        "mixed fp16 (the released pretraining script)",
+        "mixed fp16: the released pretraining script",
         "deberta-v2",
+        confidence=INFERRED,
     ),
     RegistryEntry(
         "microsoft/phi-1_5",
@@ -358,16 +604,66 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "https://huggingface.co/microsoft/phi-1_5",
         "fp16 (model card, 32 A100-40G)",
         "phi",
+        confidence=STATED,
     ),
-    RegistryEntry("Qwen/Qwen-7B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
-    RegistryEntry("Qwen/Qwen-14B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
-    RegistryEntry("Qwen/Qwen-72B", BF16, _QWEN, "mixed bf16 (Qwen technical report)"),
+    RegistryEntry("Qwen/Qwen-7B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
+    RegistryEntry("Qwen/Qwen-14B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
+    RegistryEntry("Qwen/Qwen-72B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
     RegistryEntry(
         "tiiuae/falcon-7b",
         BF16,
         "https://huggingface.co/tiiuae/falcon-7b",
         "bf16 (model card, training hyperparameters)",
         "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-7b-instruct",
+        BF16,
+        _FALCON_BLOG,
+        "bf16, as every Falcon model of the first release",
+        "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-11B",
+        BF16,
+        "https://huggingface.co/tiiuae/falcon-11B",
+        "bf16 (model card, training hyperparameters: 1024 A100)",
+        "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-40b",
+        BF16,
+        "https://huggingface.co/tiiuae/falcon-40b",
+        "bf16 (model card, training hyperparameters: 384 A100)",
+        "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-40b-instruct",
+        BF16,
+        _FALCON_BLOG,
+        "bf16, as every Falcon model of the first release",
+        "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-180B",
+        BF16,
+        "https://huggingface.co/tiiuae/falcon-180B",
+        "bf16 (model card, training hyperparameters: up to 4096 A100)",
+        "falcon",
+        confidence=STATED,
+    ),
+    RegistryEntry(
+        "tiiuae/falcon-mamba-7b",
+        BF16,
+        "https://huggingface.co/tiiuae/falcon-mamba-7b",
+        "bf16 (model card, training hyperparameters: 256 H100)",
+        "falcon_mamba",
+        confidence=STATED,
     ),
 )
 
