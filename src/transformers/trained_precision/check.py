@@ -199,7 +199,7 @@ def format_risk_message(
 
     Args:
         risk ([`~trained_precision.risk.Risk`]): from [`~trained_precision.risk.assess_risk`].
-        model_name (`str`): the model's name or path (with its sub-model, for a part of a composite model).
+        model_name (`str`): the model's name or path.
         source (`str`): where the trained precision was read from, as a phrase (see
             [`TrainedPrecisionInfo.describe`]).
         action (`str`): `"load"`, `"from_config"` or `"cast"`; it decides the verb and the suggested fix.
