@@ -85,10 +85,12 @@ VALID_PLAN = {
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
-QUANTIZED = ("t5_4bit_default_compute_at_fp16", "t5_8bit_at_fp16")
+QUANTIZED = ("t5_4bit_default_compute_at_fp16", "t5_8bit_at_fp16", "t5_4bit_bf16_fp16_compute", "t5_4bit_bf16")
 CASES = [
     ("t5_4bit_default_compute_at_fp16",),
     ("t5_8bit_at_fp16",),
+    ("t5_4bit_bf16_fp16_compute",),
+    ("t5_4bit_bf16",),
     ("t5_with_a_validated_fp16_plan",),
     ("llama2_default_load",),
     ("llama2_at_fp16",),
@@ -220,6 +222,30 @@ class RealWorldCasesTest(TestCasePlus):
                 "says": ["was trained in bf16"],
                 "load_says": ["bitsandbytes-quantized, its activations run in this dtype"],
             },
+            "t5_4bit_bf16_fp16_compute": {  # the load dtype is safe, the quantized matmuls are not
+                **t5,
+                "kwargs": {
+                    "quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16),
+                    "dtype": torch.bfloat16,
+                },
+                "load_dtype": "bf16",
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["was trained in bf16"],
+                "load_says": ["(`torch.float16`; the compute dtype of the bitsandbytes-quantized matmuls)"],
+            },
+            "t5_4bit_bf16": {  # QLoRA as a bf16-trained model wants it
+                **t5,
+                "kwargs": {
+                    "quantization_config": BitsAndBytesConfig(
+                        load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16
+                    ),
+                    "dtype": torch.bfloat16,
+                },
+                "runtime": "bf16",
+                "risky": False,
+                "says": [],
+            },
             "t5_with_a_validated_fp16_plan": {
                 "cls": T5ForConditionalGeneration,
                 "checkpoint": self.path("t5_planned"),
@@ -299,7 +325,7 @@ class RealWorldCasesTest(TestCasePlus):
     def test_loader(self, name):
         case = self.case(name)
         model, out = self.load(case)
-        self.assertEqual(str(model.dtype).split(".")[-1], DTYPES[case["runtime"]])
+        self.assertEqual(str(model.dtype).split(".")[-1], DTYPES[case.get("load_dtype", case["runtime"])])
         self.assertEqual("but is being loaded in" in out, case["risky"], out)
         self.assertEqual(out.count("was trained in"), 1 if case["risky"] or case["says"] else 0, out)
         self.assert_says(out, case)
