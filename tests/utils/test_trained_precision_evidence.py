@@ -39,6 +39,7 @@ from transformers.trained_precision.evidence import (
     fp16_plan_problem,
     read_fp16_plan,
 )
+from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
 from transformers.trained_precision.resolver import resolve_trained_precision, sub_config_items
 from transformers.trained_precision.risk import assess_lineage_risk
@@ -458,6 +459,19 @@ class RealWorldCasesTest(TestCasePlus):
             data = json.load(f)
         self.assertEqual([data[k].get("trained_precision") for k in ("encoder", "decoder")], ["bf16", "bf16"])
         self.assertEqual(data["trained_precision"], "bf16")
+
+    def test_set_changes_one_line_per_config_and_nothing_else(self):
+        model = tiny_encoder_decoder()
+        text = model.config.to_json_string()
+        new = set_config_field(text, "bf16")
+        added = [line for line in new.splitlines() if line not in text.splitlines()]
+        self.assertEqual([line.strip() for line in added], ['"trained_precision": "bf16",'] * 3)
+        data = json.loads(new)
+        self.assertEqual([data[k]["trained_precision"] for k in ("encoder", "decoder")], ["bf16", "bf16"])
+        indents = sorted(len(line) - len(line.lstrip()) for line in added)
+        self.assertEqual(indents, [2, 4, 4])  # each at its object's own indentation
+        self.assertEqual(set_config_field(new, "bf16"), new)  # running it again changes nothing
+        self.assertEqual(set_config_field(new, "unknown", force=True), text)
 
     def test_json_sub_configs_are_the_ones_the_stamp_writes(self):
         model = tiny_encoder_decoder()

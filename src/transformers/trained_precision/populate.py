@@ -173,13 +173,19 @@ def set_config_field(text: str, value: str, *, force: bool = False, source: str 
     Raises:
         [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
     """
+    _parse_object(text)
+    return _set_everywhere(text, value, force=force, source=source, where="")
+
+
+def _parse_object(text: str) -> dict:
+    """The JSON object `text` holds; [`ConfigEditError`] for malformed JSON or another top-level type."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigEditError(f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
     if not isinstance(data, dict):
         raise ConfigEditError(f"the top level is a JSON {type(data).__name__}, not an object")
-    return _set_everywhere(text, value, force=force, source=source, where="")
+    return data
 
 
 def _set_everywhere(text: str, value: str, *, force: bool, source: str | None, where: str) -> str:
@@ -212,13 +218,7 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
     Raises:
         [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigEditError(f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
-    if not isinstance(data, dict):
-        raise ConfigEditError(f"the top level is a JSON {type(data).__name__}, not an object")
-
+    data = _parse_object(text)
     key_json, value_json = json.dumps(FIELD), json.dumps(value)
     members, open_brace, close_brace = _top_level_members(text)
     existing = [m for m in members if m.key == FIELD]
