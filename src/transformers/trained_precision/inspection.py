@@ -77,11 +77,16 @@ SAFE = "safe"
 RISKY = "risky"
 UNKNOWN_STATUS = "unknown"
 
-#: `transformers precision` exit codes (also [`CheckpointReport.exit_code`]).
+#: `transformers precision` exit codes, for every subcommand (the report's are also [`CheckpointReport.exit_code`]).
+#: 1 means risky and nothing else: a crash of the interpreter also exits 1, so the command never lets one escape.
 EXIT_SAFE = 0
 EXIT_RISKY = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNKNOWN = 3
+#: Something the user asked to write (or open) was not: a file left unwritten, a checkpoint skipped.
+EXIT_NOT_DONE = 4
+#: An unexpected error inside the command (a bug): `EX_SOFTWARE` of BSD's sysexits.h.
+EXIT_INTERNAL_ERROR = 70
 _EXIT_CODES = {SAFE: EXIT_SAFE, RISKY: EXIT_RISKY, UNKNOWN_STATUS: EXIT_UNKNOWN}
 
 
@@ -508,7 +513,7 @@ def inspect_checkpoint(
         directory=resolved.directory,
         hub_id=info.hub_id,
         model_type=config.get("model_type"),
-        architectures=list(architectures) if isinstance(architectures, list) else [str(architectures)],
+        architectures=[str(a) for a in architectures] if isinstance(architectures, list) else [str(architectures)],
         declared=declared,
         declared_raw=declared_raw,
         registry=lookup(info.hub_id) if info.hub_id else None,
@@ -556,6 +561,8 @@ def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audi
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_NOT_DONE",
     "EXIT_RISKY",
     "EXIT_SAFE",
     "EXIT_UNKNOWN",

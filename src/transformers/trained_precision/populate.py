@@ -87,6 +87,10 @@ class PopulateResult:
     def failed(self) -> bool:
         return self.status == ERROR
 
+    @property
+    def skipped(self) -> bool:
+        return self.status == SKIPPED
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointTarget:
@@ -494,7 +498,7 @@ def populate_checkpoints(
             entry = lookup(target_id, registry) if target_id else None
             if entry is None:
                 if target_id is None:
-                    why = "no Hub id is known for a local directory: pass --model_id (a registry id) or --precision"
+                    why = "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
                 else:
                     why = f"{target_id} is not in the registry: pass --precision to set it anyway"
                 results.append(
