@@ -352,6 +352,7 @@ class PrecisionCommandTest(TestCasePlus):
             mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "0"}),
             mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
             mock.patch("huggingface_hub.constants.HF_HUB_CACHE", self.get_auto_remove_tmp_dir()),
+            mock.patch("transformers.trained_precision.inspection._hub_unreachable", return_value=None),
             mock.patch("huggingface_hub.hf_hub_download", return_value=config_path) as download,
             mock.patch("huggingface_hub.get_safetensors_metadata", return_value=metadata),
         ):

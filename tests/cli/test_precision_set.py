@@ -41,13 +41,9 @@ def dump_config(data, indent=2, sort_keys=True):
     return json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
 
 
-#: The lock file `set` takes beside a config it writes (left in place: removing it would race with other writers).
-LOCK = ".config.json.lock"
-
-
 def listdir(path):
-    """The directory's entries, without the lock file."""
-    return sorted(name for name in os.listdir(path) if name != LOCK)
+    """The directory's entries: `set` leaves nothing beside the config (its lock file lies under HF_HOME)."""
+    return sorted(os.listdir(path))
 
 
 def run_set(*args):
@@ -232,7 +228,7 @@ class PopulateTest(TestCasePlus):
         self.assertEqual(result.returncode, 3, result.stderr)
         self.assertEqual((ckpt / "config.json").read_text(), old)
         # a killed process cannot clean up: its complete temporary file stays, hidden, next to the original
-        leftovers = [name for name in os.listdir(ckpt) if name not in ("config.json", LOCK)]
+        leftovers = [name for name in os.listdir(ckpt) if name != "config.json"]
         self.assertEqual(len(leftovers), 1)
         self.assertTrue(leftovers[0].startswith(".config.json.") and leftovers[0].endswith(".tmp"))
 
@@ -509,7 +505,7 @@ class SetSafetyTest(TestCasePlus):
 
         ckpt = self.checkpoint()
         results = []
-        with FileLock(str(ckpt / LOCK)):
+        with FileLock(str(populate.lock_path(ckpt / "config.json"))):
             worker = threading.Thread(
                 target=lambda: results.extend(populate.populate_checkpoints([ckpt], precision="bf16", progress=False))
             )
