@@ -80,17 +80,17 @@ def open_checkpoint_file(path: str | os.PathLike, root: str | os.PathLike | None
             f"{path} is a link to {real}, outside the checkpoint ({real_root}): it is not opened. Copy the file into "
             "the checkpoint instead of linking to it."
         )
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(real, flags)
+    # O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one
+    f = open(real, "rb", opener=lambda name, flags: os.open(name, flags | getattr(os, "O_NONBLOCK", 0)))
     try:
-        mode = os.fstat(fd).st_mode
+        mode = os.fstat(f.fileno()).st_mode
         if not stat.S_ISREG(mode):
             kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
             raise CheckpointInspectionError(f"{path} is {kind}, not a file of weights or config: it is not read.")
-        return os.fdopen(fd, "rb")
     except BaseException:
-        os.close(fd)
+        f.close()
         raise
+    return f
 
 
 def read_safetensors_header(
