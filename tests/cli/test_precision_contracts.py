@@ -163,6 +163,15 @@ class CommandContractTest(IsolatedHomeTestCase):
         code, out, _ = run_main("set", directory, "--from-registry", "--model-id", "EleutherAI/gpt-neo-1.3B")
         self.assertEqual(code, 0, out)
 
+    def test_a_cache_sweep_is_done_when_something_was_written(self):
+        self.cached_snapshot("EleutherAI/gpt-neo-1.3B")
+        self.cached_snapshot("someone/not-in-the-registry")
+        code, out, _ = run_main("set", self.home / "hub", "--from-registry")
+        self.assertEqual(code, 0, out)  # the repo without a registry row is skipped, as a sweep expects
+        self.assertIn("1 written, 1 skipped", out)
+        code, out, _ = run_main("set", self.home / "hub" / "models--someone--not-in-the-registry", "--from-registry")
+        self.assertEqual(code, cli.EXIT_NOT_DONE, out)  # asked for this repo, nothing written
+
     def test_set_dry_run_and_unchanged_are_success(self):
         directory = self.checkpoint(config={**CONFIG, "trained_precision": "bf16"})
         self.assertEqual(run_main("set", directory, "--precision", "bf16")[0], 0)

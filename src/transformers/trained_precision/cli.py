@@ -401,17 +401,22 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             if options.dry_run and result.diff:
                 print(result.diff.rstrip("\n"))
 
-    results = populate_checkpoints(
-        resolved,
-        precision=precision_value,
-        model_id=options.model_id,
-        force=options.force,
-        dry_run=options.dry_run,
-        progress=False,
-        on_result=show,
-    )
-    # "nothing written" when writing was asked for is not success: a skipped checkpoint is not done either
-    code = EXIT_NOT_DONE if not results or any(r.failed or r.skipped for r in results) else EXIT_SAFE
+    # each path is a request: it is done when none of its checkpoints failed and at least one was written (or already
+    # said so, or would be, in a dry run). A cache swept whole skips repos without a registry row, as expected.
+    results, code = [], EXIT_SAFE
+    for path in resolved:
+        found = populate_checkpoints(
+            [path],
+            precision=precision_value,
+            model_id=options.model_id,
+            force=options.force,
+            dry_run=options.dry_run,
+            progress=False,
+            on_result=show,
+        )
+        if not found or any(r.failed for r in found) or all(r.skipped for r in found):
+            code = EXIT_NOT_DONE
+        results.extend(found)
     if out.json:
         out.document(
             {
