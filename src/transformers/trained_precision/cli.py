@@ -15,11 +15,15 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-`cli/transformers.py` registers [`precision`] as a leaf command (`app.command(name="precision")(precision)`), which
-works with both the typer app of huggingface_hub 1.x and the click group of 2.x. `python -m
-transformers.trained_precision` runs the same command without importing the rest of the `transformers` CLI (whose
-`serve` command imports torch). Heavy imports stay inside the function: the report reads file headers only and never
-imports torch. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
+`cli/transformers.py` registers [`precision`] as a leaf command, imported only when it runs (the rest of the
+`transformers` CLI, whose `serve` command imports torch, is not imported), which works with both the typer app of
+huggingface_hub 1.x and the click group of 2.x. `python -m transformers.trained_precision` runs the same command through
+[`main`]. Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
+
+The exit codes are one contract for every subcommand (`HELP` lists them) and [`run_command`] keeps it: each
+subcommand is a handler `(args, options, out) -> exit code` in `SUBCOMMANDS`; a failure it expects is a
+[`CommandError`], anything else becomes one line (or one JSON error document) and exit 70, never 1 (risky). With
+`--json`, stdout holds exactly one JSON document. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
 strips a bare `--json` from the arguments of commands that have no `--format`. No `from __future__ import
 annotations` here: the CLI frameworks read the `Annotated` hints at runtime.
 """

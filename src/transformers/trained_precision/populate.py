@@ -364,7 +364,8 @@ def lock_path(path: str | os.PathLike) -> Path:
     return Path(constants.HF_HOME) / "trained_precision" / "locks" / f"{digest}.lock"
 
 
-def _config_lock(path: Path, timeout: float):
+def config_lock(path: str | os.PathLike, timeout: float):
+    """A `filelock.FileLock` on [`lock_path`] for the config at `path` (its folder is created if needed)."""
     from filelock import FileLock
 
     lock = lock_path(path)
@@ -434,7 +435,7 @@ def populate_config(
     from filelock import Timeout
 
     try:
-        lock = _config_lock(target, timeout=30) if not dry_run else contextlib.nullcontext()
+        lock = config_lock(target, timeout=30) if not dry_run else contextlib.nullcontext()
     except OSError as e:
         return result(ERROR, f"cannot create the lock file {lock_path(target)} ({e.strerror}); nothing modified.")
     try:
