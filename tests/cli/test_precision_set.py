@@ -23,6 +23,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +40,19 @@ CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_ty
 
 def dump_config(data, indent=2, sort_keys=True):
     return json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
+
+
+def setUpModule():
+    # `set` keeps its lock files under HF_HOME: a temporary one for these tests
+    global _HF_HOME, _HF_HOME_PATCHER
+    _HF_HOME = tempfile.mkdtemp(prefix="hf_home_")
+    _HF_HOME_PATCHER = mock.patch("huggingface_hub.constants.HF_HOME", _HF_HOME)
+    _HF_HOME_PATCHER.start()
+
+
+def tearDownModule():
+    _HF_HOME_PATCHER.stop()
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
 
 
 def listdir(path):
@@ -224,7 +238,8 @@ class PopulateTest(TestCasePlus):
             "populate.os.replace = lambda *a: os._exit(3); "
             "populate.populate_checkpoints([sys.argv[1]], precision='bf16', progress=False)"
         )
-        result = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True)
+        env = {**os.environ, "HF_HOME": _HF_HOME}
+        result = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, env=env)
         self.assertEqual(result.returncode, 3, result.stderr)
         self.assertEqual((ckpt / "config.json").read_text(), old)
         # a killed process cannot clean up: its complete temporary file stays, hidden, next to the original

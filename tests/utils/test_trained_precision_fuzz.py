@@ -81,6 +81,10 @@ class FuzzTestBase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        # `set` keeps its lock files under HF_HOME: a temporary one here
+        patcher = mock.patch("huggingface_hub.constants.HF_HOME", os.path.join(self.tmp, "hf_home"))
+        patcher.start()
+        self.addCleanup(patcher.stop)
 
     def fresh_dir(self, name="ckpt"):
         directory = tempfile.mkdtemp(dir=self.tmp, prefix=name)
@@ -307,3 +311,9 @@ class CommandFuzzTest(FuzzTestBase):
         text_code, text_out, text_err = run_command(directory, "--dtype", dtype)
         self.assertEqual(text_code, code)
         self.assertNotIn("Traceback", text_out + text_err)
+        # `set` on the same folder: done (0) or not (4, nothing written), one document, nothing left behind
+        before = sorted(os.listdir(directory))
+        code, out, _ = run_command("set", directory, "--precision", dtype, "--json")
+        document = json.loads(out)
+        self.assertIn((code, document["exit_code"]), [(0, 0), (4, 4)], document)
+        self.assertEqual(sorted(os.listdir(directory)), before)
