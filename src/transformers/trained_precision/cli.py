@@ -110,6 +110,7 @@ class _Output:
         print(json.dumps(payload, indent=2, default=str))
 
     def fail(self, message: str, code: int = EXIT_BAD_INPUT):
+        """Stops the handler with a [`CommandError`]: [`run_command`] reports it, once, and exits with `code`."""
         raise CommandError(message, code)
 
     def error(self, message: str, code: int, **extra) -> None:
