@@ -2,13 +2,15 @@
 How fast `transformers precision` answers from headers alone, next to a bare interpreter start, in one run.
 
 The report reads `config.json` and the safetensors header; it must not import torch. It prints the median wall time
-of each command over `--repeat` runs, the ratio to `python -c pass`, and whether torch was imported:
+and peak memory (max RSS) of each command over `--repeat` runs, side by side with `python -c pass`, the ratio of the
+console script to `python -m transformers.trained_precision` (the goal: at most 1.3x), and whether torch was imported
+by either:
 
     python benchmarks/benchmark_cli_report.py [--repeat 5]
 
 `python -m transformers.trained_precision` runs the command alone; `transformers precision` goes through the
-`transformers` console script, whose other commands (`serve`) import torch at start-up: that cost is upstream's CLI,
-not the report's. Timings depend on the machine and its load: name the machine class beside any figure you quote.
+`transformers` console script, which imports only the command it runs (the other commands, `serve` among them,
+import torch). Timings depend on the machine and its load: the first line names the CPU; quote it beside any figure.
 """
 
 import argparse
@@ -22,6 +24,18 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+#: Run by `python -c` to see whether a command imports torch: the console script's `main`, or the command's own.
+TORCH_PROBE = """import sys
+sys.argv = ["transformers", "precision", sys.argv[1], "--dtype", "fp16"]
+from {module} import main
+try:
+    main(*{args})
+except SystemExit:
+    pass
+print("torch" in sys.modules, file=sys.stderr)
+"""
 
 
 def write_checkpoint(directory: str, tensors: int = 200) -> None:
@@ -39,13 +53,51 @@ def write_checkpoint(directory: str, tensors: int = 200) -> None:
         f.write(struct.pack("<Q", len(raw)) + raw + bytes(offset))
 
 
-def median_seconds(command: list[str], repeat: int) -> float:
-    times = []
+def run_once(command: list[str]) -> tuple[float, float]:
+    """The wall time (s) and peak resident memory (MiB) of one run of `command`."""
+    start = time.perf_counter()
+    pid = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
+    _, _, usage = os.wait4(pid, 0)
+    return time.perf_counter() - start, usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def measure(commands: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Median wall time and peak memory of each command; the runs take turns, so a change in load hits them all."""
+    runs = {name: [] for name in commands}
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, command in commands.items():
+            runs[name].append(run_once(command))
+    return {
+        name: (statistics.median(t for t, _ in samples), statistics.median(m for _, m in samples))
+        for name, samples in runs.items()
+    }
+
+
+def cpu_name() -> str:
+    """The CPU model (from /proc/cpuinfo on Linux), its core count and torch's CPU capability when torch is here."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    # the machine class, as every timing here names it; asked in a child process, so that this one stays small (a
+    # child's peak memory counts the parent's image it was forked from)
+    capability = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if capability:
+        name += f", CPU capability {capability}"
+    return f"{name}, {os.cpu_count()} CPUs"
+
+
+def imports_torch(module: str, args: str, checkpoint: str) -> bool:
+    probe = TORCH_PROBE.format(module=module, args=args)
+    result = subprocess.run([sys.executable, "-c", probe, checkpoint], capture_output=True, text=True, check=False)
+    return result.stderr.strip().splitlines()[-1] == "True"
 
 
 def main() -> None:
@@ -57,16 +109,6 @@ def main() -> None:
     try:
         checkpoint = os.path.join(tmp, "ckpt")
         write_checkpoint(checkpoint)
-        probe = (
-            "import sys; from transformers.trained_precision.cli import main\n"
-            "try:\n    main([sys.argv[1], '--dtype', 'fp16'])\nexcept SystemExit:\n    pass\n"
-            "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)"
-        )
-        torch_line = (
-            subprocess.run([sys.executable, "-c", probe, checkpoint], capture_output=True, text=True, check=False)
-            .stderr.strip()
-            .splitlines()[-1]
-        )
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "python -c 'import transformers'": [sys.executable, "-c", "import transformers"],
@@ -83,22 +125,21 @@ def main() -> None:
         if script:
             commands["transformers precision"] = [script, "precision", checkpoint, "--dtype", "fp16"]
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        try:  # the machine class, as every timing here names it (the report itself does not need torch)
-            import torch
-
-            capability = f", CPU capability {torch.backends.cpu.get_cpu_capability()}"
-        except ImportError:
-            capability = ""
+        print(f"machine: {cpu_name()}, load average {load:.2f}; medians of {args.repeat} runs")
         print(
-            f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs{capability}, "
-            f"load average {load:.2f}"
+            "headers-only report imports torch: "
+            f"python -m {imports_torch('transformers.trained_precision.cli', '[sys.argv[2:]]', checkpoint)}, "
+            f"console script {imports_torch('transformers.cli.transformers', '[]', checkpoint)}"
         )
-        print(f"headers-only report ({torch_line})")
-        baseline = None
-        for name, command in commands.items():
-            seconds = median_seconds(command, args.repeat)
-            baseline = baseline or seconds
-            print(f"  {name:<45} {seconds:6.2f} s   {seconds / baseline:5.1f}x python -c pass")
+        measured = measure(commands, args.repeat)
+        baseline = measured["python -c pass"][0]
+        for name, (seconds, mib) in measured.items():
+            print(f"  {name:<45} {seconds:6.2f} s {mib:7.0f} MiB   {seconds / baseline:6.1f}x python -c pass")
+        if "transformers precision" in measured:
+            ratio = measured["transformers precision"][0] / measured["python -m transformers.trained_precision"][0]
+            print(f"transformers precision / python -m transformers.trained_precision: {ratio:.2f}x (goal: <= 1.3x)")
+        else:
+            print("no `transformers` console script next to this interpreter: install the package to compare it")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

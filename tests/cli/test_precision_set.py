@@ -23,6 +23,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,13 +42,22 @@ def dump_config(data, indent=2, sort_keys=True):
     return json.dumps(data, indent=indent, sort_keys=sort_keys) + "\n"
 
 
-#: The lock file `set` takes beside a config it writes (left in place: removing it would race with other writers).
-LOCK = ".config.json.lock"
+def setUpModule():
+    # `set` keeps its lock files under HF_HOME: a temporary one for these tests
+    global _HF_HOME, _HF_HOME_PATCHER
+    _HF_HOME = tempfile.mkdtemp(prefix="hf_home_")
+    _HF_HOME_PATCHER = mock.patch("huggingface_hub.constants.HF_HOME", _HF_HOME)
+    _HF_HOME_PATCHER.start()
+
+
+def tearDownModule():
+    _HF_HOME_PATCHER.stop()
+    shutil.rmtree(_HF_HOME, ignore_errors=True)
 
 
 def listdir(path):
-    """The directory's entries, without the lock file."""
-    return sorted(name for name in os.listdir(path) if name != LOCK)
+    """The directory's entries: `set` leaves nothing beside the config (its lock file lies under HF_HOME)."""
+    return sorted(os.listdir(path))
 
 
 def run_set(*args):
@@ -108,7 +118,7 @@ class PopulateTest(TestCasePlus):
         ckpt = self.checkpoint(old)
         [result] = populate.populate_checkpoints([ckpt], progress=False)
         self.assertEqual(result.status, "skipped")
-        self.assertIn("--model_id", result.message)
+        self.assertIn("--model-id", result.message)
         self.assertEqual((ckpt / "config.json").read_text(), old)
 
     @parameterized.expand(
@@ -182,7 +192,7 @@ class PopulateTest(TestCasePlus):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             rc = run_set(str(ckpt), "--precision", "bf16")
-        self.assertEqual(rc, 1)
+        self.assertEqual(rc, 4)  # not done
         self.assertIn(expected, out.getvalue())
         self.assertIn("nothing modified", out.getvalue())
         self.assertEqual((ckpt / "config.json").read_text(), content)
@@ -228,11 +238,12 @@ class PopulateTest(TestCasePlus):
             "populate.os.replace = lambda *a: os._exit(3); "
             "populate.populate_checkpoints([sys.argv[1]], precision='bf16', progress=False)"
         )
-        result = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True)
+        env = {**os.environ, "HF_HOME": _HF_HOME}
+        result = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, env=env)
         self.assertEqual(result.returncode, 3, result.stderr)
         self.assertEqual((ckpt / "config.json").read_text(), old)
         # a killed process cannot clean up: its complete temporary file stays, hidden, next to the original
-        leftovers = [name for name in os.listdir(ckpt) if name not in ("config.json", LOCK)]
+        leftovers = [name for name in os.listdir(ckpt) if name != "config.json"]
         self.assertEqual(len(leftovers), 1)
         self.assertTrue(leftovers[0].startswith(".config.json.") and leftovers[0].endswith(".tmp"))
 
@@ -461,7 +472,7 @@ class HubPullRequestTest(TestCasePlus):
         self.assertEqual(api.commits, [])
         args = argparse.Namespace(hub_pr=["EleutherAI/pythia-*"], push=False, force=False)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-            self.assertEqual(run_hub_pr(args, api), 1)
+            self.assertEqual(run_hub_pr(args, api), 4)  # not done: 1 means risky and nothing else
         self.assertIn("not exact-id rows", err.getvalue())
 
 
@@ -509,7 +520,7 @@ class SetSafetyTest(TestCasePlus):
 
         ckpt = self.checkpoint()
         results = []
-        with FileLock(str(ckpt / LOCK)):
+        with FileLock(str(populate.lock_path(ckpt / "config.json"))):
             worker = threading.Thread(
                 target=lambda: results.extend(populate.populate_checkpoints([ckpt], precision="bf16", progress=False))
             )

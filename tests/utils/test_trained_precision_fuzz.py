@@ -18,6 +18,8 @@ opened, no write outside the target file. Seeded (`derandomize=True`) and bounde
 """
 
 import builtins
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -30,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transformers import GPTNeoConfig
-from transformers.trained_precision import populate
+from transformers.trained_precision import cli, populate
 from transformers.trained_precision.inspection import inspect_checkpoint
 from transformers.trained_precision.resolver import resolve_trained_precision
 from transformers.trained_precision.storage import (
@@ -79,6 +81,10 @@ class FuzzTestBase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        # `set` keeps its lock files under HF_HOME: a temporary one here
+        patcher = mock.patch("huggingface_hub.constants.HF_HOME", os.path.join(self.tmp, "hf_home"))
+        patcher.start()
+        self.addCleanup(patcher.stop)
 
     def fresh_dir(self, name="ckpt"):
         directory = tempfile.mkdtemp(dir=self.tmp, prefix=name)
@@ -189,7 +195,7 @@ class SetFuzzTest(FuzzTestBase):
             f.write(text)
         result = populate.populate_config(path, precision, force=force)
         self.assertIn(result.status, ("written", "unchanged", "error"))
-        self.assertLessEqual(set(os.listdir(directory)), {"config.json", ".config.json.lock"})
+        self.assertEqual(os.listdir(directory), ["config.json"])  # nothing left behind, the lock file included
         with open(path, encoding="utf-8") as f:
             new_text = f.read()
         if result.status != "written":
@@ -205,3 +211,109 @@ class SetFuzzTest(FuzzTestBase):
             self.assertNotIn("trained_precision", new)
         else:
             self.assertEqual(new["trained_precision"], precision)
+
+
+def _safetensors_bytes(header, data):
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+def run_command(*args):
+    """`transformers precision ARGS...` in-process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main(list(args))
+        except SystemExit as e:
+            code = e.code or 0
+    return code, out.getvalue(), err.getvalue()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# strategies: arbitrary config.json content and arbitrary files, biased towards the keys the report reads
+# ----------------------------------------------------------------------------------------------------------------
+
+_json_values = JSON | st.sampled_from(["bf16", "fp16", "fp32", "float16", "bfloat16", "unknown", "GPTNeoForCausalLM"])
+_config_keys = st.sampled_from(
+    [
+        "architectures",
+        "model_type",
+        "trained_precision",
+        "pretraining_precision",
+        "torch_dtype",
+        "dtype",
+        "_name_or_path",
+        "text_config",
+        "quantization_config",
+        "fp16_plan",
+    ]
+)
+_configs = st.one_of(
+    st.dictionaries(_config_keys, _json_values, max_size=5).map(lambda c: json.dumps(c).encode()),
+    _json_values.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=40),
+)
+_tensor_entries = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["BF16", "F16", "F32", "I64", "X"]) | _json_values,
+        "shape": st.lists(st.integers(-1, 4), max_size=2) | _json_values,
+        "data_offsets": st.lists(st.integers(-2, 64), max_size=3) | _json_values,
+    }
+)
+_file_contents = st.one_of(
+    st.binary(max_size=64),
+    st.builds(
+        _safetensors_bytes,
+        st.dictionaries(st.text(min_size=1, max_size=6), _tensor_entries | _json_values, max_size=3),
+        st.binary(max_size=64),
+    ),
+    st.builds(lambda m: json.dumps({"weight_map": m}).encode(), _json_values),
+)
+_files = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "model.safetensors",
+                "x.safetensors",
+                "model-00001-of-00002.safetensors",
+                "model.safetensors.index.json",
+                "pytorch_model.bin",
+                "tokenizer.json",
+            ]
+        ),
+        _file_contents,
+    ),
+    max_size=3,
+    unique_by=lambda f: f[0],
+)
+
+
+class CommandFuzzTest(FuzzTestBase):
+    """`transformers precision` on arbitrary checkpoints: exit 1 means risky and nothing else; `--json` parses."""
+
+    @settings(FUZZ, max_examples=60)  # each example runs the command twice
+    @given(config=_configs, files=_files, dtype=st.sampled_from(["fp16", "bf16", "fp32"]))
+    def test_exit_code_is_risky_only_for_a_risky_verdict(self, config, files, dtype):
+        directory = self.fresh_dir()
+        with open(os.path.join(directory, "config.json"), "wb") as f:
+            f.write(config)
+        for name, content in files:
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(content)
+        code, out, err = run_command(directory, "--dtype", dtype, "--json")
+        document = json.loads(out)  # always exactly one JSON document
+        self.assertEqual(document["exit_code"], code)
+        self.assertIn(code, (0, 1, 2, 3), document)  # never 70: no input makes the command crash
+        self.assertEqual(code == 1, document.get("status") == "risky", document)
+        if "error" in document:
+            self.assertEqual(code, 2, document)
+        text_code, text_out, text_err = run_command(directory, "--dtype", dtype)
+        self.assertEqual(text_code, code)
+        self.assertNotIn("Traceback", text_out + text_err)
+        # `set` on the same folder: done (0) or not (4, nothing written), one document, nothing left behind
+        before = sorted(os.listdir(directory))
+        code, out, _ = run_command("set", directory, "--precision", dtype, "--json")
+        document = json.loads(out)
+        self.assertIn((code, document["exit_code"]), [(0, 0), (4, 4)], document)
+        self.assertEqual(sorted(os.listdir(directory)), before)

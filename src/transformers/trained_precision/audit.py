@@ -526,13 +526,31 @@ def _mostly_unknown(tokenizer, texts: list[str] | None) -> bool:
     return bool(ids) and sum(i == unk for i in ids) > len(ids) / 2
 
 
+def registered_model_class_names() -> frozenset[str]:
+    """The model classes transformers registers for its auto classes (every `*_MAPPING_NAMES` of `modeling_auto`)."""
+    from ..models.auto import modeling_auto
+
+    names = set()
+    for attribute in dir(modeling_auto):
+        if attribute.endswith("_MAPPING_NAMES"):
+            for value in getattr(modeling_auto, attribute).values():
+                names.update([value] if isinstance(value, str) else value)
+    return frozenset(names)
+
+
 def _model_class(config):
+    """
+    The class `config.json`'s `architectures` names, looked up only among the registered model classes (a config is
+    data: its strings never pick an arbitrary attribute of `transformers`); else `AutoModel`.
+    """
     import transformers
 
+    registered = registered_model_class_names()
     for name in getattr(config, "architectures", None) or []:
-        cls = getattr(transformers, name, None)
-        if cls is not None:
-            return cls
+        if isinstance(name, str) and name in registered:
+            cls = getattr(transformers, name, None)
+            if cls is not None:
+                return cls
     return transformers.AutoModel
 
 

@@ -15,31 +15,49 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-`cli/transformers.py` registers [`precision`] as a leaf command (`app.command(name="precision")(precision)`), which
-works with both the typer app of huggingface_hub 1.x and the click group of 2.x. `python -m
-transformers.trained_precision` runs the same command without importing the rest of the `transformers` CLI (whose
-`serve` command imports torch). Heavy imports stay inside the function: the report reads file headers only and never
-imports torch. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
+`cli/transformers.py` registers [`precision`] as a leaf command, imported only when it runs (the rest of the
+`transformers` CLI, whose `serve` command imports torch, is not imported), which works with both the typer app of
+huggingface_hub 1.x and the click group of 2.x. `python -m transformers.trained_precision` runs the same command through
+[`main`]. Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
+
+The exit codes are one contract for every subcommand (`HELP` lists them) and [`run_command`] keeps it: each
+subcommand is a handler `(args, options, out) -> exit code` in `SUBCOMMANDS`; a failure it expects is a
+[`CommandError`], anything else becomes one line (or one JSON error document) and exit 70, never 1 (risky). With
+`--json`, stdout holds exactly one JSON document. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
 strips a bare `--json` from the arguments of commands that have no `--format`. No `from __future__ import
 annotations` here: the CLI frameworks read the `Annotated` hints at runtime.
 """
 
+import dataclasses
 import json
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
+from ..utils import logging
+from .inspection import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL_ERROR,
+    EXIT_NOT_DONE,
+    EXIT_RISKY,
+    EXIT_SAFE,
+    EXIT_UNKNOWN,
+)
 
-#: Exit codes, also listed by `--help`.
-EXIT_SAFE = 0
-EXIT_RISKY = 1
-EXIT_BAD_INPUT = 2
-EXIT_UNKNOWN = 3
 
+logger = logging.get_logger(__name__)
+
+#: Subcommand names; the report is the command without one (`transformers precision PATH_OR_ID`).
+REPORT = "report"
 SET = "set"
 HUB_PR = "hub-pr"
+
+#: Where an internal error asks to be reported.
+ISSUES_URL = "https://github.com/huggingface/transformers/issues"
 
 HELP = f"""What precision a checkpoint was trained in, and whether a runtime dtype is safe for it.
 
@@ -57,41 +75,102 @@ Propose the registry's values to the Hub repos they describe (a dry run unless -
   transformers precision hub-pr [HUB_ID...] [--push] [--force]
 
 \b
-Exit codes:
-  {EXIT_SAFE}  safe (or no --dtype asked; for `set`: every file written or unchanged)
-  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (for `set`: a file could not be written)
-  {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option
+Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
+  {EXIT_SAFE}  safe (or no --dtype asked); for `set` and `hub-pr`: everything asked was done or already so
+  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (only this means 1)
+  {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option; nothing was done
   {EXIT_UNKNOWN}  unknown: the trained precision is unknown, so nothing says the asked --dtype is safe
+  {EXIT_NOT_DONE}  not done: a file asked for was not written, a checkpoint was skipped, an id is not in the registry
+  {EXIT_INTERNAL_ERROR} internal error: a bug in the command (one line says what failed and where to report it)
 """
 
 
+class CommandError(Exception):
+    """A failure the command reports in one line (or one JSON error document) and exits with `exit_code`."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class _Output:
-    """Prints results and errors as text, or as JSON on stdout with `--json`."""
+    """
+    Prints results as text, or with `--json` as exactly one JSON document on stdout: the result (which holds
+    `"exit_code"`) or, when the command fails before it has one, `{"error": ..., "exit_code": ...}`.
+    """
 
     def __init__(self, json_output: bool):
         self.json = json_output
+        self.printed_document = False
+
+    def document(self, payload: dict) -> None:
+        if self.printed_document:
+            raise RuntimeError("a second JSON document in one invocation")
+        self.printed_document = True
+        print(json.dumps(payload, indent=2, default=str))
 
     def fail(self, message: str, code: int = EXIT_BAD_INPUT):
-        # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
-        if self.json:
-            print(json.dumps({"error": message, "exit_code": code}, indent=2))
+        """Stops the handler with a [`CommandError`]: [`run_command`] reports it, once, and exits with `code`."""
+        raise CommandError(message, code)
+
+    def error(self, message: str, code: int, **extra) -> None:
+        """Reports a failure: the error document under `--json` (unless the result is out already), else stderr."""
+        if self.json and not self.printed_document:
+            self.document({"error": message, "exit_code": code, **extra})
         else:
             print(f"Error: {message}", file=sys.stderr)
-        raise SystemExit(code)
 
 
-def _read_texts(path: str, out: _Output) -> list[str]:
+@dataclasses.dataclass
+class Options:
+    """Every option of `transformers precision`; each subcommand takes some of them ([`Subcommand.options`])."""
+
+    dtype: str | None = None
+    audit: bool = False
+    download: bool = False
+    allow_pickle: bool = False
+    text: str | None = None
+    top: int = 10
+    revision: str | None = None
+    cache_dir: str | None = None
+    precision: str | None = None
+    from_registry: bool = False
+    model_id: str | None = None
+    force: bool = False
+    dry_run: bool = False
+    push: bool = False
+
+    def given(self) -> list[str]:
+        """The options set to something other than their default."""
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+@dataclasses.dataclass(frozen=True)
+class Subcommand:
+    """
+    One subcommand: `run(args, options, out)` returns the exit code; `options` names the [`Options`] it takes.
+    """
+
+    run: Callable[[list[str], Options, _Output], int]
+    options: frozenset[str]
+
+
+def _read_texts(path: str) -> list[str]:
     """One calibration text per non-empty paragraph (blank-line separated); a file without blank lines: per line."""
     try:
         with open(path, encoding="utf-8") as f:
             content = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        out.fail(f"cannot read the calibration text file {path}: {e}")
+        raise CommandError(f"cannot read the calibration text file {path}: {e}") from e
     blocks = [b.strip() for b in content.split("\n\n") if b.strip()]
     if len(blocks) == 1:
         blocks = [line.strip() for line in content.splitlines() if line.strip()]
     if not blocks:
-        out.fail(f"the calibration text file {path} is empty.")
+        raise CommandError(f"the calibration text file {path} is empty.")
     return blocks
 
 
@@ -155,171 +234,304 @@ def precision(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
     push: Annotated[bool, typer.Option("--push", help="`hub-pr`: open the pull requests (default: dry run).")] = False,
 ):
-    out = _Output(json_output or output_format == "json")
-    if output_format not in ("text", "json"):
-        out.fail(f"--format {output_format!r} is not valid: use text or json.")
-    set_options = precision_value is not None or from_registry or model_id is not None or force or dry_run
-    if args and args[0] == SET and (len(args) > 1 or not os.path.exists(SET)):
-        if dtype is not None or audit or download or allow_pickle or text is not None or revision is not None:
-            out.fail(
-                "--dtype, --audit, --download, --allow-pickle, --text and --revision apply to the report, not `set`."
-            )
-        _set(args[1:], precision_value, from_registry, model_id, force, dry_run, cache_dir, out)
-        return
-    if args and args[0] == HUB_PR and not os.path.exists(HUB_PR):
-        if precision_value is not None or from_registry or model_id is not None or dry_run:
-            out.fail("`hub-pr` takes Hub ids, --push and --force only; it is a dry run unless --push.")
-        hub_pr(args[1:], push=push, force=force, out=out)
-        return
-    if push:
-        out.fail("--push goes with `transformers precision hub-pr`.")
-    if set_options:
-        out.fail(
-            "--precision, --from-registry, --model-id, --force and --dry-run go with `transformers precision set`."
-        )
-    if len(args) != 1:
-        out.fail(f"expected one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
-    _report(args[0], dtype, audit, download, allow_pickle, text, top, revision, cache_dir, out)
+    options = Options(
+        dtype=dtype,
+        audit=audit,
+        download=download,
+        allow_pickle=allow_pickle,
+        text=text,
+        top=top,
+        revision=revision,
+        cache_dir=cache_dir,
+        precision=precision_value,
+        from_registry=from_registry,
+        model_id=model_id,
+        force=force,
+        dry_run=dry_run,
+        push=push,
+    )
+    code = run_command(args, options, json_output=json_output, output_format=output_format)
+    if code:
+        # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
+        raise SystemExit(code)
 
 
 precision.__doc__ = HELP
 
 
-def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revision, cache_dir, out: _Output) -> None:
+def run_command(args: list[str], options: Options, *, json_output: bool = False, output_format: str = "text") -> int:
+    """
+    Runs `transformers precision ARGS...` and returns its exit code (see `HELP`). This is the command's boundary:
+    whatever goes wrong below it becomes one line (or one JSON error document), never a traceback and never exit 1,
+    which means "risky".
+    """
+    out = _Output(json_output or output_format == "json")
+    try:
+        if output_format not in ("text", "json"):
+            raise CommandError(f"--format {output_format!r} is not valid: use text or json.")
+        name, args = _subcommand_of(args)
+        subcommand = SUBCOMMANDS[name]
+        misplaced = [option for option in options.given() if option not in subcommand.options]
+        if misplaced:
+            raise CommandError(_misplaced_message(name, misplaced))
+        return subcommand.run(args, options, out)
+    except CommandError as e:
+        out.error(str(e), e.exit_code)
+        return e.exit_code
+    except KeyboardInterrupt:
+        out.error("interrupted.", 130)
+        return 130
+    except Exception as e:  # the catch-all: a bug must not read as a verdict
+        logger.debug("transformers precision failed", exc_info=True)
+        out.error(_internal_error_message(e), EXIT_INTERNAL_ERROR, exception=type(e).__name__)
+        return EXIT_INTERNAL_ERROR
+
+
+def _subcommand_of(args: list[str]) -> tuple[str, list[str]]:
+    """The subcommand and its arguments; a local path named like a subcommand is a checkpoint to report on."""
+    if args and args[0] in SUBCOMMANDS and args[0] != REPORT and (len(args) > 1 or not os.path.exists(args[0])):
+        return args[0], args[1:]
+    return REPORT, args
+
+
+def _misplaced_message(name: str, misplaced: list[str]) -> str:
+    where = []
+    for option in misplaced:
+        owners = [other for other, sub in SUBCOMMANDS.items() if option in sub.options]
+        spelled = " or ".join(
+            "the report (`transformers precision PATH_OR_ID`)" if o == REPORT else f"`transformers precision {o}`"
+            for o in owners
+        )
+        where.append(f"{_flag(option)} goes with {spelled}")
+    this = "the report" if name == REPORT else f"`{name}`"
+    return f"{'; '.join(where)}: not with {this}."
+
+
+def _internal_error_message(error: BaseException) -> str:
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return (
+        f"internal error{where}: {type(error).__name__}: {error}. This is a bug in `transformers precision`, not a "
+        f"verdict about the checkpoint: please report it at {ISSUES_URL} with the command you ran "
+        "(TRANSFORMERS_VERBOSITY=debug prints the traceback)."
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# subcommands: each one a function (args, options, out) -> exit code
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _run_report(args: list[str], options: Options, out: _Output) -> int:
+    """`transformers precision PATH_OR_ID`: the report, and the verdict for `--dtype`."""
     from .inspection import CheckpointInspectionError, inspect_checkpoint, runtime_name
 
+    if len(args) != 1:
+        raise CommandError(f"expected one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
+    dtype = options.dtype
     if dtype is not None:
         try:
             dtype = runtime_name(dtype)
         except CheckpointInspectionError as e:
-            out.fail(f"--dtype: {e}")
-    if text is not None and not audit:
-        out.fail("--text only applies with --audit.")
-    if (download or allow_pickle) and not audit:
-        out.fail("--download and --allow-pickle only apply with --audit.")
-    if top < 1:
-        out.fail(f"--top must be a positive integer, got {top}.")
-    texts = _read_texts(text, out) if text is not None else None
+            raise CommandError(f"--dtype: {e}") from e
+    if options.text is not None and not options.audit:
+        raise CommandError("--text only applies with --audit.")
+    if (options.download or options.allow_pickle) and not options.audit:
+        raise CommandError("--download and --allow-pickle only apply with --audit.")
+    if options.top < 1:
+        raise CommandError(f"--top must be a positive integer, got {options.top}.")
+    texts = _read_texts(options.text) if options.text is not None else None
     try:
         report = inspect_checkpoint(
-            path_or_id,
-            audit=audit,
+            args[0],
+            audit=options.audit,
             texts=texts,
-            revision=revision,
-            download=download,
-            allow_pickle=allow_pickle,
-            cache_dir=cache_dir,
+            revision=options.revision,
+            download=options.download,
+            allow_pickle=options.allow_pickle,
+            cache_dir=options.cache_dir,
         )
     except CheckpointInspectionError as e:
-        out.fail(str(e))
+        raise CommandError(str(e)) from e
     if out.json:
-        print(json.dumps(report.to_dict(dtype, top_k=top), indent=2, default=str))
+        out.document(report.to_dict(dtype, top_k=options.top))
     else:
-        print(report.format(dtype, top_k=top))
-    code = report.exit_code(dtype)
-    if code:
-        raise SystemExit(code)
+        print(report.format(dtype, top_k=options.top))
+    return report.exit_code(dtype)
 
 
-def _set(paths, precision_value, from_registry, model_id, force, dry_run, cache_dir, out: _Output) -> None:
+def _run_set(args: list[str], options: Options, out: _Output) -> int:
+    """`transformers precision set PATH...`: write (or remove) the field in checkpoints' `config.json`."""
     from ..utils import CONFIG_NAME
     from .hub_ids import find_cached_snapshot, parse_hub_id
     from .populate import populate_checkpoints
     from .registry import lookup
     from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
 
-    if not paths:
-        out.fail("`set` needs at least one path: transformers precision set PATH... --precision bf16")
-    if (precision_value is None) == (not from_registry):
-        out.fail("`set` needs exactly one of --precision VALUE and --from-registry.")
+    precision_value = options.precision
+    if not args:
+        raise CommandError("`set` needs at least one path: transformers precision set PATH... --precision bf16")
+    if (precision_value is None) == (not options.from_registry):
+        raise CommandError("`set` needs exactly one of --precision VALUE and --from-registry.")
     if precision_value is not None:
         try:
             precision_value = normalize_precision(precision_value)
-        except InvalidTrainedPrecisionError:
-            out.fail(f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}.")
-    if model_id is not None and lookup(model_id) is None:
-        out.fail(f"--model-id {model_id} is not in the registry: pass --precision instead.")
-    # a Hub id that is not a local path names its cached snapshot (every spelling of the id is tried)
+        except InvalidTrainedPrecisionError as e:
+            raise CommandError(
+                f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}."
+            ) from e
+    if options.model_id is not None and lookup(options.model_id) is None:
+        raise CommandError(f"--model-id {options.model_id} is not in the registry: pass --precision instead.")
+    # every path must exist before anything is written; a Hub id that is not a local path names its cached snapshot
+    # (every spelling of the id is tried)
     resolved = []
-    for path in paths:
-        if not os.path.exists(os.path.expanduser(path)) and parse_hub_id(path) is not None:
-            snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=cache_dir)
+    for path in args:
+        if not os.path.lexists(os.path.expanduser(path)):
+            snapshot = None
+            if parse_hub_id(path) is not None:
+                snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=options.cache_dir)
             if snapshot is None:
-                out.fail(f"{path} is neither a local path nor a Hub id in the local cache: download it first.")
+                raise CommandError(
+                    f"{path} is neither a local path nor a Hub id in the local cache: nothing was written. Download "
+                    f"it first (`hf download {path}`), or pass the checkpoint directory."
+                    if parse_hub_id(path) is not None
+                    else f"{path} does not exist: nothing was written."
+                )
             path = snapshot
         resolved.append(path)
-    paths = resolved
 
     def show(result):
         if not out.json:
             print(f"[{result.status}] {result.path}: {result.message}")
-            if dry_run and result.diff:
+            if options.dry_run and result.diff:
                 print(result.diff.rstrip("\n"))
 
-    results = populate_checkpoints(
-        paths,
-        precision=precision_value,
-        model_id=model_id,
-        force=force,
-        dry_run=dry_run,
-        progress=False,
-        on_result=show,
-    )
-    failed = any(r.failed for r in results)
+    # each path is a request: it is done when none of its checkpoints failed and at least one was written (or already
+    # said so, or would be, in a dry run). A cache swept whole skips repos without a registry row, as expected.
+    results, code = [], EXIT_SAFE
+    for path in resolved:
+        found = populate_checkpoints(
+            [path],
+            precision=precision_value,
+            model_id=options.model_id,
+            force=options.force,
+            dry_run=options.dry_run,
+            progress=False,
+            on_result=show,
+        )
+        if not found or any(r.failed for r in found) or all(r.skipped for r in found):
+            code = EXIT_NOT_DONE
+        results.extend(found)
     if out.json:
-        print(
-            json.dumps(
-                {
-                    "results": [
-                        {
-                            "path": r.path,
-                            "status": r.status,
-                            "message": r.message,
-                            "model_id": r.model_id,
-                            "precision": r.precision,
-                            "diff": r.diff,
-                        }
-                        for r in results
-                    ],
-                    "exit_code": EXIT_RISKY if failed else EXIT_SAFE,
-                },
-                indent=2,
-            )
+        out.document(
+            {
+                "results": [
+                    {
+                        "path": r.path,
+                        "status": r.status,
+                        "message": r.message,
+                        "model_id": r.model_id,
+                        "precision": r.precision,
+                        "diff": r.diff,
+                    }
+                    for r in results
+                ],
+                "exit_code": code,
+            }
         )
     else:
         counts = {}
         for r in results:
             counts[r.status] = counts.get(r.status, 0) + 1
         print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
-    if failed:
-        raise SystemExit(EXIT_RISKY)
+    return code
 
 
-def hub_pr(ids: list[str], *, push: bool = False, force: bool = False, out: _Output | None = None, api=None) -> None:
-    """`transformers precision hub-pr`: prepare (or, with `push`, open) the registry's Hub pull requests."""
+def _run_hub_pr(args: list[str], options: Options, out: _Output) -> int:
+    """`transformers precision hub-pr [HUB_ID...]`: prepare (or, with `--push`, open) the registry's Hub PRs."""
+    return _hub_pr(args, push=options.push, force=options.force, out=out)
+
+
+def _hub_pr(ids: list[str], *, push: bool, force: bool, out: _Output, api=None) -> int:
     from .populate import prepare_hub_prs
     from .registry import REGISTRY
 
-    out = out or _Output(False)
     results = prepare_hub_prs(REGISTRY, api=api, only=ids or None, push=push, force=force)
     known = {r.repo_id.lower() for r in results}
     missing = [i for i in ids if i.lower() not in known]
+    error = f"not exact-id rows of the registry: {', '.join(missing)}" if missing else None
+    code = EXIT_NOT_DONE if missing or any(r.failed for r in results) else EXIT_SAFE
     if out.json:
         payload = [{"repo_id": r.repo_id, "status": r.status, "message": r.message, "diff": r.diff} for r in results]
-        print(json.dumps({"results": payload, "not_in_registry": missing}, indent=2))
+        document = {"results": payload, "not_in_registry": missing, "exit_code": code}
+        if error:
+            document["error"] = error
+        out.document(document)
     else:
         for r in results:
             print(f"[{r.status}] {r.repo_id}: {r.message}")
             if not push and r.diff:
                 print(r.diff.rstrip("\n"))
-    if missing:
-        out.fail(f"not exact-id rows of the registry: {', '.join(missing)}", EXIT_RISKY)
-    if any(r.failed for r in results):
-        raise SystemExit(EXIT_RISKY)
+        if error:
+            print(f"Error: {error}", file=sys.stderr)
+    return code
+
+
+def hub_pr(ids: list[str], *, push: bool = False, force: bool = False, out: _Output | None = None, api=None) -> None:
+    """
+    `transformers precision hub-pr` as a function: prepare (or, with `push`, open) the registry's Hub pull requests.
+    Exits (`SystemExit`) with the command's exit code when it is not 0.
+    """
+    code = _hub_pr(ids, push=push, force=force, out=out or _Output(False), api=api)
+    if code:
+        raise SystemExit(code)
+
+
+_REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "text", "top", "revision", "cache_dir"})
+
+#: Subcommand name -> handler and the options it takes. A new subcommand is one entry here and one function.
+SUBCOMMANDS: dict[str, Subcommand] = {
+    REPORT: Subcommand(_run_report, _REPORT_OPTIONS),
+    SET: Subcommand(_run_set, frozenset({"precision", "from_registry", "model_id", "force", "dry_run", "cache_dir"})),
+    HUB_PR: Subcommand(_run_hub_pr, frozenset({"push", "force"})),
+}
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return (
+        "--json" in argv
+        or "--format=json" in argv
+        or any(a == "--format" and b == "json" for a, b in zip(argv, argv[1:]))
+    )
+
+
+def _usage_errors() -> tuple[type, ...]:
+    """click's `UsageError`, and typer's own copy of it (typer >= 0.24 carries its own click)."""
+    import click
+
+    return (click.UsageError, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m transformers.trained_precision`: the `transformers precision` command on its own."""
-    app = typer.Typer(add_completion=False)
+    """
+    `python -m transformers.trained_precision` and the `transformers precision` console script: the command on its
+    own, without the rest of the `transformers` CLI's imports. A usage error (an unknown option, a malformed value) is
+    exit 2, as a JSON error document with `--json`.
+    """
+    import click
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command(help=HELP)(precision)
-    app(args=argv, prog_name="transformers precision")
+    try:
+        code = app(args=argv, prog_name="transformers precision", standalone_mode=False)
+    except _usage_errors() as e:
+        if _wants_json(argv):
+            _Output(True).error(e.format_message(), EXIT_BAD_INPUT)
+        else:
+            e.show()
+        code = EXIT_BAD_INPUT
+    except (click.Abort, typer.Abort):
+        code = 130
+    if code:
+        raise SystemExit(code)

@@ -56,6 +56,8 @@ from .storage import (
     CheckpointInspectionError,
     SafetensorsHeaderError,
     StorageSummary,
+    checkpoint_root,
+    open_checkpoint_file,
     read_safetensors_header,
     read_storage,
     storage_from_hub_metadata,
@@ -82,11 +84,16 @@ SAFE = "safe"
 RISKY = "risky"
 UNKNOWN_STATUS = "unknown"
 
-#: `transformers precision` exit codes (also [`CheckpointReport.exit_code`]).
+#: `transformers precision` exit codes, for every subcommand (the report's are also [`CheckpointReport.exit_code`]).
+#: 1 means risky and nothing else: a crash of the interpreter also exits 1, so the command never lets one escape.
 EXIT_SAFE = 0
 EXIT_RISKY = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNKNOWN = 3
+#: Something the user asked to write (or open) was not: a file left unwritten, a checkpoint skipped.
+EXIT_NOT_DONE = 4
+#: An unexpected error inside the command (a bug): `EX_SOFTWARE` of BSD's sysexits.h.
+EXIT_INTERNAL_ERROR = 70
 _EXIT_CODES = {SAFE: EXIT_SAFE, RISKY: EXIT_RISKY, UNKNOWN_STATUS: EXIT_UNKNOWN}
 
 
@@ -109,6 +116,33 @@ def _hub_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
+#: Seconds the reachability probe of [`_hub_unreachable`] waits for a TCP connection to the Hub.
+HUB_PROBE_TIMEOUT = 5.0
+
+
+def _hub_unreachable() -> str | None:
+    """
+    Why the Hub endpoint cannot be reached (one TCP connection, [`HUB_PROBE_TIMEOUT`] seconds at most), or `None`
+    when it can, or when a proxy is configured (the connection would go through it, so a direct probe says nothing).
+    Without it, a download on a machine without a network retries for tens of seconds before it fails.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    endpoint = urlsplit(constants.ENDPOINT)
+    host = endpoint.hostname or ""
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT).close()
+    except OSError as e:
+        return f"{constants.ENDPOINT}: {e.strerror or e}"
+    return None
+
+
 def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None = None) -> _Resolved:
     expanded = os.path.expanduser(os.fspath(path_or_id))
     if os.path.isdir(expanded):
@@ -118,7 +152,7 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
                 "id instead of the directory."
             )
         config_path = os.path.join(expanded, CONFIG_NAME)
-        if not os.path.isfile(config_path):
+        if not os.path.lexists(config_path) or os.path.isdir(config_path):
             raise CheckpointInspectionError(
                 f"no {CONFIG_NAME} in {expanded}: pass the directory that `save_pretrained` wrote (it holds "
                 f"{CONFIG_NAME} next to the weights)."
@@ -135,11 +169,24 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
     snapshot = find_cached_snapshot(hub_id, filename=CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     if snapshot is not None:
         return _Resolved(directory=snapshot, name=snapshot, config_path=os.path.join(snapshot, CONFIG_NAME))
+    from huggingface_hub import constants
+
+    cache = os.fspath(cache_dir) if cache_dir is not None else constants.HF_HUB_CACHE
+    not_cached = (
+        f"{path_or_id} is not a local directory, and the Hub id is not in the local Hugging Face cache ({cache})"
+    )
+    elsewhere = "pass the checkpoint directory, or --cache-dir if it is cached elsewhere"
     if _hub_offline():
         raise CheckpointInspectionError(
-            f"{path_or_id} is not a local directory, and the Hub id is not in the local Hugging Face cache (offline "
-            f"mode is on, so nothing is downloaded). Pass a checkpoint directory, or download it first with "
-            f"`hf download {path_or_id}` while online."
+            f"{not_cached}; HF_HUB_OFFLINE is set, so nothing is downloaded. {elsewhere.capitalize()}, or download it "
+            f"first with `hf download {path_or_id}` while online."
+        )
+    unreachable = _hub_unreachable()
+    if unreachable is not None:
+        raise CheckpointInspectionError(
+            f"{not_cached}, and the Hub cannot be reached ({unreachable}). Without a network, set HF_HUB_OFFLINE=1 "
+            f"(only the cache is read, nothing is tried); {elsewhere}; or download it with `hf download {path_or_id}` "
+            "while online."
         )
     # Online and not cached: fetch config.json only, and read the safetensors headers with HTTP range requests.
     from huggingface_hub import get_safetensors_metadata, hf_hub_download
@@ -148,8 +195,8 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
         config_path = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     except Exception as e:
         raise CheckpointInspectionError(
-            f"{path_or_id} is not a local directory, and its {CONFIG_NAME} could not be fetched from the Hub "
-            f"({type(e).__name__}: {e})."
+            f"{not_cached}, and its {CONFIG_NAME} could not be fetched from the Hub ({type(e).__name__}: {e}). "
+            "Without a network, set HF_HUB_OFFLINE=1."
         ) from e
     try:
         remote = storage_from_hub_metadata(get_safetensors_metadata(path_or_id, revision=revision))
@@ -422,10 +469,12 @@ def runtime_name(runtime: Any) -> str:
     return name
 
 
-def _read_config(config_path: str) -> dict[str, Any]:
+def _read_config(config_path: str, root: str) -> dict[str, Any]:
     try:
-        with open(config_path, encoding="utf-8-sig") as f:
-            config = json.load(f)
+        with open_checkpoint_file(config_path, root) as f:
+            config = json.loads(f.read().decode("utf-8-sig"))
+    except CheckpointInspectionError:
+        raise
     except (OSError, ValueError) as e:
         raise CheckpointInspectionError(f"{config_path} is not a readable JSON file: {e}") from e
     if not isinstance(config, dict):
@@ -594,7 +643,10 @@ def inspect_checkpoint(
         unpickle without the matching opt-in.
     """
     resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
-    config = _read_config(resolved.config_path)
+    # a downloaded config.json lies in the cache, which is then the checkpoint
+    config = _read_config(
+        resolved.config_path, checkpoint_root(resolved.directory or os.path.dirname(resolved.config_path))
+    )
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     info = resolve_trained_precision(config, resolved.name)
     if resolved.remote_storage is not None:
@@ -613,7 +665,7 @@ def inspect_checkpoint(
         directory=resolved.directory,
         hub_id=info.hub_id,
         model_type=config.get("model_type"),
-        architectures=list(architectures) if isinstance(architectures, list) else [str(architectures)],
+        architectures=[str(a) for a in architectures] if isinstance(architectures, list) else [str(architectures)],
         declared=declared,
         declared_raw=declared_raw,
         registry=lookup(info.hub_id) if info.hub_id else None,
@@ -662,6 +714,8 @@ def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audi
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_NOT_DONE",
     "EXIT_RISKY",
     "EXIT_SAFE",
     "EXIT_UNKNOWN",

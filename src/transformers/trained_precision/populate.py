@@ -88,6 +88,10 @@ class PopulateResult:
     def failed(self) -> bool:
         return self.status == ERROR
 
+    @property
+    def skipped(self) -> bool:
+        return self.status == SKIPPED
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointTarget:
@@ -397,8 +401,30 @@ def _read_only_reason(path: Path) -> str | None:
     return None
 
 
-def _lock_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.lock")
+def lock_path(path: str | os.PathLike) -> Path:
+    """
+    The lock file that serializes writers of the config at `path`. It lies in `HF_HOME/trained_precision/locks/`,
+    never beside the config: a lock file left in a checkpoint (or a Hub cache snapshot) would be published by the next
+    `hf upload`. The name is the SHA-256 of the config's resolved location (its directory through every symlink, and
+    its own name), so two spellings of one file share a lock.
+    """
+    import hashlib
+
+    from huggingface_hub import constants
+
+    path = Path(path)
+    key = os.path.join(os.path.realpath(path.parent), path.name)
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+    return Path(constants.HF_HOME) / "trained_precision" / "locks" / f"{digest}.lock"
+
+
+def config_lock(path: str | os.PathLike, timeout: float):
+    """A `filelock.FileLock` on [`lock_path`] for the config at `path` (its folder is created if needed)."""
+    from filelock import FileLock
+
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(lock), timeout=timeout)
 
 
 def populate_config(
@@ -416,8 +442,8 @@ def populate_config(
     Never raises for a bad file: the result says what happened, and when it is an error nothing was modified.
 
     Only the field changes: the rest of the text (indentation, key order, a UTF-8 byte-order mark) is kept, the file
-    is replaced atomically under a lock file beside it (`.config.json.lock`, so two writers do not lose each other's
-    edit), and keeps its mode, owner and group. A Hub cache snapshot's `config.json` is a symlink to a content-named
+    is replaced atomically under a lock (so two writers do not lose each other's edit; its file lies outside the
+    checkpoint, see [`lock_path`]: nothing is left beside the config), and keeps its mode, owner and group. A Hub cache snapshot's `config.json` is a symlink to a content-named
     blob that other revisions may share: that link is replaced by a regular file and the blob is left alone. Any other
     symlink is written through: its target is the user's file.
 
@@ -460,14 +486,17 @@ def populate_config(
     if not os.access(target.parent, os.W_OK | os.X_OK):
         return result(ERROR, f"its directory {target.parent} is not writable; nothing modified.")
 
-    try:
-        from filelock import FileLock, Timeout
+    from filelock import Timeout
 
-        lock = FileLock(str(_lock_path(target)), timeout=30) if not dry_run else contextlib.nullcontext()
+    try:
+        lock = config_lock(target, timeout=30) if not dry_run else contextlib.nullcontext()
+    except OSError as e:
+        return result(ERROR, f"cannot create the lock file {lock_path(target)} ({e.strerror}); nothing modified.")
+    try:
         with lock:
             return _edit_locked(path, target, precision, force, dry_run, source, result)
     except Timeout:
-        return result(ERROR, f"another process holds {_lock_path(target)} (waited 30 s); nothing modified.")
+        return result(ERROR, f"another process holds {lock_path(target)} (waited 30 s); nothing modified.")
 
 
 def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run: bool, source, result):
@@ -551,7 +580,7 @@ def populate_checkpoints(
             entry = lookup(target_id, registry) if target_id else None
             if entry is None:
                 if target_id is None:
-                    why = "no Hub id is known for a local directory: pass --model_id (a registry id) or --precision"
+                    why = "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
                 else:
                     why = f"{target_id} is not in the registry: pass --precision to set it anyway"
                 results.append(

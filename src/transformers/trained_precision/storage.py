@@ -15,8 +15,9 @@
 Reading what a checkpoint stores, without loading it: the safetensors header(s), with bounded reads.
 
 A safetensors file starts with its header length and a JSON header naming each tensor's dtype, shape and byte range;
-[`read_storage`] sums those over a checkpoint directory (a single file, or the shards its index lists). Only files
-inside the checkpoint directory are opened; pickled weights are reported as present and never opened.
+[`read_storage`] sums those over a checkpoint directory (a single file, or the shards its index lists). Only regular
+files that resolve inside the checkpoint are opened ([`open_checkpoint_file`]), and no open can block (a FIFO named
+`model.safetensors` is refused, not waited on); pickled weights are reported as present and never opened.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import dataclasses
 import json
 import math
 import os
+import stat
 import struct
-from typing import Any
+from typing import IO, Any
 
 from ..utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from .hub_ids import cache_snapshot_of
 from .vocabulary import SAFETENSORS_DTYPES
 
 
@@ -44,7 +47,55 @@ class SafetensorsHeaderError(CheckpointInspectionError):
     """A safetensors file whose header is truncated, oversized or not valid JSON."""
 
 
-def read_safetensors_header(path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES) -> dict[str, Any]:
+def checkpoint_root(directory: str | os.PathLike) -> str:
+    """
+    The folder a checkpoint's files must resolve inside: the directory itself, or for a Hub cache snapshot its repo
+    folder (`models--{org}--{name}`), whose `blobs/` the snapshot's links point to.
+    """
+    snapshot = cache_snapshot_of(directory)
+    if snapshot is not None:
+        return os.path.dirname(os.path.dirname(snapshot.snapshot_dir))
+    return os.fspath(directory)
+
+
+def open_checkpoint_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> IO[bytes]:
+    """
+    Opens a file of a checkpoint for reading (binary), refusing what is not the checkpoint's to read: a path that
+    resolves outside `root` (a symlink pointing out of the checkpoint), and anything but a regular file (a FIFO, a
+    device, a directory). The open never blocks: it is non-blocking, and the file type is checked on the open file.
+
+    Args:
+        path (`str` or `os.PathLike`): the file.
+        root (`str` or `os.PathLike`, *optional*): the folder the file must resolve inside ([`checkpoint_root`]);
+            by default the file's own directory.
+
+    Raises:
+        [`CheckpointInspectionError`]: for a file outside `root` or not regular; `OSError` when it cannot be opened.
+    """
+    path = os.fspath(path)
+    real_root = os.path.realpath(os.path.dirname(path) if root is None else os.fspath(root))
+    real = os.path.realpath(path)
+    if os.path.commonpath([real_root, real]) != real_root:
+        raise CheckpointInspectionError(
+            f"{path} is a link to {real}, outside the checkpoint ({real_root}): it is not opened. Copy the file into "
+            "the checkpoint instead of linking to it."
+        )
+    # O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one
+    f = open(real, "rb", opener=lambda name, flags: os.open(name, flags | getattr(os, "O_NONBLOCK", 0)))
+    try:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise CheckpointInspectionError(f"{path} is {kind}, not a file of weights or config: it is not read.")
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_safetensors_header(
+    path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES, root: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """
     Reads the JSON header of a safetensors file, and only the header: at most `8 + max_header_bytes` bytes.
 
@@ -55,17 +106,20 @@ def read_safetensors_header(path: str | os.PathLike, max_header_bytes: int = MAX
     Args:
         path (`str` or `os.PathLike`): the `.safetensors` file.
         max_header_bytes (`int`, *optional*, defaults to 100 MB): refuse longer headers without reading them.
+        root (`str` or `os.PathLike`, *optional*): the folder the file must resolve inside (see
+            [`open_checkpoint_file`]); by default its own directory.
 
     Returns:
         `dict`: the parsed header.
 
     Raises:
         [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
+        [`CheckpointInspectionError`]: for a file outside `root`, or not a regular file.
     """
     path = os.fspath(path)
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
+        with open_checkpoint_file(path, root) as f:
+            size = os.fstat(f.fileno()).st_size
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise SafetensorsHeaderError(
@@ -171,12 +225,15 @@ def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> St
     Raises:
         [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
     """
+    root = checkpoint_root(directory)
     index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
-    if os.path.isfile(index_path):
+    if os.path.lexists(index_path):
         try:
-            with open(index_path, encoding="utf-8") as f:
-                index = json.load(f)
+            with open_checkpoint_file(index_path, root) as f:
+                index = json.loads(f.read().decode("utf-8"))
             files = sorted(set(index["weight_map"].values()))
+        except CheckpointInspectionError:
+            raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointInspectionError(
                 f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
@@ -188,21 +245,25 @@ def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> St
                 f"{index_path} is malformed: shard names must be plain file names inside the checkpoint directory, "
                 f"got {', '.join(repr(name) for name in bad[:5])}. Nothing outside the checkpoint is opened."
             )
-        missing = [name for name in files if not os.path.isfile(os.path.join(directory, name))]
+        missing = [name for name in files if not os.path.lexists(os.path.join(directory, name))]
         if missing:
             raise CheckpointInspectionError(
                 f"{index_path} lists shard(s) missing from {directory}: {', '.join(missing)}."
             )
-        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in files}
+        headers = {
+            name: read_safetensors_header(os.path.join(directory, name), max_header_bytes, root) for name in files
+        }
         return summarize_headers(headers, sharded=True)
     single = os.path.join(directory, SAFE_WEIGHTS_NAME)
-    if os.path.isfile(single):
-        return summarize_headers({SAFE_WEIGHTS_NAME: read_safetensors_header(single, max_header_bytes)})
+    if os.path.lexists(single):
+        return summarize_headers({SAFE_WEIGHTS_NAME: read_safetensors_header(single, max_header_bytes, root)})
     others = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
     if others:
-        headers = {name: read_safetensors_header(os.path.join(directory, name), max_header_bytes) for name in others}
+        headers = {
+            name: read_safetensors_header(os.path.join(directory, name), max_header_bytes, root) for name in others
+        }
         return summarize_headers(headers, sharded=len(others) > 1)
-    pickled = [n for n in (WEIGHTS_NAME, WEIGHTS_INDEX_NAME) if os.path.isfile(os.path.join(directory, n))]
+    pickled = [n for n in (WEIGHTS_NAME, WEIGHTS_INDEX_NAME) if os.path.lexists(os.path.join(directory, n))]
     if pickled:
         return StorageSummary(format="pickle", files=pickled)
     return StorageSummary(format="none")
@@ -236,6 +297,8 @@ __all__ = [
     "CheckpointInspectionError",
     "SafetensorsHeaderError",
     "StorageSummary",
+    "checkpoint_root",
+    "open_checkpoint_file",
     "read_safetensors_header",
     "read_storage",
     "storage_from_hub_metadata",
