@@ -330,6 +330,8 @@ class PrecisionCommandTest(TestCasePlus):
         ):
             report = inspect_checkpoint("google-t5/t5-small")
             result = self.run_cli("google-t5/t5-small", "--dtype", "fp16", "--json")
+            text = self.run_cli("google-t5/t5-small").stdout
+        self.assertIn(f"; {report.registry.citation})", text)
         self.assertEqual(report.hub_id, "google-t5/t5-small")
         self.assertEqual(os.path.realpath(report.directory), os.path.realpath(snapshot))
         self.assertEqual(report.declared, "unknown")
@@ -340,6 +342,7 @@ class PrecisionCommandTest(TestCasePlus):
         payload = json.loads(result.stdout)
         self.assertEqual(payload["trained_precision"]["registry"]["model_id"], "google-t5/t5-*")
         self.assertTrue(payload["trained_precision"]["registry"]["source"].startswith("https://"))
+        self.assertIn(payload["trained_precision"]["registry"]["confidence"], ("stated", "inferred"))
 
     def test_uncached_hub_id_online_reads_only_headers(self):
         """Online and uncached: config.json is fetched and the headers come from HTTP range requests (mocked)."""

@@ -361,7 +361,10 @@ class CheckpointReport:
                 "model_id": self.registry.model_id,
                 "precision": self.registry.precision,
                 "source": self.registry.source,
+                "confidence": self.registry.confidence,
                 "note": self.registry.note,
+                "reference_runtime": self.registry.reference_runtime,
+                "reference_source": self.registry.reference_source,
             }
         return {
             "schema_version": SCHEMA_VERSION,
@@ -414,7 +417,7 @@ class CheckpointReport:
         else:
             lines.append(
                 f"Trained precision (registry): {self.registry.precision} via {self.registry.model_id} "
-                f"({self.registry.note}; {self.registry.source})"
+                f"({self.registry.note}; {self.registry.citation})"
             )
         lines.append(f"Trained precision used for the verdicts: {self.effective} ({self.provenance})")
         lines.append(_format_storage(self.storage))
