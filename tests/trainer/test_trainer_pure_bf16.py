@@ -45,8 +45,8 @@ if is_torch_available():
         T5ForConditionalGeneration,
         Trainer,
     )
-    from transformers.trained_precision import optimizers as tp_optimizers
-    from transformers.trained_precision import pure_bf16
+    from transformers.integrations import optimi as tp_optimizers
+    from transformers.integrations import pure_bf16
 
 
 def _args(tmp_dir, **kwargs):
@@ -198,6 +198,7 @@ class OptimiOptimizerTest(TestCasePlus):
             param = nn.Parameter(torch.ones(256, dtype=torch.bfloat16))
             cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
             optimizer = cls([param], **kwargs)
+            tp_optimizers.prepare_optimi_optimizer(optimizer, args)  # what `Trainer.create_optimizer` adds
             for _ in range(steps):
                 param.grad = torch.zeros_like(param)  # only the decay moves the weight
                 optimizer.step()
@@ -216,6 +217,7 @@ class OptimiOptimizerTest(TestCasePlus):
         cls = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")
         param = nn.Parameter(torch.ones(8, dtype=torch.bfloat16))
         optimizer = cls([param], lr=0.5, weight_decay=1.0, kahan_sum=True, adam_wd=adam_wd)
+        tp_optimizers.prepare_optimi_optimizer(optimizer)
         param.grad = torch.zeros_like(param)  # only the decay moves the weight
         optimizer.step()
         total = param.float() + optimizer.state[param]["kahan_comp"].float()
@@ -234,6 +236,7 @@ class OptimiOptimizerTest(TestCasePlus):
 
         param2 = nn.Parameter(param.detach().clone())
         resumed = cls([param2], lr=1e-3, kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(resumed)
         resumed.load_state_dict(state)
         self.assertIs(resumed.param_groups[0]["triton"], False)
         param2.grad = torch.randn_like(param2)
@@ -307,7 +310,7 @@ class Bf16FullTrainArgsTest(TestCasePlus):
             pure_bf16.check_bf16_full_train_accelerator(args, deepspeed)
         # without the switch, a bf16 model under FSDP mixed precision is trained in fp32: say so
         model = _tiny_gpt2().to(torch.bfloat16)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             pure_bf16.check_bf16_full_train_accelerator(SimpleNamespace(bf16_full_train=False), fsdp2, model)
         self.assertIn("upcasts them to fp32", cl.out)
@@ -446,7 +449,7 @@ class PureBf16TrainingTest(TestCasePlus):
             return [{"params": list(model.parameters()), "weight_decay": 0.01}]
 
         torch_adamw = torch.optim.AdamW(groups(), lr=1e-4, betas=(0.9, 0.999))
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             messages = self._warnings(model, torch_adamw)
         self.assertEqual(len(messages), 3, messages)
@@ -460,6 +463,7 @@ class PureBf16TrainingTest(TestCasePlus):
         # optimi with Kahan summation, compensated decay and beta2 = 0.99: nothing to say
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
         optimi_adamw = cls(groups(), lr=1e-4, betas=(0.9, 0.99), kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(optimi_adamw)
         self.assertEqual(self._warnings(model, optimi_adamw), [])
         # optimi's own decay is lost at this lr * wd; Adan without Kahan does not compensate at all
         adan = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")(groups(), lr=1e-4, kahan_sum=False)
@@ -471,7 +475,7 @@ class PureBf16TrainingTest(TestCasePlus):
     def test_warnings_only_on_main_process(self):
         model = _tiny_gpt2().to(torch.bfloat16)
         args = SimpleNamespace(learning_rate=1e-4, process_index=1)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             messages = pure_bf16.check_pure_half_precision_training(
                 model, torch.optim.SGD(model.parameters(), lr=0.1), args
@@ -504,7 +508,9 @@ class PureBf16TrainingTest(TestCasePlus):
         # the weights sit near 1.0, where bf16's spacing is 2^-7; Adam's per-step move is ~lr = 1e-3
         plain, _ = self._train(self.get_auto_remove_tmp_dir(), optim="adamw_torch")
         kahan, trainer = self._train(self.get_auto_remove_tmp_dir())
-        self.assertIsInstance(trainer.optimizer.optimizer, tp_optimizers.get_optimi_optimizer_cls("AdamW"))
+        self.assertIs(
+            type(trainer.optimizer.optimizer), tp_optimizers.get_optimi_optimizer_cls("AdamW")
+        )  # optimi's own
         self.assertEqual(trainer.model.weight.dtype, torch.bfloat16)
         self.assertLess(kahan * 5, plain, f"kahan {kahan:.3g} vs plain bf16 {plain:.3g}")
 
@@ -514,7 +520,7 @@ class PureBf16TrainingTest(TestCasePlus):
         tmp = self.get_auto_remove_tmp_dir()
         model = _tiny_gpt2()
         args = _args(tmp, bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with LoggingLevelInfo(), CaptureLogger(logger) as cl:
             trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
         self.assertRegex(cl.out, r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16")
@@ -586,7 +592,7 @@ class StorageDtypeTest(unittest.TestCase):
 @require_torch
 @require_torch_optimi
 class OptimiContractTest(unittest.TestCase):
-    """Fails loudly when a torch-optimi release renames what the adapters in `optimizers.py` rely on."""
+    """Fails loudly when a torch-optimi release renames what `integrations/optimi.py` relies on."""
 
     def test_installed_optimi_has_what_the_adapters_use(self):
         self.assertEqual(tp_optimizers.check_optimi_contract(), [])
@@ -598,12 +604,12 @@ class OptimiContractTest(unittest.TestCase):
             problems = tp_optimizers.check_optimi_contract()
         self.assertEqual(len(problems), 1)
         self.assertIn("'renamed_comp'", problems[0])
-        saved = optimi.utils._default_to_triton
-        del optimi.utils._default_to_triton
+        saved = optimi.utils.HAS_TRITON
+        del optimi.utils.HAS_TRITON
         try:
             problems = tp_optimizers.check_optimi_contract()
-            default = tp_optimizers.optimi_default_implementation([])
+            runs_here = tp_optimizers._triton_runs_here([])
         finally:
-            optimi.utils._default_to_triton = saved
-        self.assertTrue(any("_default_to_triton" in p for p in problems), problems)
-        self.assertEqual(default, (None, False))  # optimi decides again at the next step
+            optimi.utils.HAS_TRITON = saved
+        self.assertTrue(any("HAS_TRITON" in p for p in problems), problems)
+        self.assertFalse(runs_here)  # a resumed run falls back to foreach / for-loop: slower, never wrong

@@ -48,8 +48,9 @@ if is_torch_available():
     import torch
 
     from transformers import GPTNeoForCausalLM, Trainer
-    from transformers.trained_precision import distributed, pure_bf16
-    from transformers.trained_precision.optimizers import get_optimi_optimizer_cls
+    from transformers.integrations import pure_bf16
+    from transformers.integrations import pure_bf16_distributed as distributed
+    from transformers.integrations.optimi import get_optimi_optimizer_cls, prepare_optimi_optimizer
 
 
 def tiny_gpt_neo(seed=0, hidden_size=32):
@@ -525,11 +526,13 @@ def _fsdp2_main(output_dir):
     optimizer_cls = get_optimi_optimizer_cls("AdamW")
     kwargs = {"lr": 1e-3, "betas": (0.9, 0.99), "weight_decay": 0.1, "kahan_sum": True}
     optimizer = optimizer_cls(model.parameters(), **kwargs)
+    prepare_optimi_optimizer(optimizer)  # as `Trainer.create_optimizer` does
     model, accelerated_optimizer = accelerator._prepare_fsdp2(model, optimizer)
     result["after_accelerate"] = _dtype_counts(model)
     optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
     result["optimizer_holds_model_params"] = optimized == {id(p) for p in model.parameters()}
     single_optimizer = optimizer_cls(single.parameters(), **kwargs, foreach=False, triton=False)
+    prepare_optimi_optimizer(single_optimizer)
     ids = torch.stack([RepeatingLMDataset()[i]["input_ids"] for i in range(4)])
     ids[:, ::3] = torch.randint(0, 64, ids[:, ::3].shape, generator=torch.Generator().manual_seed(1))
     local = ids[2 * rank : 2 * rank + 2]

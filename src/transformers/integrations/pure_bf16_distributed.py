@@ -357,7 +357,7 @@ def plan_bf16_full_train_sharding(
     `block_classes`; then the root. Raises a `ValueError` naming the module when a unit would mix dtypes.
 
     Args:
-        model (`nn.Module`): The model, after [`~trained_precision.pure_bf16.cast_model_for_bf16_full_train`].
+        model (`nn.Module`): The model, after [`~integrations.pure_bf16.cast_model_for_bf16_full_train`].
         block_classes (iterable of `type`, *optional*): Defaults to the classes named by `model._no_split_modules`.
         dtype (`torch.dtype`, *optional*, defaults to `torch.bfloat16`): The dtype of the trained weights.
     """
@@ -434,7 +434,7 @@ def fully_shard_for_bf16_full_train(
     are reduce-scattered in fp32 (see [`bf16_full_train_mp_policy`]). Requires an initialised process group.
 
     Args:
-        model (`nn.Module`): The model, after [`~trained_precision.pure_bf16.cast_model_for_bf16_full_train`].
+        model (`nn.Module`): The model, after [`~integrations.pure_bf16.cast_model_for_bf16_full_train`].
         mesh (`DeviceMesh`, *optional*): The data-parallel mesh; `fully_shard`'s default (all ranks) if `None`.
         reshard_after_forward (`bool` or `int`, *optional*, defaults to `True`): Passed to `fully_shard` for the
             block units (`True`: ZeRO-3-like; `False`: ZeRO-2-like); the fp32 units and the root use FSDP2's default.

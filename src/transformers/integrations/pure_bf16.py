@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..utils import logging
-from .distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
+from .optimi import is_compensated_optimizer
+from .pure_bf16_distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
     DEEPSPEED_REFUSAL,
     FSDP1_REFUSAL,
     check_bf16_full_train_accelerator_state,
@@ -44,7 +45,6 @@ from .distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable fr
     fsdp_plugin_of,
     shard_for_bf16_full_train_with_accelerate,
 )
-from .optimizers import is_compensated_optimizer
 
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ _MARK = "_bf16_full_train_summary"
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-# The refusals live with the rest of the distributed logic (`distributed.py`); both names stay importable from here.
+# The refusals live with the rest of the distributed logic (`pure_bf16_distributed.py`); both names stay importable from here.
 FSDP_REFUSAL = FSDP1_REFUSAL
 
 
@@ -82,7 +82,7 @@ def apply_bf16_full_train_args(args) -> None:
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
     - It refuses `fp16`, FSDP1, DeepSpeed and 8-bit optimizers under FSDP2, explaining why (see
-      [`~trained_precision.distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
+      [`~integrations.pure_bf16_distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
 
     Args:
         args (`TrainingArguments`): Mutated in place.
@@ -126,7 +126,7 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
             check_bf16_full_train_accelerator_state(accelerator)
         return
     if fsdp and mixed_precision != "no" and model is not None:
-        from .optimizers import has_half_precision_trainable_params
+        from .optimi import has_half_precision_trainable_params
 
         if has_half_precision_trainable_params(model):
             logger.warning_once(
@@ -306,7 +306,7 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
     The `Trainer`'s call site: refuses FSDP1/DeepSpeed on the resolved accelerate state, then casts `model` once (a
     model from `model_init` is cast when it is created) and logs the one-line dtype summary on the main process.
     Under FSDP2 it then shards the cast model itself (see
-    [`~trained_precision.distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
+    [`~integrations.pure_bf16_distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
     does not upcast the bf16 weights to fp32.
 
     Args:
@@ -320,7 +320,7 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
     if accelerator is not None:
         check_bf16_full_train_accelerator(args, accelerator, model)
         # bf16 works everywhere but is slow where it is emulated (AVX2-only CPUs, pre-Ampere GPUs): say so, once
-        from .hardware import warn_if_bf16_emulated
+        from .bf16_hardware import warn_if_bf16_emulated
 
         warn_if_bf16_emulated(args, getattr(accelerator, "device", None))
     if model is None or not getattr(args, "bf16_full_train", False):
@@ -462,7 +462,7 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
         `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie, or when the model holds floating
         parameters outside fp32/bf16/fp16 or none at all.
     """
-    from .vocabulary import PRECISION_DTYPE_NAMES
+    from ..trained_precision.vocabulary import PRECISION_DTYPE_NAMES
 
     counts: dict[Any, int] = {}
     for param in model.parameters():
