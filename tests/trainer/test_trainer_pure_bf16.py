@@ -572,16 +572,11 @@ class LoggingLevelInfo:
         logging.set_verbosity(self.level)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 @require_torch
 class StorageDtypeTest(unittest.TestCase):
     def test_float8_models_keep_upstreams_config_dtype(self):
         model = GPTNeoForCausalLM(tiny_gpt_neo_config())
-        model.to(torch.bfloat16)
-        model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
+        pure_bf16.cast_model_for_bf16_full_train(model)  # wte, the first parameter, stays fp32
         self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype
         model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
             torch.float8_e4m3fn
@@ -613,3 +608,71 @@ class OptimiContractTest(unittest.TestCase):
             optimi.utils.HAS_TRITON = saved
         self.assertTrue(any("HAS_TRITON" in p for p in problems), problems)
         self.assertFalse(runs_here)  # a resumed run falls back to foreach / for-loop: slower, never wrong
+
+
+def _saved_dtype(model, directory):
+    model.save_pretrained(directory)
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        return json.load(f)["dtype"]
+
+
+@require_torch
+@require_torch_optimi
+@require_accelerate
+class UpstreamBehaviourWithoutTheSwitchTest(TestCasePlus):
+    """Without `bf16_full_train`, `save_pretrained`, `TrainingArguments.optim` and the model card are upstream's."""
+
+    def test_save_pretrained_dtype(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        model = GPTNeoForCausalLM(tiny_gpt_neo_config())
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "fp32")), "float32")
+        model.to(torch.bfloat16)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "bf16")), "bfloat16")
+        # mixed by hand, as `_keep_in_fp32_modules` or a user does: upstream's choice, the first parameter's dtype
+        model.transformer.wte.to(torch.float32)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "by-hand")), "float32")
+        # mixed by the switch (fp32 embeddings and norms): the dtype of the trained weights
+        model = GPTNeoForCausalLM(tiny_gpt_neo_config())
+        pure_bf16.cast_model_for_bf16_full_train(model)
+        self.assertEqual(model.dtype, torch.float32)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "switch")), "bfloat16")
+        model.to(torch.float32)  # cast back afterwards: one dtype again, upstream's answer
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "cast-back")), "float32")
+
+    def test_optim_default(self):
+        import dataclasses
+
+        from transformers import HfArgumentParser
+
+        field = {f.name: f for f in dataclasses.fields(TrainingArguments)}["optim"]
+        self.assertEqual(field.default, TrainingArguments.default_optim)  # what upstream declares
+        parser = HfArgumentParser(TrainingArguments)
+        self.assertEqual(parser._option_string_actions["--optim"].default, TrainingArguments.default_optim)  # --help
+        tmp = self.get_auto_remove_tmp_dir()
+        self.assertEqual(_args(tmp).optim, TrainingArguments.default_optim)
+        self.assertEqual(_args(tmp, optim="lion_optimi").optim, "lion_optimi")
+        # with the switch: the default becomes optimi AdamW, a chosen optimizer is kept
+        self.assertEqual(_args(tmp, bf16_full_train=True).optim, "adamw_optimi")
+        self.assertEqual(_args(tmp, bf16_full_train=True, optim="adamw_torch").optim, "adamw_torch")
+
+    def test_model_card(self):
+        from transformers.modelcard import extract_hyperparameters_from_trainer
+
+        tmp = self.get_auto_remove_tmp_dir()
+        for kwargs in ({}, {"bf16": True}):
+            trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, **kwargs))
+            hyperparameters = extract_hyperparameters_from_trainer(trainer)
+            self.assertNotIn("mixed_precision_training", hyperparameters, kwargs)  # upstream reports fp16 AMP only
+            self.assertNotIn("training_precision", hyperparameters, kwargs)
+            self.assertNotIn("trained_precision", hyperparameters, kwargs)
+        trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, bf16_full_train=True))
+        hyperparameters = extract_hyperparameters_from_trainer(trainer)
+        self.assertEqual(
+            hyperparameters["training_precision"],
+            "pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, adamw_optimi)",
+        )
+        self.assertNotIn("mixed_precision_training", hyperparameters)
+
+
+if __name__ == "__main__":
+    unittest.main()

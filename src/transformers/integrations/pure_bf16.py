@@ -25,7 +25,8 @@ What lives here:
 - [`cast_model_for_bf16_full_train`]: casts the trainable parameters, parameter by parameter (GPT-2's `Conv1D`, fused
   MoE expert weights and custom `nn.Parameter`s included), keeping in fp32 what the model needs there.
 - [`check_pure_half_precision_training`]: the warnings, with their numbers, once on the main process.
-- [`storage_dtype`]: the dtype that `save_pretrained` records for a mixed-dtype model.
+- [`storage_dtype`]: the dtype that `save_pretrained` records for a model cast by the switch.
+- [`bf16_full_train_card_entries`]: the model card's line for a pure-bf16 run.
 - [`training_state_bytes`]: bytes per parameter of weights + gradients + optimizer state, from live tensors.
 """
 
@@ -44,6 +45,7 @@ from .pure_bf16_distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays imp
     check_optimizer_for_sharded_params,
     fsdp_plugin_of,
     shard_for_bf16_full_train_with_accelerate,
+    warn_if_fsdp_not_enabled,
 )
 
 
@@ -75,10 +77,12 @@ FSDP_REFUSAL = FSDP1_REFUSAL
 
 def apply_bf16_full_train_args(args) -> None:
     """
-    Resolves `bf16_full_train` and the default optimizer in `TrainingArguments.__post_init__`.
+    Resolves `bf16_full_train` in `TrainingArguments.__post_init__`; without it, nothing changes.
 
-    - `optim` left unset (`None`) becomes `"adamw_optimi"` (Kahan summation) with `bf16_full_train`, else upstream's
-      default (`adamw_torch_fused` on torch >= 2.8).
+    - `optim` at its default (`TrainingArguments.default_optim`: `adamw_torch_fused` on torch >= 2.8) becomes
+      `"adamw_optimi"` (Kahan summation): torch's AdamW loses every update smaller than 2^-8 of a bf16 weight. Any
+      other `optim` is kept; to train bf16 weights with torch's AdamW anyway, pass `optim="adamw_torch"`. The
+      dataclass default itself (what `--help` shows) stays upstream's.
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
     - It refuses `fp16`, FSDP1, DeepSpeed and 8-bit optimizers under FSDP2, explaining why (see
@@ -88,20 +92,19 @@ def apply_bf16_full_train_args(args) -> None:
         args (`TrainingArguments`): Mutated in place.
     """
     if not getattr(args, "bf16_full_train", False):
-        if args.optim is None:
-            args.optim = args.default_optim
         return
     if args.fp16:
         raise ValueError(
             "`bf16_full_train=True` trains bf16 weights and cannot be combined with `fp16=True`; drop `fp16` "
             "(bf16 autocast is turned on for you)."
         )
-    check_bf16_full_train_parallelism(args)
-    if args.optim is None:
+    if str(getattr(args.optim, "value", args.optim)) == args.default_optim:
         args.optim = _DEFAULT_OPTIM
         logger.info(
-            "bf16_full_train: no `optim` given, using optimi AdamW with Kahan summation (`optim='adamw_optimi'`)."
+            f"bf16_full_train: `optim` left at its default ({args.default_optim}), using optimi AdamW with Kahan "
+            f"summation (`optim='{_DEFAULT_OPTIM}'`); pass another `optim` to choose."
         )
+    check_bf16_full_train_parallelism(args)
     if not args.bf16:
         args.bf16 = True
 
@@ -110,13 +113,16 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
     """
     The same decisions as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
     configs: FSDP1 and DeepSpeed are refused, FSDP2 passes), plus a warning for a bf16 model under FSDP with mixed
-    precision without the switch.
+    precision without the switch. For every run, with or without the switch: one warning when FSDP was asked for but
+    accelerate did not enable it (CPU processes run as DDP; see
+    [`~integrations.pure_bf16_distributed.warn_if_fsdp_not_enabled`]).
 
     Args:
         args (`TrainingArguments`): The run's arguments.
         accelerator: The `Trainer`'s `Accelerator` (anything with `.state` and `.mixed_precision`).
         model (`nn.Module`, *optional*): The model, to detect bf16 trainable parameters.
     """
+    warn_if_fsdp_not_enabled(args, accelerator)  # FSDP asked for on a CPU: it runs as DDP, say so once
     state = getattr(accelerator, "state", None)
     fsdp = getattr(state, "fsdp_plugin", None) is not None
     deepspeed = getattr(state, "deepspeed_plugin", None) is not None
@@ -448,20 +454,26 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
 
 def storage_dtype(model: nn.Module) -> torch.dtype:
     """
-    The dtype `save_pretrained` records in `config.dtype`: the floating-point dtype that holds the most parameter
-    values (tied tensors counted once). Upstream records the first parameter's dtype, which for a pure-bf16 model
-    with fp32 token embeddings says `float32` although most saved tensors are bf16.
+    The dtype `save_pretrained` records in `config.dtype`.
+
+    For every model that [`cast_model_for_bf16_full_train`] did not cast, upstream's choice, unchanged:
+    `model.dtype`, the first floating-point parameter's dtype. A model cast for pure-bf16 training keeps its token
+    embeddings (usually the first parameter) and norms in fp32, so `model.dtype` says `float32` although most saved
+    tensors are bf16; for such a model it is the floating-point dtype that holds the most parameter values (tied
+    tensors counted once), measured when it is saved.
+
+    Only fp32, bf16 and fp16 parameters are counted: a cast model that also stores float8 (or other) weights keeps
+    upstream's choice.
 
     Args:
         model (`nn.Module`): The model about to be saved.
 
-    Only fp32, bf16 and fp16 parameters are counted: a model that stores float8 (or other) weights keeps upstream's
-    choice, the first parameter's dtype, so FP8 checkpoints are saved exactly as upstream saves them.
-
     Returns:
-        `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie, or when the model holds floating
-        parameters outside fp32/bf16/fp16 or none at all.
+        `torch.dtype`: `model.dtype`, or for a model cast by `bf16_full_train` the dominant dtype (the first
+        parameter's dtype on a tie).
     """
+    if getattr(model, _MARK, None) is None:
+        return model.dtype
     from ..trained_precision.vocabulary import PRECISION_DTYPE_NAMES
 
     counts: dict[Any, int] = {}
@@ -476,6 +488,21 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
     first = model.dtype
     best = max(counts.values())
     return first if counts.get(first, 0) == best else max(counts, key=counts.get)
+
+
+def bf16_full_train_card_entries(trainer) -> dict[str, str]:
+    """
+    What the model card the `Trainer` writes adds for a pure-bf16 run (`bf16_full_train=True`): its training precision.
+    Every other run's card is upstream's (an empty dict).
+
+    Args:
+        trainer ([`Trainer`]): The trainer writing the card.
+    """
+    args = getattr(trainer, "args", None)
+    if not getattr(args, "bf16_full_train", False):
+        return {}
+    optim = str(getattr(args.optim, "value", args.optim))
+    return {"training_precision": f"pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, {optim})"}
 
 
 def tensor_storage_bytes(tensor: torch.Tensor, counted: set | None = None) -> int:

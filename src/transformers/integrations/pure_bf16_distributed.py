@@ -215,6 +215,52 @@ def check_bf16_full_train_accelerator_state(accelerator: Any) -> None:
         raise ValueError(DEEPSPEED_REFUSAL)
 
 
+FSDP_NOT_ENABLED = (
+    "FSDP was requested ({requested}), but accelerate enables FSDP on accelerators only, and this run is on the {device}: "
+    "its {world_size} processes run as {runs_as}, each holding the whole model, its gradients and its optimizer "
+    "state (nothing is sharded). Training is otherwise unchanged. To shard, run on GPUs; to say what runs here, drop "
+    "{drop}."
+)
+
+
+def warn_if_fsdp_not_enabled(args: Any, accelerator: Any) -> str | None:
+    """
+    Says once, on the main process, at the start of a run, when FSDP was asked for (`TrainingArguments.fsdp`, or an
+    `accelerate launch` FSDP config) but accelerate did not enable it: it enables FSDP on accelerator devices only, so
+    several CPU processes silently run as DDP (one CPU process is already refused by the `Trainer`).
+
+    Args:
+        args (`TrainingArguments`): The run's arguments.
+        accelerator: The `Trainer`'s `Accelerator`.
+
+    Returns:
+        `str` or `None`: The message when FSDP is not enabled (also on the other ranks, which do not log it).
+    """
+    if requested_fsdp_version(args) is None or fsdp_plugin_of(accelerator) is not None:
+        return None
+    state = getattr(accelerator, "state", None)
+    world_size = int(getattr(state, "num_processes", 1) or 1)
+    if world_size < 2:  # one process asking for FSDP: the `Trainer` refuses it itself
+        return None
+    distributed_type = str(getattr(getattr(state, "distributed_type", None), "value", "NO"))
+    runs_as = "DDP" if distributed_type.startswith("MULTI_") else f"accelerate's {distributed_type}"
+    if getattr(args, "fsdp", None):
+        requested, drop = f"fsdp={args.fsdp!r}", "`--fsdp`/`fsdp` and `fsdp_config`"
+    else:
+        requested, drop = "ACCELERATE_USE_FSDP=true, from an accelerate FSDP config", "the FSDP config"
+    device = getattr(getattr(accelerator, "device", None), "type", None) or "cpu"
+    message = FSDP_NOT_ENABLED.format(
+        requested=requested,
+        device=device.upper() if device == "cpu" else device,
+        world_size=world_size,
+        runs_as=runs_as,
+        drop=drop,
+    )
+    if getattr(accelerator, "is_main_process", True):
+        logger.warning_once(message)
+    return message
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # DTensors and optimizers
 # ---------------------------------------------------------------------------------------------------------------------
