@@ -533,6 +533,24 @@ class PureBf16TrainingTest(TestCasePlus):
         self.assertEqual(config["trained_precision"], "bf16")
         self.assertEqual(config["dtype"], "bfloat16")
 
+    def test_one_precision_policy_for_the_cast_the_autocast_and_the_stamp(self):
+        from transformers.trained_precision.stamp import resolve_run_precision
+        from transformers.trained_precision.vocabulary import PRECISION_POLICY_ATTR
+
+        tmp = self.get_auto_remove_tmp_dir()
+        self.assertIsNone(pure_bf16.precision_policy(_args(tmp)))  # without the switch: no policy, nothing changes
+        args = _args(tmp, bf16_full_train=True, bf16_full_train_cast_all=True, max_steps=1)
+        model = _tiny_gpt2()
+        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
+        policy = getattr(model, PRECISION_POLICY_ATTR)  # left there by the cast
+        self.assertEqual(policy, pure_bf16.precision_policy(args))
+        self.assertTrue(policy.cast_all)
+        self.assertEqual(trainer.accelerator.mixed_precision, policy.mixed_precision)  # the autocast
+        self.assertEqual({p.dtype for p in model.parameters()}, {policy.param_dtype})  # the cast (cast_all)
+        self.assertEqual(resolve_run_precision(model), policy.name)  # the name the stamp writes
+        with policy.forward_context("cpu"):
+            self.assertEqual((torch.ones(2, 2) @ torch.ones(2, 2)).dtype, policy.compute_dtype)
+
     def test_resume_is_bit_identical(self):
         tmp = self.get_auto_remove_tmp_dir()
 

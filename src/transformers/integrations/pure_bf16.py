@@ -20,6 +20,8 @@ weight loses every update smaller than 2^-8 of its value (bf16 keeps 8 significa
 
 What lives here:
 
+- [`Bf16FullTrainPrecision`]: the run's precision policy: the weights' dtype, the parameter cast, the autocast and
+  the name the stamp writes, in one object.
 - [`apply_bf16_full_train_args`]: `TrainingArguments.__post_init__` resolves the switch (autocast on, optimi AdamW
   with Kahan summation unless an optimizer was chosen) and refuses the combinations that cannot work.
 - [`cast_model_for_bf16_full_train`]: casts the trainable parameters, parameter by parameter (GPT-2's `Conv1D`, fused
@@ -33,8 +35,9 @@ What lives here:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..trained_precision.vocabulary import BF16, PRECISION_POLICY_ATTR
 from ..utils import logging
 from .optimi import is_compensated_optimizer
 from .pure_bf16_distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
@@ -105,8 +108,7 @@ def apply_bf16_full_train_args(args) -> None:
             f"summation (`optim='{_DEFAULT_OPTIM}'`); pass another `optim` to choose."
         )
     check_bf16_full_train_parallelism(args)
-    if not args.bf16:
-        args.bf16 = True
+    precision_policy(args).configure_args(args)
 
 
 def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
@@ -300,6 +302,64 @@ def cast_model_for_bf16_full_train(
     return summary
 
 
+@dataclass(frozen=True)
+class Bf16FullTrainPrecision:
+    """
+    The precision policy of a pure-bf16 run (`bf16_full_train=True`): one object that knows what the run computes in,
+    as one of Lightning's precision plugins does (its `"bf16-true"`). [`apply_bf16_full_train_args`] asks it for the
+    autocast, [`prepare_model_for_bf16_full_train`] for the parameter cast, and the `Trainer` stamp for the name it
+    writes (the cast leaves the policy on the model, under `PRECISION_POLICY_ATTR`).
+
+    Attributes:
+        cast_all (`bool`): `bf16_full_train_cast_all`: also cast embeddings, norms and `_keep_in_fp32_modules`.
+        name (`str`): The precision the stamp writes in `config.trained_precision`: `"bf16"`.
+        mixed_precision (`str`): The autocast the run needs, as accelerate names it: `"bf16"`. fp32-kept embeddings
+            and norms meet bf16 weights under it, and softmax and the loss stay in fp32.
+    """
+
+    cast_all: bool = False
+    name: ClassVar[str] = BF16
+    mixed_precision: ClassVar[str] = "bf16"
+
+    @property
+    def param_dtype(self) -> torch.dtype:
+        """The dtype of the trained weights."""
+        import torch
+
+        return torch.bfloat16
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The autocast dtype."""
+        import torch
+
+        return torch.bfloat16
+
+    def configure_args(self, args) -> None:
+        """Turns the autocast on: `args.bf16 = True` (accelerate's `mixed_precision="bf16"`)."""
+        if not args.bf16:
+            args.bf16 = True
+
+    def convert_module(self, model: nn.Module) -> Bf16CastSummary:
+        """Casts the trainable parameters ([`cast_model_for_bf16_full_train`]) and leaves this policy on `model`."""
+        summary = cast_model_for_bf16_full_train(model, cast_all=self.cast_all, dtype=self.param_dtype)
+        setattr(model, PRECISION_POLICY_ATTR, self)
+        return summary
+
+    def forward_context(self, device_type: str = "cpu"):
+        """The autocast a forward runs under, for code that runs it outside accelerate (custom loops)."""
+        import torch
+
+        return torch.autocast(device_type, dtype=self.compute_dtype)
+
+
+def precision_policy(args) -> Bf16FullTrainPrecision | None:
+    """The precision policy of a run's arguments: [`Bf16FullTrainPrecision`] with `bf16_full_train`, else `None`."""
+    if not getattr(args, "bf16_full_train", False):
+        return None
+    return Bf16FullTrainPrecision(cast_all=bool(getattr(args, "bf16_full_train_cast_all", False)))
+
+
 def _optimizer_label(args) -> str:
     optim = str(getattr(getattr(args, "optim", None), "value", getattr(args, "optim", None)))
     if optim == _DEFAULT_OPTIM:
@@ -333,9 +393,7 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
         return None
     summary = getattr(model, _MARK, None)
     if summary is None:
-        summary = cast_model_for_bf16_full_train(
-            model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False))
-        )
+        summary = precision_policy(args).convert_module(model)
         if getattr(args, "process_index", 0) == 0:
             # the one line that says what the switch did: visible at the default verbosity
             logger.warning(f"{summary} Optimizer: {_optimizer_label(args)}.")

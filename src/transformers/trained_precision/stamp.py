@@ -17,7 +17,8 @@ The training stamp: which precision a training run computes in, written into `mo
 [`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint and the final save
 carry the value. Custom training loops call the same function with their `Accelerator` (or a dtype).
 
-Which precision a run has is decided by [`resolve_run_precision`], in this order:
+Which precision a run has is decided by [`resolve_run_precision`]: the precision policy the model carries, when the
+run set one (pure bf16, `bf16_full_train`, leaves its policy on the model it casts), else in this order:
 
 1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
    not apply);
@@ -44,6 +45,7 @@ from .vocabulary import (
     FIELD,
     FP16,
     FP32,
+    PRECISION_POLICY_ATTR,
     PRETRAINING_FIELD,
     UNKNOWN,
     dtype_options,
@@ -91,6 +93,11 @@ def resolve_run_precision(
     Returns:
         `str`: the canonical precision.
     """
+    # a run whose model carries a precision policy (pure bf16, `bf16_full_train`) computes in the policy's precision
+    policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
+    if policy is not None:
+        return normalize_precision(policy.name)
+
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
     ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)

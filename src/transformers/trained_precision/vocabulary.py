@@ -38,6 +38,9 @@ FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
 #: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
 #: measurement that validated it (`transformers precision plan --write`).
 FP16_PLAN_FIELD = "fp16_plan"
+#: The model attribute that holds a training run's precision policy (set when `bf16_full_train` casts the model; the
+#: Trainer stamp reads its `name`).
+PRECISION_POLICY_ATTR = "_precision_policy"
 
 FP32 = "fp32"
 BF16 = "bf16"
