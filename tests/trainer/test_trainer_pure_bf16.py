@@ -223,6 +223,24 @@ class OptimiOptimizerTest(TestCasePlus):
         total = param.float() + optimizer.state[param]["kahan_comp"].float()
         torch.testing.assert_close(total, torch.full((8,), expected), atol=1e-3, rtol=0)
 
+    def test_a_step_that_raises_does_not_lose_the_weight_decay(self):
+        cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
+        param = nn.Parameter(torch.ones(8, dtype=torch.bfloat16))
+        optimizer = cls([param], lr=1e-3, weight_decay=1e-2, kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(optimizer)
+        param.grad = torch.zeros_like(param)  # only the decay moves the weight
+
+        def closure():  # runs inside optimi's step, after the pre-hook held the decay
+            raise ZeroDivisionError
+
+        with self.assertRaises(ZeroDivisionError):
+            optimizer.step(closure)
+        self.assertEqual(optimizer.param_groups[0]["weight_decay"], 0.0)  # held by the step that raised
+        optimizer.step()  # the next step restores the held decay first, then applies it
+        self.assertEqual(optimizer.param_groups[0]["weight_decay"], 1e-2)
+        total = param.float() + optimizer.state[param]["kahan_comp"].float()
+        torch.testing.assert_close(total, torch.full((8,), 1 - 1e-5), atol=1e-6, rtol=0)
+
     def test_resume_from_other_implementation(self):
         # a checkpoint written where optimi chose Triton resumes on a machine without it (here: the CPU)
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
@@ -508,9 +526,9 @@ class PureBf16TrainingTest(TestCasePlus):
         # the weights sit near 1.0, where bf16's spacing is 2^-7; Adam's per-step move is ~lr = 1e-3
         plain, _ = self._train(self.get_auto_remove_tmp_dir(), optim="adamw_torch")
         kahan, trainer = self._train(self.get_auto_remove_tmp_dir())
-        self.assertIs(
-            type(trainer.optimizer.optimizer), tp_optimizers.get_optimi_optimizer_cls("AdamW")
-        )  # optimi's own
+        optimizer = trainer.optimizer.optimizer
+        self.assertIs(type(optimizer), tp_optimizers.get_optimi_optimizer_cls("AdamW"))  # optimi's own class
+        self.assertTrue(optimizer._compensate_weight_decay)  # the Trainer registered the hooks
         self.assertEqual(trainer.model.weight.dtype, torch.bfloat16)
         self.assertLess(kahan * 5, plain, f"kahan {kahan:.3g} vs plain bf16 {plain:.3g}")
 
