@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The bf16 probe (`trained_precision.hardware`): what it costs and how stable its answer is.
+The bf16 probe (`integrations.bf16_hardware`): what it costs and how stable its answer is.
 
 `bf16_support("cpu")` decides from the CPU flags when they are conclusive and otherwise times a bf16 and an fp32 matmul
 (`measure_bf16_matmul_slowdown`). This prints, side by side in one run:
@@ -39,7 +39,7 @@ def main():
 
     import torch
 
-    from transformers.trained_precision import hardware
+    from transformers.integrations import bf16_hardware as hardware
 
     if opts.threads:
         torch.set_num_threads(opts.threads)

@@ -48,12 +48,12 @@ def worker(args):
     import torch.distributed as dist
 
     from transformers import GPTNeoConfig, GPTNeoForCausalLM
-    from transformers.trained_precision.distributed import (
+    from transformers.integrations.optimi import get_optimi_optimizer_cls
+    from transformers.integrations.pure_bf16 import cast_model_for_bf16_full_train
+    from transformers.integrations.pure_bf16_distributed import (
         check_optimi_args_for_sharded_params,
         fully_shard_for_bf16_full_train,
     )
-    from transformers.trained_precision.optimizers import get_optimi_optimizer_cls
-    from transformers.trained_precision.pure_bf16 import cast_model_for_bf16_full_train
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -31,7 +31,7 @@ Kahan summation with 8-bit moments is not in the table: no library offers it (op
 moments, torchao's low-bit optimizers round stochastically but do not compensate, bitsandbytes does neither).
 
 Step times depend on the machine class, so the benchmark prints whether bf16 is native on this CPU
-(`trained_precision.hardware.bf16_support`) beside the step-time ratios. The step-time goal (bf16 <= 0.6x fp32) applies
+(`integrations.bf16_hardware.bf16_support`) beside the step-time ratios. The step-time goal (bf16 <= 0.6x fp32) applies
 where bf16 is native (AVX512-BF16, AMX-BF16, Arm BF16, CUDA compute capability >= 8.0). Where torch emulates bf16
 (AVX2-only CPUs) a bf16 step is several times *slower* than an fp32 one, and the default size takes hours there: use
 `--steps 100 --hidden 64 --seq_len 64 --layers 2` (about 4 minutes). The eval-loss and bytes/param ratios hold on both.
@@ -126,7 +126,7 @@ STEP_TIME_GOAL = 0.6
 def machine_class() -> tuple[bool | None, str]:
     """Whether bf16 compute is native on this CPU, and the line that says so (e.g.
     `"cpu: bf16 emulated (AMD EPYC: AVX2, no AVX512-BF16 or AMX-BF16)"`)."""
-    from transformers.trained_precision.hardware import bf16_support
+    from transformers.integrations.bf16_hardware import bf16_support
 
     support = bf16_support("cpu")
     return support.native, support.describe()

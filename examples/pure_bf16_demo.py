@@ -56,8 +56,8 @@ from transformers import (  # noqa: E402
     TrainerCallback,
     TrainingArguments,
 )
-from transformers.trained_precision.hardware import bf16_support  # noqa: E402
-from transformers.trained_precision.pure_bf16 import (  # noqa: E402
+from transformers.integrations.bf16_hardware import bf16_support  # noqa: E402
+from transformers.integrations.pure_bf16 import (  # noqa: E402
     cast_model_for_bf16_full_train,
     training_state_bytes,
 )

@@ -778,6 +778,27 @@ def write_upstream_tree(dest: Path, upstream: Upstream) -> None:
         out.write_bytes(upstream.read(rel))
 
 
+def _fork_links(ours: Path, upstream_dir: Path, rel: str = "") -> list[tuple[Path, str]]:
+    """
+    What `make_fork` links from `ours` into the upstream tree `upstream_dir`, as `(our path, relative path)`: a
+    folder of ours that upstream does not have is linked whole (`trained_precision/`); in a folder upstream has
+    (`integrations/`), our files are linked one by one. A file of ours that upstream has raises.
+    """
+    links = []
+    for entry in sorted(ours.iterdir()) if ours.is_dir() else []:
+        if entry.name == "__pycache__":
+            continue
+        name = f"{rel}{entry.name}"
+        target = upstream_dir / entry.name
+        if target.is_dir() and not target.is_symlink() and entry.is_dir():
+            links.extend(_fork_links(entry, target, f"{name}/"))
+        elif target.exists():
+            raise PatchsetError(f"src/{PACKAGE}/{name} would shadow an upstream file")
+        else:
+            links.append((entry, name))
+    return links
+
+
 def make_fork(fork: Path, version: str, upstream: Upstream, root: Path = ROOT) -> None:
     """
     Creates `fork/`: upstream as one commit (tag `upstream/<version>`), then one commit per patch of `root/patches`
@@ -803,14 +824,10 @@ def make_fork(fork: Path, version: str, upstream: Upstream, root: Path = ROOT) -
             _git(["am", "-q", "--keep-cr", str(patches_dir / name)], fork)
         lines = ["# our new files are linked from ../src; they are never part of a patch", "__pycache__/", "*.pyc"]
         base = root / "src" / PACKAGE
-        for entry in sorted(base.iterdir()) if base.is_dir() else []:
-            if entry.name == "__pycache__":
-                continue
-            link = fork / PATCH_PREFIX / PACKAGE / entry.name
-            if link.exists():
-                raise PatchsetError(f"src/{PACKAGE}/{entry.name} would shadow an upstream file")
+        for entry, rel in _fork_links(base, fork / PATCH_PREFIX / PACKAGE):
+            link = fork / PATCH_PREFIX / PACKAGE / rel
             link.symlink_to(os.path.relpath(entry, link.parent))
-            lines.append(f"/{PATCH_PREFIX}{PACKAGE}/{entry.name}")
+            lines.append(f"/{PATCH_PREFIX}{PACKAGE}/{rel}")
         with open(fork / ".git" / "info" / "exclude", "a") as f:
             f.write("\n".join(lines) + "\n")
     except BaseException:

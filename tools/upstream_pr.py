@@ -54,6 +54,9 @@ STACK_TABLE = "tools/pr_stack.toml"
 # Our files that may go upstream live under these folders (upstream's layout); everything else is fork-only.
 PR_FOLDERS = ("src/transformers/", "utils/", "tests/", "docs/source/en/")
 PACKAGE_DIR = "src/transformers/trained_precision/"
+# Folders whose modules of ours can import each other across PRs: the field's package, and our training glue beside
+# upstream's integrations. A module is named `<folder>.<module>` (`trained_precision.registry`, `integrations.optimi`).
+MODULE_DIRS = (PACKAGE_DIR, "src/transformers/integrations/")
 # A file whose first 2 kB contain this comment stays out of the pull request too.
 FORK_ONLY_MARKER = "trained_precision-fork: fork-only"
 # Commit-message trailers that describe the fork's patch bookkeeping; upstream does not need them.
@@ -289,46 +292,51 @@ class Plan:
 
 
 def _module_of(rel: str) -> str | None:
-    """`src/transformers/trained_precision/registry.py` -> `registry`; a sub-package's files -> its folder."""
-    if not rel.startswith(PACKAGE_DIR) or not rel.endswith(".py"):
-        return None
-    sub = rel[len(PACKAGE_DIR) :]
-    first = sub.split("/", 1)[0]
-    return first.removesuffix(".py") if first != "__init__.py" else None
+    """`src/transformers/trained_precision/registry.py` -> `trained_precision.registry`; a sub-package's files -> its
+    folder; `src/transformers/integrations/optimi.py` -> `integrations.optimi`."""
+    for prefix in MODULE_DIRS:
+        if rel.startswith(prefix) and rel.endswith(".py"):
+            first = rel[len(prefix) :].split("/", 1)[0]
+            return (
+                None
+                if first == "__init__.py"
+                else f"{prefix.rstrip('/').rsplit('/', 1)[1]}.{first.removesuffix('.py')}"
+            )
+    return None
 
 
 def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
-    """Modules of our package that `source` imports (top level or inside functions)."""
+    """Modules of ours (see `_module_of`) that `source` imports (top level or inside functions)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    in_package = rel.startswith(PACKAGE_DIR)
-    depth = rel[len(PACKAGE_DIR) :].count("/") + 1 if in_package else 0
+    # the package `rel` belongs to, as `["transformers", "integrations"]`, for relative imports
+    package = rel.removeprefix("src/").split("/")[:-1] if rel.startswith("src/transformers/") else None
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                if not in_package or node.level != depth:
+                if package is None or node.level > len(package):
                     continue
+                base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+            else:
                 base = (node.module or "").split(".")
-            elif (node.module or "").startswith("transformers.trained_precision"):
-                base = node.module.split(".")[2:]
-            else:
-                continue
-            if base and base[0]:
-                found.add(base[0])
-            else:
-                found.update(alias.name for alias in node.names)
+            targets = [base] if node.module else [base + [alias.name] for alias in node.names]
+            if node.module and len(base) == 2:  # `from transformers.trained_precision import registry`
+                targets = [base + [alias.name] for alias in node.names]
+            for parts in targets:
+                if len(parts) > 2 and parts[0] == "transformers":
+                    found.add(f"{parts[1]}.{parts[2]}")
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[:2] == ["transformers", "trained_precision"] and len(parts) > 2:
-                    found.add(parts[2])
+                if len(parts) > 2 and parts[0] == "transformers":
+                    found.add(f"{parts[1]}.{parts[2]}")
     return found & modules
 
 
-_PATCH_IMPORT = re.compile(rb"^\+.*trained_precision(?:\.|\s+import\s+)(\w+)", re.M)
+_PATCH_IMPORT = re.compile(rb"^\+.*\b(trained_precision|integrations)(?:\.|\s+import\s+)(\w+)", re.M)
 
 
 def plan_stack(root: Path = ROOT) -> Plan:
@@ -401,15 +409,15 @@ def plan_stack(root: Path = ROOT) -> Plan:
             for mod in sorted(_imported_modules(text, rel, modules)):
                 if owner[mod].number > entry.number:
                     warnings.append(
-                        f"{entry.branch}: {rel} imports trained_precision.{mod}, which comes later "
+                        f"{entry.branch}: {rel} imports {mod}, which comes later "
                         f"({owner[mod].branch}): the PR cannot be merged alone"
                     )
         for patch in entry.patches:
-            for mod in sorted({m.decode() for m in _PATCH_IMPORT.findall(patch.read_bytes())} & modules):
+            called = {f"{pkg.decode()}.{mod.decode()}" for pkg, mod in _PATCH_IMPORT.findall(patch.read_bytes())}
+            for mod in sorted(called & modules):
                 if owner[mod].number > entry.number:
                     warnings.append(
-                        f"{entry.branch}: patches/{patch.name} calls trained_precision.{mod}, which comes later "
-                        f"({owner[mod].branch})"
+                        f"{entry.branch}: patches/{patch.name} calls {mod}, which comes later ({owner[mod].branch})"
                     )
         if entry.spec.max_lines is not None and entry.estimated_lines > entry.spec.max_lines:
             warnings.append(

@@ -230,6 +230,11 @@ class ForkExportTest(PatchsetTestBase):
         log = subprocess.run(["git", "log", "--format=%s"], cwd=fork, capture_output=True, text=True).stdout
         self.assertEqual(len(log.splitlines()), 1 + len(patchset.read_series(self.repo / "patches")))
         self.assertTrue((fork / "src" / "transformers" / "trained_precision").is_symlink())
+        # in a folder upstream has, our files are linked one by one beside upstream's
+        integrations = fork / "src" / "transformers" / "integrations"
+        self.assertFalse(integrations.is_symlink())
+        self.assertTrue((integrations / "optimi.py").is_symlink())
+        self.assertTrue((integrations / "torchao.py").is_file() and not (integrations / "torchao.py").is_symlink())
         result = run_patchset(self.repo, "export", "--dir", str(fork))
         self.assertEqual(result.returncode, 0, result.stderr)
         after = {p.name: p.read_bytes() for p in (self.repo / "patches").iterdir() if p.is_file()}

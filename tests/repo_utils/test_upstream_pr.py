@@ -618,6 +618,18 @@ class TableTest(unittest.TestCase):
             f"{PKG}/a.py imports trained_precision.b, which comes later (trained-precision-2-two)", plan.warnings[0]
         )
 
+    def test_import_of_a_later_integration_module_is_reported(self):
+        # our training glue beside upstream's integrations: `a` (PR one) reaches `integrations/b_glue.py` (PR two)
+        table = TINY_TABLE.replace('"tests/*"]', '"tests/*", "src/transformers/integrations/b_glue.py"]')
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "def f():\n    from ..integrations.b_glue import g\n    return g()\n",
+            "src/transformers/integrations/b_glue.py": "from ..trained_precision.a import f\n",
+        }
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
+        self.assertEqual(len(plan.warnings), 1, plan.warnings)
+        self.assertIn(f"{PKG}/a.py imports integrations.b_glue, which comes later", plan.warnings[0])
+
     def test_over_budget_and_fork_words_are_reported(self):
         table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 3')
         files = {f"{PKG}/__init__.py": "# Copyright the fork authors\n", f"{PKG}/a.py": "a = 1\nb = 2\nc = 3\n"}

@@ -45,8 +45,8 @@ if is_torch_available():
         T5ForConditionalGeneration,
         Trainer,
     )
-    from transformers.trained_precision import optimizers as tp_optimizers
-    from transformers.trained_precision import pure_bf16
+    from transformers.integrations import optimi as tp_optimizers
+    from transformers.integrations import pure_bf16
 
 
 def _args(tmp_dir, **kwargs):
@@ -198,6 +198,7 @@ class OptimiOptimizerTest(TestCasePlus):
             param = nn.Parameter(torch.ones(256, dtype=torch.bfloat16))
             cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, None)
             optimizer = cls([param], **kwargs)
+            tp_optimizers.prepare_optimi_optimizer(optimizer, args)  # what `Trainer.create_optimizer` adds
             for _ in range(steps):
                 param.grad = torch.zeros_like(param)  # only the decay moves the weight
                 optimizer.step()
@@ -216,10 +217,29 @@ class OptimiOptimizerTest(TestCasePlus):
         cls = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")
         param = nn.Parameter(torch.ones(8, dtype=torch.bfloat16))
         optimizer = cls([param], lr=0.5, weight_decay=1.0, kahan_sum=True, adam_wd=adam_wd)
+        tp_optimizers.prepare_optimi_optimizer(optimizer)
         param.grad = torch.zeros_like(param)  # only the decay moves the weight
         optimizer.step()
         total = param.float() + optimizer.state[param]["kahan_comp"].float()
         torch.testing.assert_close(total, torch.full((8,), expected), atol=1e-3, rtol=0)
+
+    def test_a_step_that_raises_does_not_lose_the_weight_decay(self):
+        cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
+        param = nn.Parameter(torch.ones(8, dtype=torch.bfloat16))
+        optimizer = cls([param], lr=1e-3, weight_decay=1e-2, kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(optimizer)
+        param.grad = torch.zeros_like(param)  # only the decay moves the weight
+
+        def closure():  # runs inside optimi's step, after the pre-hook held the decay
+            raise ZeroDivisionError
+
+        with self.assertRaises(ZeroDivisionError):
+            optimizer.step(closure)
+        self.assertEqual(optimizer.param_groups[0]["weight_decay"], 0.0)  # held by the step that raised
+        optimizer.step()  # the next step restores the held decay first, then applies it
+        self.assertEqual(optimizer.param_groups[0]["weight_decay"], 1e-2)
+        total = param.float() + optimizer.state[param]["kahan_comp"].float()
+        torch.testing.assert_close(total, torch.full((8,), 1 - 1e-5), atol=1e-6, rtol=0)
 
     def test_resume_from_other_implementation(self):
         # a checkpoint written where optimi chose Triton resumes on a machine without it (here: the CPU)
@@ -234,6 +254,7 @@ class OptimiOptimizerTest(TestCasePlus):
 
         param2 = nn.Parameter(param.detach().clone())
         resumed = cls([param2], lr=1e-3, kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(resumed)
         resumed.load_state_dict(state)
         self.assertIs(resumed.param_groups[0]["triton"], False)
         param2.grad = torch.randn_like(param2)
@@ -307,7 +328,7 @@ class Bf16FullTrainArgsTest(TestCasePlus):
             pure_bf16.check_bf16_full_train_accelerator(args, deepspeed)
         # without the switch, a bf16 model under FSDP mixed precision is trained in fp32: say so
         model = _tiny_gpt2().to(torch.bfloat16)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             pure_bf16.check_bf16_full_train_accelerator(SimpleNamespace(bf16_full_train=False), fsdp2, model)
         self.assertIn("upcasts them to fp32", cl.out)
@@ -446,7 +467,7 @@ class PureBf16TrainingTest(TestCasePlus):
             return [{"params": list(model.parameters()), "weight_decay": 0.01}]
 
         torch_adamw = torch.optim.AdamW(groups(), lr=1e-4, betas=(0.9, 0.999))
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             messages = self._warnings(model, torch_adamw)
         self.assertEqual(len(messages), 3, messages)
@@ -460,6 +481,7 @@ class PureBf16TrainingTest(TestCasePlus):
         # optimi with Kahan summation, compensated decay and beta2 = 0.99: nothing to say
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
         optimi_adamw = cls(groups(), lr=1e-4, betas=(0.9, 0.99), kahan_sum=True)
+        tp_optimizers.prepare_optimi_optimizer(optimi_adamw)
         self.assertEqual(self._warnings(model, optimi_adamw), [])
         # optimi's own decay is lost at this lr * wd; Adan without Kahan does not compensate at all
         adan = tp_optimizers.get_optimi_optimizer_cls("adan_optimi")(groups(), lr=1e-4, kahan_sum=False)
@@ -471,7 +493,7 @@ class PureBf16TrainingTest(TestCasePlus):
     def test_warnings_only_on_main_process(self):
         model = _tiny_gpt2().to(torch.bfloat16)
         args = SimpleNamespace(learning_rate=1e-4, process_index=1)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             messages = pure_bf16.check_pure_half_precision_training(
                 model, torch.optim.SGD(model.parameters(), lr=0.1), args
@@ -504,7 +526,9 @@ class PureBf16TrainingTest(TestCasePlus):
         # the weights sit near 1.0, where bf16's spacing is 2^-7; Adam's per-step move is ~lr = 1e-3
         plain, _ = self._train(self.get_auto_remove_tmp_dir(), optim="adamw_torch")
         kahan, trainer = self._train(self.get_auto_remove_tmp_dir())
-        self.assertIsInstance(trainer.optimizer.optimizer, tp_optimizers.get_optimi_optimizer_cls("AdamW"))
+        optimizer = trainer.optimizer.optimizer
+        self.assertIs(type(optimizer), tp_optimizers.get_optimi_optimizer_cls("AdamW"))  # optimi's own class
+        self.assertTrue(optimizer._compensate_weight_decay)  # the Trainer registered the hooks
         self.assertEqual(trainer.model.weight.dtype, torch.bfloat16)
         self.assertLess(kahan * 5, plain, f"kahan {kahan:.3g} vs plain bf16 {plain:.3g}")
 
@@ -514,7 +538,7 @@ class PureBf16TrainingTest(TestCasePlus):
         tmp = self.get_auto_remove_tmp_dir()
         model = _tiny_gpt2()
         args = _args(tmp, bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with LoggingLevelInfo(), CaptureLogger(logger) as cl:
             trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
         self.assertRegex(cl.out, r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16")
@@ -526,6 +550,24 @@ class PureBf16TrainingTest(TestCasePlus):
             config = json.load(f)
         self.assertEqual(config["trained_precision"], "bf16")
         self.assertEqual(config["dtype"], "bfloat16")
+
+    def test_one_precision_policy_for_the_cast_the_autocast_and_the_stamp(self):
+        from transformers.trained_precision.stamp import resolve_run_precision
+        from transformers.trained_precision.vocabulary import PRECISION_POLICY_ATTR
+
+        tmp = self.get_auto_remove_tmp_dir()
+        self.assertIsNone(pure_bf16.precision_policy(_args(tmp)))  # without the switch: no policy, nothing changes
+        args = _args(tmp, bf16_full_train=True, bf16_full_train_cast_all=True, max_steps=1)
+        model = _tiny_gpt2()
+        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
+        policy = getattr(model, PRECISION_POLICY_ATTR)  # left there by the cast
+        self.assertEqual(policy, pure_bf16.precision_policy(args))
+        self.assertTrue(policy.cast_all)
+        self.assertEqual(trainer.accelerator.mixed_precision, policy.mixed_precision)  # the autocast
+        self.assertEqual({p.dtype for p in model.parameters()}, {policy.param_dtype})  # the cast (cast_all)
+        self.assertEqual(resolve_run_precision(model), policy.name)  # the name the stamp writes
+        with policy.forward_context("cpu"):
+            self.assertEqual((torch.ones(2, 2) @ torch.ones(2, 2)).dtype, policy.compute_dtype)
 
     def test_resume_is_bit_identical(self):
         tmp = self.get_auto_remove_tmp_dir()
@@ -566,16 +608,11 @@ class LoggingLevelInfo:
         logging.set_verbosity(self.level)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 @require_torch
 class StorageDtypeTest(unittest.TestCase):
     def test_float8_models_keep_upstreams_config_dtype(self):
         model = GPTNeoForCausalLM(tiny_gpt_neo_config())
-        model.to(torch.bfloat16)
-        model.transformer.wte.to(torch.float32)  # the first parameter: upstream records its dtype
+        pure_bf16.cast_model_for_bf16_full_train(model)  # wte, the first parameter, stays fp32
         self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype
         model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
             torch.float8_e4m3fn
@@ -586,7 +623,7 @@ class StorageDtypeTest(unittest.TestCase):
 @require_torch
 @require_torch_optimi
 class OptimiContractTest(unittest.TestCase):
-    """Fails loudly when a torch-optimi release renames what the adapters in `optimizers.py` rely on."""
+    """Fails loudly when a torch-optimi release renames what `integrations/optimi.py` relies on."""
 
     def test_installed_optimi_has_what_the_adapters_use(self):
         self.assertEqual(tp_optimizers.check_optimi_contract(), [])
@@ -598,12 +635,80 @@ class OptimiContractTest(unittest.TestCase):
             problems = tp_optimizers.check_optimi_contract()
         self.assertEqual(len(problems), 1)
         self.assertIn("'renamed_comp'", problems[0])
-        saved = optimi.utils._default_to_triton
-        del optimi.utils._default_to_triton
+        saved = optimi.utils.HAS_TRITON
+        del optimi.utils.HAS_TRITON
         try:
             problems = tp_optimizers.check_optimi_contract()
-            default = tp_optimizers.optimi_default_implementation([])
+            runs_here = tp_optimizers._triton_runs_here([])
         finally:
-            optimi.utils._default_to_triton = saved
-        self.assertTrue(any("_default_to_triton" in p for p in problems), problems)
-        self.assertEqual(default, (None, False))  # optimi decides again at the next step
+            optimi.utils.HAS_TRITON = saved
+        self.assertTrue(any("HAS_TRITON" in p for p in problems), problems)
+        self.assertFalse(runs_here)  # a resumed run falls back to foreach / for-loop: slower, never wrong
+
+
+def _saved_dtype(model, directory):
+    model.save_pretrained(directory)
+    with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+        return json.load(f)["dtype"]
+
+
+@require_torch
+@require_torch_optimi
+@require_accelerate
+class UpstreamBehaviourWithoutTheSwitchTest(TestCasePlus):
+    """Without `bf16_full_train`, `save_pretrained`, `TrainingArguments.optim` and the model card are upstream's."""
+
+    def test_save_pretrained_dtype(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        model = GPTNeoForCausalLM(tiny_gpt_neo_config())
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "fp32")), "float32")
+        model.to(torch.bfloat16)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "bf16")), "bfloat16")
+        # mixed by hand, as `_keep_in_fp32_modules` or a user does: upstream's choice, the first parameter's dtype
+        model.transformer.wte.to(torch.float32)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "by-hand")), "float32")
+        # mixed by the switch (fp32 embeddings and norms): the dtype of the trained weights
+        model = GPTNeoForCausalLM(tiny_gpt_neo_config())
+        pure_bf16.cast_model_for_bf16_full_train(model)
+        self.assertEqual(model.dtype, torch.float32)
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "switch")), "bfloat16")
+        model.to(torch.float32)  # cast back afterwards: one dtype again, upstream's answer
+        self.assertEqual(_saved_dtype(model, os.path.join(tmp, "cast-back")), "float32")
+
+    def test_optim_default(self):
+        import dataclasses
+
+        from transformers import HfArgumentParser
+
+        field = {f.name: f for f in dataclasses.fields(TrainingArguments)}["optim"]
+        self.assertEqual(field.default, TrainingArguments.default_optim)  # what upstream declares
+        parser = HfArgumentParser(TrainingArguments)
+        self.assertEqual(parser._option_string_actions["--optim"].default, TrainingArguments.default_optim)  # --help
+        tmp = self.get_auto_remove_tmp_dir()
+        self.assertEqual(_args(tmp).optim, TrainingArguments.default_optim)
+        self.assertEqual(_args(tmp, optim="lion_optimi").optim, "lion_optimi")
+        # with the switch: the default becomes optimi AdamW, a chosen optimizer is kept
+        self.assertEqual(_args(tmp, bf16_full_train=True).optim, "adamw_optimi")
+        self.assertEqual(_args(tmp, bf16_full_train=True, optim="adamw_torch").optim, "adamw_torch")
+
+    def test_model_card(self):
+        from transformers.modelcard import extract_hyperparameters_from_trainer
+
+        tmp = self.get_auto_remove_tmp_dir()
+        for kwargs in ({}, {"bf16": True}):
+            trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, **kwargs))
+            hyperparameters = extract_hyperparameters_from_trainer(trainer)
+            self.assertNotIn("mixed_precision_training", hyperparameters, kwargs)  # upstream reports fp16 AMP only
+            self.assertNotIn("training_precision", hyperparameters, kwargs)
+            self.assertNotIn("trained_precision", hyperparameters, kwargs)
+        trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, bf16_full_train=True))
+        hyperparameters = extract_hyperparameters_from_trainer(trainer)
+        self.assertEqual(
+            hyperparameters["training_precision"],
+            "pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, adamw_optimi)",
+        )
+        self.assertNotIn("mixed_precision_training", hyperparameters)
+
+
+if __name__ == "__main__":
+    unittest.main()

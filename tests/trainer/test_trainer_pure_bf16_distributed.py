@@ -48,8 +48,9 @@ if is_torch_available():
     import torch
 
     from transformers import GPTNeoForCausalLM, Trainer
-    from transformers.trained_precision import distributed, pure_bf16
-    from transformers.trained_precision.optimizers import get_optimi_optimizer_cls
+    from transformers.integrations import pure_bf16
+    from transformers.integrations import pure_bf16_distributed as distributed
+    from transformers.integrations.optimi import get_optimi_optimizer_cls, prepare_optimi_optimizer
 
 
 def tiny_gpt_neo(seed=0, hidden_size=32):
@@ -106,6 +107,19 @@ def read_config(directory):
 @require_accelerate
 @require_torch_optimi
 class DistributedBf16FullTrainTest(TestCasePlus):
+    def test_fsdp_on_cpu_says_it_runs_as_ddp(self):
+        # the guide's `--bf16_full_train --fsdp` on two CPU processes: accelerate enables FSDP on accelerators only
+        output_dir = self.get_auto_remove_tmp_dir()
+        ranks = run_torchrun(self, "fsdp_on_cpu", output_dir)
+        for rank, result in enumerate(ranks):
+            self.assertEqual(result["distributed_type"], "MULTI_CPU", rank)
+            self.assertEqual(result["global_step"], 2, rank)  # it trains, as DDP
+        self.assertEqual(ranks[0]["notices"], 1, ranks[0]["log"])  # once, on the main process, before training
+        self.assertIn("run as DDP", ranks[0]["log"])
+        self.assertIn("fsdp=", ranks[0]["log"])
+        self.assertTrue(ranks[0]["before_train"])
+        self.assertEqual(ranks[1]["notices"], 0, ranks[1]["log"])
+
     def test_ddp_trainer(self):
         output_dir = self.get_auto_remove_tmp_dir()
         ranks = run_torchrun(self, "ddp", output_dir)
@@ -257,6 +271,21 @@ class Fsdp2ConfigurationTest(TestCasePlus):
         from accelerate.utils import FullyShardedDataParallelPlugin
 
         return FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+
+    def test_fsdp_not_enabled_notice_only_where_it_applies(self):
+        from accelerate.utils import DistributedType
+
+        args = self.args(fsdp=True, fsdp_config={"version": 2})
+        many = accelerator_with()
+        many.state.num_processes, many.state.distributed_type = 2, DistributedType.MULTI_CPU
+        self.assertIn("2 processes run as DDP", distributed.warn_if_fsdp_not_enabled(args, many))
+        one = accelerator_with()
+        one.state.num_processes, one.state.distributed_type = 1, DistributedType.NO
+        self.assertIsNone(distributed.warn_if_fsdp_not_enabled(args, one))  # the Trainer refuses one process itself
+        sharded = accelerator_with(fsdp_plugin=self.plugin(args))
+        sharded.state.num_processes = 2
+        self.assertIsNone(distributed.warn_if_fsdp_not_enabled(args, sharded))  # FSDP is on: nothing to say
+        self.assertIsNone(distributed.warn_if_fsdp_not_enabled(self.args(), many))  # FSDP not asked for
 
     def test_fsdp2_is_accepted_and_resolves_to_its_units(self):
         args = self.args(fsdp=True, fsdp_config={"version": 2})
@@ -444,6 +473,41 @@ def _record_config_writes(output_dir, rank, writes):
     PreTrainedConfig.to_json_file = recording_to_json_file
 
 
+def _fsdp_on_cpu_main(output_dir):
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging
+
+    args = TrainingArguments(
+        output_dir,
+        use_cpu=True,
+        bf16_full_train=True,
+        fsdp=True,
+        fsdp_config={"version": 2},
+        max_steps=2,
+        per_device_train_batch_size=2,
+        report_to=[],
+        disable_tqdm=True,
+        save_strategy="no",
+    )
+    logger = logging.get_logger("transformers.integrations.pure_bf16_distributed")
+    with CaptureLogger(logger) as at_start:
+        trainer = Trainer(tiny_gpt_neo(), args, train_dataset=RepeatingLMDataset())
+    with CaptureLogger(logger) as during:
+        trainer.train()
+    log = at_start.out + during.out
+    _dump(
+        output_dir,
+        args.process_index,
+        {
+            "distributed_type": str(trainer.accelerator.distributed_type.value),
+            "global_step": trainer.state.global_step,
+            "notices": log.count("FSDP was requested"),
+            "before_train": "run as DDP" in at_start.out,
+            "log": log,
+        },
+    )
+
+
 def _ddp_main(output_dir):
     import hashlib
 
@@ -525,11 +589,13 @@ def _fsdp2_main(output_dir):
     optimizer_cls = get_optimi_optimizer_cls("AdamW")
     kwargs = {"lr": 1e-3, "betas": (0.9, 0.99), "weight_decay": 0.1, "kahan_sum": True}
     optimizer = optimizer_cls(model.parameters(), **kwargs)
+    prepare_optimi_optimizer(optimizer)  # as `Trainer.create_optimizer` does
     model, accelerated_optimizer = accelerator._prepare_fsdp2(model, optimizer)
     result["after_accelerate"] = _dtype_counts(model)
     optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
     result["optimizer_holds_model_params"] = optimized == {id(p) for p in model.parameters()}
     single_optimizer = optimizer_cls(single.parameters(), **kwargs, foreach=False, triton=False)
+    prepare_optimi_optimizer(single_optimizer)
     ids = torch.stack([RepeatingLMDataset()[i]["input_ids"] for i in range(4)])
     ids[:, ::3] = torch.randint(0, 64, ids[:, ::3].shape, generator=torch.Generator().manual_seed(1))
     local = ids[2 * rank : 2 * rank + 2]
@@ -679,10 +745,14 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["ddp", "fsdp2", "trainer_fsdp2", "trainer_fsdp2_cpu"], required=True)
+    parser.add_argument(
+        "--mode", choices=["ddp", "fsdp2", "trainer_fsdp2", "trainer_fsdp2_cpu", "fsdp_on_cpu"], required=True
+    )
     parser.add_argument("--output_dir", required=True)
     cli = parser.parse_args()
     if cli.mode == "trainer_fsdp2_cpu":
         _trainer_fsdp2_main(cli.output_dir, cpu=True)
     else:
-        {"ddp": _ddp_main, "fsdp2": _fsdp2_main, "trainer_fsdp2": _trainer_fsdp2_main}[cli.mode](cli.output_dir)
+        modes = {"ddp": _ddp_main, "fsdp2": _fsdp2_main, "trainer_fsdp2": _trainer_fsdp2_main}
+        modes["fsdp_on_cpu"] = _fsdp_on_cpu_main
+        modes[cli.mode](cli.output_dir)

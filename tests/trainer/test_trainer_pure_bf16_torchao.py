@@ -41,15 +41,15 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback
-    from transformers.trained_precision import pure_bf16
+    from transformers.integrations import pure_bf16
 
 if is_torch_available() and is_torchao_available():
     from torchao.optim import AdamW4bit, AdamW8bit
 
-    from transformers.trained_precision import torchao_optimizers
+    from transformers.integrations import torchao_optim
 
 
-PURE_BF16_LOGGER = "transformers.trained_precision.pure_bf16"
+PURE_BF16_LOGGER = "transformers.integrations.pure_bf16"
 
 
 def tiny_gpt2(seed=0):
@@ -160,9 +160,8 @@ class TorchaoTrainingTest(TestCasePlus):
         # code per value, an fp32 scale per block of 256 values and a 256-entry fp32 quantization map
         torch.manual_seed(0)
         model = torch.nn.Linear(256, 256, bias=False).to(torch.bfloat16)
-        optimizer = torchao_optimizers.synchronized_stochastic_rounding(AdamW8bit)(
-            model.parameters(), lr=1e-3, bf16_stochastic_round=True
-        )
+        optimizer = AdamW8bit(model.parameters(), lr=1e-3, bf16_stochastic_round=True)
+        torchao_optim.synchronize_stochastic_rounding(optimizer)
         with eager():
             model(torch.randn(4, 256, dtype=torch.bfloat16)).float().square().mean().backward()
             optimizer.step()
@@ -174,11 +173,12 @@ class TorchaoTrainingTest(TestCasePlus):
         self.assertAlmostEqual(measured["optimizer"], 2 * moment, places=9)
         self.assertAlmostEqual(measured["total"], 6.0625, places=9)
 
-    def _sr_run(self, optimizer_cls, draws_before_each_step):
+    def _sr_run(self, synchronized, draws_before_each_step):
         torch.manual_seed(0)
         model = torch.nn.Linear(64, 64, bias=False).to(torch.bfloat16)
-        kwargs = {"sr_seed": 7} if optimizer_cls is not AdamW8bit else {}
-        optimizer = optimizer_cls(model.parameters(), lr=1e-3, bf16_stochastic_round=True, **kwargs)
+        optimizer = AdamW8bit(model.parameters(), lr=1e-3, bf16_stochastic_round=True)
+        if synchronized:
+            torchao_optim.synchronize_stochastic_rounding(optimizer, seed=7)
         x = torch.randn(8, 64, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
         with eager():
             for _ in range(3):
@@ -187,16 +187,13 @@ class TorchaoTrainingTest(TestCasePlus):
                 model(x).float().square().mean().backward()
                 state = torch.get_rng_state()
                 optimizer.step()
-                self.assertEqual(
-                    optimizer_cls is AdamW8bit, not torch.equal(state, torch.get_rng_state()), "global generator"
-                )
+                self.assertEqual(not synchronized, not torch.equal(state, torch.get_rng_state()), "global generator")
         return model.weight.detach().clone()
 
     def test_stochastic_rounding_stream_does_not_depend_on_the_global_generator(self):
-        synchronized = torchao_optimizers.synchronized_stochastic_rounding(AdamW8bit)
-        self.assertTrue(torch.equal(self._sr_run(synchronized, 1), self._sr_run(synchronized, 5)))
+        self.assertTrue(torch.equal(self._sr_run(True, 1), self._sr_run(True, 5)))
         # torchao alone draws its rounding noise from the global generator: different draws, different weights
-        self.assertFalse(torch.equal(self._sr_run(AdamW8bit, 1), self._sr_run(AdamW8bit, 5)))
+        self.assertFalse(torch.equal(self._sr_run(False, 1), self._sr_run(False, 5)))
 
     def test_resume_is_bit_identical(self):
         tmp = self.get_auto_remove_tmp_dir()

@@ -28,11 +28,11 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer
-    from transformers.trained_precision import hardware
-    from transformers.trained_precision import optimizers as tp_optimizers
+    from transformers.integrations import bf16_hardware as hardware
+    from transformers.integrations import optimi as tp_optimizers
 
 
-HARDWARE_LOGGER = "transformers.trained_precision.hardware"
+HARDWARE_LOGGER = "transformers.integrations.bf16_hardware"
 EMULATED = "bf16 is emulated"
 
 
@@ -233,7 +233,7 @@ class PureBf16LoggingTest(TestCasePlus):
     def test_summary_visible_at_default_verbosity(self):
         self.assertEqual(logging.get_verbosity(), logging.WARNING)
         args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=1)
-        logger = logging.get_logger("transformers.trained_precision.pure_bf16")
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16))
         self.assertRegex(
@@ -245,7 +245,7 @@ class PureBf16LoggingTest(TestCasePlus):
 
     def test_fresh_run_does_not_talk_about_resuming(self):
         args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
-        logger = logging.get_logger("transformers.trained_precision.optimizers")
+        logger = logging.get_logger("transformers.integrations.optimi")
         verbosity = logging.get_verbosity()
         logging.set_verbosity_info()
         try:
@@ -263,12 +263,14 @@ class PureBf16LoggingTest(TestCasePlus):
         optimizer.step()
         state = optimizer.state_dict()
         state["param_groups"][0]["triton"] = True  # written on a machine where optimi chose Triton
-        logger = logging.get_logger("transformers.trained_precision.optimizers")
+        logger = logging.get_logger("transformers.integrations.optimi")
         verbosity = logging.get_verbosity()
         logging.set_verbosity_info()
         try:
             with CaptureLogger(logger) as cl:
-                cls([torch.nn.Parameter(param.detach().clone())], lr=1e-3, kahan_sum=True).load_state_dict(state)
+                resumed = cls([torch.nn.Parameter(param.detach().clone())], lr=1e-3, kahan_sum=True)
+                tp_optimizers.prepare_optimi_optimizer(resumed)
+                resumed.load_state_dict(state)
         finally:
             logging.set_verbosity(verbosity)
         self.assertIn("the checkpoint was saved with triton=True", cl.out)

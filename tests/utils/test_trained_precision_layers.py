@@ -11,12 +11,17 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""The modules of `transformers.trained_precision` import each other one way only: each imports lower layers."""
+"""
+The modules of `transformers.trained_precision` import each other one way only: each imports lower layers. The
+pure-bf16 training integration (`transformers.integrations`: `pure_bf16`, `optimi`, ...) sits above the whole package:
+it may use the field's vocabulary, the field's package never imports it.
+"""
 
 import ast
 import os
 import unittest
 
+import transformers.integrations as integrations
 import transformers.trained_precision as package
 
 
@@ -24,20 +29,15 @@ import transformers.trained_precision as package
 LAYERS = {
     "vocabulary": 0,  # names: precisions, aliases, dtype names
     "hub_ids": 1,  # ids: legacy ids, cache snapshot paths
-    "distributed": 1,
-    "hardware": 1,  # is bf16 native on this device  # torch.distributed / FSDP2 glue, used by the optimizers
     "registry": 2,  # facts
     "risk": 2,
     "storage": 2,
     "configuration": 2,
     "evidence": 2,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
-    "optimizers": 2,
     "resolver": 3,  # the answer
-    "torchao_optimizers": 3,
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,
-    "pure_bf16": 4,
     "stamp": 5,
     "inspection": 5,
     "cli": 6,  # surface
@@ -46,15 +46,38 @@ LAYERS = {
     "__init__": 7,
 }
 
+# our modules in `transformers.integrations` (upstream's own modules there are not ours to layer)
+INTEGRATION_LAYERS = {
+    "bf16_hardware": 0,  # is bf16 native on this device
+    "pure_bf16_distributed": 0,  # DDP / FSDP2 / DeepSpeed decisions and FSDP2 sharding
+    "optimi": 1,  # the torch-optimi handler and its optimizer hooks
+    "torchao_optim": 2,  # torchao's low-bit AdamW: stochastic rounding on by default, one stream on every rank
+    "pure_bf16": 3,  # `bf16_full_train`: the switch, the cast, the warnings
+}
 
-def relative_imports(path):
+
+def relative_imports(path, level=1):
+    """Modules imported with `level` leading dots (`from .x import` for 1, `from ..x import` for 2)."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
+        if isinstance(node, ast.ImportFrom) and node.level == level:
             names = [node.module.split(".")[0]] if node.module else [alias.name for alias in node.names]
             found.update(names)
+    return found
+
+
+def package_imports(path):
+    """Sub-packages of `transformers` that a module of a sub-package imports (`from ..integrations.x import`)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("transformers."):
+            found.add(node.module.removeprefix("transformers."))
     return found
 
 
@@ -69,3 +92,26 @@ class LayersTest(unittest.TestCase):
                     self.assertIn(dependency, LAYERS)
                     if module != "__init__":  # the package's lazy table names every module
                         self.assertLess(LAYERS[dependency], LAYERS[module], f"{module} imports {dependency}")
+
+    def test_the_field_never_imports_the_training_integration(self):
+        directory = os.path.dirname(package.__file__)
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".py"):
+                for module in package_imports(os.path.join(directory, name)):
+                    with self.subTest(module=name, imports=module):
+                        self.assertFalse(module.startswith("integrations"), f"{name} imports {module}")
+
+    def test_integration_modules_import_downwards(self):
+        directory = os.path.dirname(integrations.__file__)
+        for module, layer in INTEGRATION_LAYERS.items():
+            path = os.path.join(directory, f"{module}.py")
+            self.assertTrue(os.path.isfile(path), path)
+            for dependency in relative_imports(path):
+                with self.subTest(module=module, dependency=dependency):
+                    self.assertIn(dependency, INTEGRATION_LAYERS, f"{module} imports integrations.{dependency}")
+                    self.assertLess(INTEGRATION_LAYERS[dependency], layer, f"{module} imports {dependency}")
+            # of the field's package, only the names layer
+            for imported in package_imports(path):
+                if imported.startswith("trained_precision"):
+                    with self.subTest(module=module, imports=imported):
+                        self.assertEqual(imported, "trained_precision.vocabulary")

@@ -60,13 +60,6 @@ _LAZY = {
     "read_fp16_plan": "evidence",
     "Assessment": "resolver",
     "populate_checkpoints": "populate",
-    "Bf16CastSummary": "pure_bf16",
-    "cast_model_for_bf16_full_train": "pure_bf16",
-    "check_pure_half_precision_training": "pure_bf16",
-    "storage_dtype": "pure_bf16",
-    "training_state_bytes": "pure_bf16",
-    "get_optimi_optimizer_cls": "optimizers",
-    "synchronized_stochastic_rounding": "torchao_optimizers",
 }
 
 

@@ -24,7 +24,8 @@ then, from [`finish_trained_precision_run`] at the end of `train()`, `"finished"
 that its precision works for the checkpoint ([`~trained_precision.evidence.find_evidence`]): a bf16-pretrained T5
 whose fp16 fine-tune diverged still warns in fp16.
 
-Which precision a run has is decided by [`resolve_run_precision`], in this order:
+Which precision a run has is decided by [`resolve_run_precision`]: the precision policy the model carries, when the
+run set one (pure bf16, `bf16_full_train`, leaves its policy on the model it casts), else in this order:
 
 1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
    not apply);
@@ -56,6 +57,7 @@ from .vocabulary import (
     FIELD,
     FP16,
     FP32,
+    PRECISION_POLICY_ATTR,
     PRETRAINING_FIELD,
     RUN_DIVERGED,
     RUN_FIELD,
@@ -107,6 +109,11 @@ def resolve_run_precision(
     Returns:
         `str`: the canonical precision.
     """
+    # a run whose model carries a precision policy (pure bf16, `bf16_full_train`) computes in the policy's precision
+    policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
+    if policy is not None:
+        return normalize_precision(policy.name)
+
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
     ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)

@@ -47,6 +47,9 @@ RUN_STARTED = "started"
 RUN_FINISHED = "finished"
 RUN_DIVERGED = "diverged"
 RUN_STATUSES: tuple[str, ...] = (RUN_STARTED, RUN_FINISHED, RUN_DIVERGED)
+#: The model attribute that holds a training run's precision policy (set when `bf16_full_train` casts the model; the
+#: Trainer stamp reads its `name`).
+PRECISION_POLICY_ATTR = "_precision_policy"
 
 FP32 = "fp32"
 BF16 = "bf16"

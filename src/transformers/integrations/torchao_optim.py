@@ -28,8 +28,8 @@ This module adds, on top of upstream's torchao handler in `trainer_optimizer.py`
   `ValueError` naming the valid ones;
 - one stochastic-rounding random stream on every rank: torchao draws the rounding noise from the global torch
   generator, which differs between data-parallel ranks as soon as anything rank-dependent draws from it, and then
-  replicas drift apart. The optimizer class returned here seeds the noise of each step from `(args.seed, step)` inside
-  `torch.random.fork_rng`, so every rank rounds the same way, the global generator (dropout, shuffling) is left
+  replicas drift apart. [`synchronize_stochastic_rounding`] seeds the noise of each step from `(args.seed, step)`
+  inside `torch.random.fork_rng`, with torch's public optimizer hooks on the `Trainer`'s optimizer (not a subclass), so every rank rounds the same way, the global generator (dropout, shuffling) is left
   untouched, and a run resumed from a checkpoint rounds exactly as the uninterrupted run did (the step counter is
   saved in the optimizer's `param_groups`).
 
@@ -39,11 +39,10 @@ per tensor shape; later processes reuse inductor's disk cache).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..utils import logging
-from .optimizers import parse_optim_bool
+from .optimi import parse_optim_bool
 
 
 if TYPE_CHECKING:
@@ -94,89 +93,115 @@ def _seed_devices(seed: int, devices: list[torch.device]) -> None:
             module.manual_seed(seed)
 
 
-class _SynchronizedStochasticRounding:
-    """
-    Mixed into torchao's `AdamW8bit` / `AdamW4bit` by [`synchronized_stochastic_rounding`].
+#: The attribute under which `synchronize_stochastic_rounding` keeps its hook handles (and knows it ran).
+_HOOKS_ATTR = "_transformers_sr_hooks"
+#: The fix named by `check_pure_half_precision_training` when stochastic rounding is off.
+ROUNDING_HINT = (
+    "Keep torchao's stochastic rounding on (drop `bf16_stochastic_round=false` from `optim_args`; it is the "
+    "default for bf16 weights), or use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter)."
+)
 
-    With `bf16_stochastic_round=True`, each `step()` runs under `torch.random.fork_rng` with the generators of the
-    parameters' devices seeded from [`step_seed`]`(sr_seed, sr_step)`. `sr_seed` and `sr_step` live in every param
-    group, so they travel with `state_dict()`.
-    """
 
-    #: `check_pure_half_precision_training`: decoupled weight decay is computed in fp32, then rounded stochastically.
-    _compensate_weight_decay = True
-    #: The fix named by `check_pure_half_precision_training` when stochastic rounding is off.
-    _rounding_hint = (
-        "Keep torchao's stochastic rounding on (drop `bf16_stochastic_round=false` from `optim_args`; it is the "
-        "default for bf16 weights), or use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter)."
+def _is_torchao_low_bit_optimizer(optimizer) -> bool:
+    return any((cls.__module__ or "").split(".")[0] == "torchao" for cls in type(optimizer).__mro__) and hasattr(
+        optimizer, "bf16_stochastic_round"
     )
 
-    def __init__(self, params, *args, sr_seed: int = 0, **kwargs):
-        self._sr_seed = int(sr_seed)
-        super().__init__(params, *args, **kwargs)
 
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        param_group.setdefault("sr_seed", self._sr_seed)
-        param_group.setdefault("sr_step", 0)
-        super().add_param_group(param_group)
-
-    def _rounding_devices(self) -> list[torch.device]:
-        devices = {p.device for group in self.param_groups for p in group["params"] if p.grad is not None}
-        return sorted((d for d in devices if d.type != "cpu"), key=str)
-
-    def step(self, closure: Callable | None = None):
-        if not self.bf16_stochastic_round:
-            return super().step(closure)
-        import torch
-
-        loss = None
-        if closure is not None:  # outside `fork_rng`: the closure's dropout draws from the global stream
-            with torch.enable_grad():
-                loss = closure()
-        first = self.param_groups[0]
-        seed = step_seed(first.get("sr_seed", self._sr_seed), first.get("sr_step", 0))
-        devices = self._rounding_devices()
-        device_type = devices[0].type if devices else "cuda"
-        indices = [d.index if d.index is not None else 0 for d in devices if d.type == device_type]
-        with torch.random.fork_rng(devices=indices, device_type=device_type):
-            _seed_devices(seed, [d for d in devices if d.type == device_type])
-            super().step()
-        for group in self.param_groups:
-            group["sr_step"] = group.get("sr_step", 0) + 1
-        return loss
+def _rounding_devices(optimizer) -> list[torch.device]:
+    devices = {p.device for group in optimizer.param_groups for p in group["params"] if p.grad is not None}
+    return sorted((d for d in devices if d.type != "cpu"), key=str)
 
 
-_CLASS_CACHE: dict[type, type] = {}
-
-
-def synchronized_stochastic_rounding(optimizer_cls: type) -> type:
+def synchronize_stochastic_rounding(optimizer, seed: int = 0) -> bool:
     """
-    A subclass of a torchao optimizer class whose stochastic rounding draws from a stream seeded by `(sr_seed, step)`
-    instead of the global generator: the same on every data-parallel rank and after resuming from a checkpoint.
+    Makes the stochastic rounding of a torchao optimizer draw from a stream seeded by `(seed, step)` instead of the
+    global generator: the same on every data-parallel rank and after resuming from a checkpoint.
+
+    torchao draws its rounding noise from the global torch generator and takes no generator argument, so each
+    `step()` runs between two of torch's public optimizer hooks (no subclass): the step pre-hook enters
+    `torch.random.fork_rng` and seeds the generators of the parameters' devices with [`step_seed`]`(sr_seed,
+    sr_step)`, the post-hook leaves it (the global stream, used by dropout and shuffling, is as before) and counts the
+    step. `sr_seed` and `sr_step` live in every param group, so they travel with `state_dict()`. A step that raises
+    leaves that context open until the next step's pre-hook leaves it. A `closure` passed to `step()` runs inside it
+    (the `Trainer` passes none).
 
     Args:
-        optimizer_cls (`type`): `torchao.optim.AdamW8bit`, `AdamW4bit`, `AdamWFp8` or `_AdamW`.
+        optimizer (`torch.optim.Optimizer`): `torchao.optim.AdamW8bit`, `AdamW4bit`, `AdamWFp8` or `_AdamW`, or
+            accelerate's `AcceleratedOptimizer` around one. Other optimizers are left alone.
+        seed (`int`, *optional*, defaults to 0): The run's seed (`TrainingArguments.seed`), the same on every rank.
 
     Returns:
-        `type`: The subclass (so `isinstance(optimizer, optimizer_cls)` holds). It takes one more keyword argument,
-        `sr_seed` (`int`, defaults to 0).
+        `bool`: Whether the hooks were registered (`False` for another optimizer, or when they already are).
 
     Example:
 
     ```python
     >>> from torchao.optim import AdamW8bit
-    >>> AdamW8bitSR = synchronized_stochastic_rounding(AdamW8bit)
-    >>> optimizer = AdamW8bitSR(model.parameters(), lr=1e-4, bf16_stochastic_round=True, sr_seed=42)
+    >>> optimizer = AdamW8bit(model.parameters(), lr=1e-4, bf16_stochastic_round=True)
+    >>> synchronize_stochastic_rounding(optimizer, seed=42)
     ```
     """
-    if issubclass(optimizer_cls, _SynchronizedStochasticRounding):
-        return optimizer_cls
-    if optimizer_cls not in _CLASS_CACHE:
-        attrs = {"__module__": __name__, "__doc__": optimizer_cls.__doc__}
-        _CLASS_CACHE[optimizer_cls] = type(
-            optimizer_cls.__name__, (_SynchronizedStochasticRounding, optimizer_cls), attrs
-        )
-    return _CLASS_CACHE[optimizer_cls]
+    import torch
+
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
+    if not _is_torchao_low_bit_optimizer(inner) or hasattr(inner, _HOOKS_ATTR):
+        return False
+    open_contexts: list = []  # the `fork_rng` context of the step in flight
+
+    def leave_rng_context():
+        while open_contexts:
+            open_contexts.pop().__exit__(None, None, None)
+
+    def before_step(opt, step_args, step_kwargs):
+        leave_rng_context()
+        for group in opt.param_groups:  # also groups added after this call
+            group.setdefault("sr_seed", int(seed))
+            group.setdefault("sr_step", 0)
+        if not opt.bf16_stochastic_round:
+            return
+        first = opt.param_groups[0]
+        devices = _rounding_devices(opt)
+        device_type = devices[0].type if devices else "cuda"
+        indices = [d.index if d.index is not None else 0 for d in devices if d.type == device_type]
+        context = torch.random.fork_rng(devices=indices, device_type=device_type)
+        context.__enter__()
+        open_contexts.append(context)
+        _seed_devices(step_seed(first["sr_seed"], first["sr_step"]), [d for d in devices if d.type == device_type])
+
+    def after_step(opt, step_args, step_kwargs):
+        if not open_contexts:
+            return
+        leave_rng_context()
+        for group in opt.param_groups:
+            group["sr_step"] = group.get("sr_step", 0) + 1
+
+    for group in inner.param_groups:
+        group.setdefault("sr_seed", int(seed))
+        group.setdefault("sr_step", 0)
+    setattr(inner, _HOOKS_ATTR, [inner.register_step_pre_hook(before_step), inner.register_step_post_hook(after_step)])
+    # read by `check_pure_half_precision_training`: decoupled weight decay is computed in fp32, then rounded
+    # stochastically; and the fix it names when stochastic rounding is off
+    inner._compensate_weight_decay = True
+    inner._rounding_hint = ROUNDING_HINT
+    return True
+
+
+#: The `optim` names of upstream's torchao handler.
+TORCHAO_OPTIM_NAMES = ("adamw_torch_4bit", "adamw_torch_8bit")
+
+
+def synchronize_trainer_stochastic_rounding(optimizer, args) -> bool:
+    """
+    The `Trainer`'s call after it creates the optimizer: [`synchronize_stochastic_rounding`] with `args.seed`, for
+    `optim="adamw_torch_8bit"` / `"adamw_torch_4bit"` only (an optimizer given to the `Trainer` is left as it is).
+
+    Returns:
+        `bool`: Whether the hooks were registered.
+    """
+    if getattr(args.optim, "value", args.optim) not in TORCHAO_OPTIM_NAMES:
+        return False
+    return synchronize_stochastic_rounding(optimizer, seed=int(getattr(args, "seed", 0) or 0))
 
 
 def _parse_block_size(value: str) -> int:
@@ -201,7 +226,8 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
     - Turns `bf16_stochastic_round` on when the model has bf16 trainable parameters or `bf16_full_train` is set and
       `optim_args` does not say otherwise. Turned off explicitly, it is left off: `check_pure_half_precision_training`
       warns after the optimizer is created.
-    - Adds `sr_seed=args.seed` to `ctx.optimizer_kwargs` and returns [`synchronized_stochastic_rounding`]`(cls)`.
+
+    The `Trainer` then calls [`synchronize_stochastic_rounding`] on the optimizer it created.
 
     Args:
         ctx (`OptimizerContext`): Upstream's handler context; `ctx.optim_args` and `ctx.optimizer_kwargs` are updated
@@ -209,7 +235,7 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
         optimizer_cls (`type`): The torchao class upstream's handler picked.
 
     Returns:
-        `type`: The optimizer class to build.
+        `type`: The optimizer class to build (torchao's, unchanged).
     """
     unknown = sorted(set(ctx.optim_args) - set(TORCHAO_OPTIM_ARGS))
     if unknown:
@@ -232,5 +258,4 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
                 "updates smaller than a bf16 step are kept on average instead of rounded away."
             )
     ctx.optim_args["bf16_stochastic_round"] = str(stochastic_round)
-    ctx.optimizer_kwargs["sr_seed"] = int(getattr(ctx.args, "seed", 0) or 0)
-    return synchronized_stochastic_rounding(optimizer_cls)
+    return optimizer_cls

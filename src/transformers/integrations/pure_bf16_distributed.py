@@ -215,6 +215,52 @@ def check_bf16_full_train_accelerator_state(accelerator: Any) -> None:
         raise ValueError(DEEPSPEED_REFUSAL)
 
 
+FSDP_NOT_ENABLED = (
+    "FSDP was requested ({requested}), but accelerate enables FSDP on accelerators only, and this run is on the {device}: "
+    "its {world_size} processes run as {runs_as}, each holding the whole model, its gradients and its optimizer "
+    "state (nothing is sharded). Training is otherwise unchanged. To shard, run on GPUs; to say what runs here, drop "
+    "{drop}."
+)
+
+
+def warn_if_fsdp_not_enabled(args: Any, accelerator: Any) -> str | None:
+    """
+    Says once, on the main process, at the start of a run, when FSDP was asked for (`TrainingArguments.fsdp`, or an
+    `accelerate launch` FSDP config) but accelerate did not enable it: it enables FSDP on accelerator devices only, so
+    several CPU processes silently run as DDP (one CPU process is already refused by the `Trainer`).
+
+    Args:
+        args (`TrainingArguments`): The run's arguments.
+        accelerator: The `Trainer`'s `Accelerator`.
+
+    Returns:
+        `str` or `None`: The message when FSDP is not enabled (also on the other ranks, which do not log it).
+    """
+    if requested_fsdp_version(args) is None or fsdp_plugin_of(accelerator) is not None:
+        return None
+    state = getattr(accelerator, "state", None)
+    world_size = int(getattr(state, "num_processes", 1) or 1)
+    if world_size < 2:  # one process asking for FSDP: the `Trainer` refuses it itself
+        return None
+    distributed_type = str(getattr(getattr(state, "distributed_type", None), "value", "NO"))
+    runs_as = "DDP" if distributed_type.startswith("MULTI_") else f"accelerate's {distributed_type}"
+    if getattr(args, "fsdp", None):
+        requested, drop = f"fsdp={args.fsdp!r}", "`--fsdp`/`fsdp` and `fsdp_config`"
+    else:
+        requested, drop = "ACCELERATE_USE_FSDP=true, from an accelerate FSDP config", "the FSDP config"
+    device = getattr(getattr(accelerator, "device", None), "type", None) or "cpu"
+    message = FSDP_NOT_ENABLED.format(
+        requested=requested,
+        device=device.upper() if device == "cpu" else device,
+        world_size=world_size,
+        runs_as=runs_as,
+        drop=drop,
+    )
+    if getattr(accelerator, "is_main_process", True):
+        logger.warning_once(message)
+    return message
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # DTensors and optimizers
 # ---------------------------------------------------------------------------------------------------------------------
@@ -357,7 +403,7 @@ def plan_bf16_full_train_sharding(
     `block_classes`; then the root. Raises a `ValueError` naming the module when a unit would mix dtypes.
 
     Args:
-        model (`nn.Module`): The model, after [`~trained_precision.pure_bf16.cast_model_for_bf16_full_train`].
+        model (`nn.Module`): The model, after [`~integrations.pure_bf16.cast_model_for_bf16_full_train`].
         block_classes (iterable of `type`, *optional*): Defaults to the classes named by `model._no_split_modules`.
         dtype (`torch.dtype`, *optional*, defaults to `torch.bfloat16`): The dtype of the trained weights.
     """
@@ -434,7 +480,7 @@ def fully_shard_for_bf16_full_train(
     are reduce-scattered in fp32 (see [`bf16_full_train_mp_policy`]). Requires an initialised process group.
 
     Args:
-        model (`nn.Module`): The model, after [`~trained_precision.pure_bf16.cast_model_for_bf16_full_train`].
+        model (`nn.Module`): The model, after [`~integrations.pure_bf16.cast_model_for_bf16_full_train`].
         mesh (`DeviceMesh`, *optional*): The data-parallel mesh; `fully_shard`'s default (all ranks) if `None`.
         reshard_after_forward (`bool` or `int`, *optional*, defaults to `True`): Passed to `fully_shard` for the
             block units (`True`: ZeRO-3-like; `False`: ZeRO-2-like); the fp32 units and the root use FSDP2's default.

@@ -20,22 +20,27 @@ weight loses every update smaller than 2^-8 of its value (bf16 keeps 8 significa
 
 What lives here:
 
+- [`Bf16FullTrainPrecision`]: the run's precision policy: the weights' dtype, the parameter cast, the autocast and
+  the name the stamp writes, in one object.
 - [`apply_bf16_full_train_args`]: `TrainingArguments.__post_init__` resolves the switch (autocast on, optimi AdamW
   with Kahan summation unless an optimizer was chosen) and refuses the combinations that cannot work.
 - [`cast_model_for_bf16_full_train`]: casts the trainable parameters, parameter by parameter (GPT-2's `Conv1D`, fused
   MoE expert weights and custom `nn.Parameter`s included), keeping in fp32 what the model needs there.
 - [`check_pure_half_precision_training`]: the warnings, with their numbers, once on the main process.
-- [`storage_dtype`]: the dtype that `save_pretrained` records for a mixed-dtype model.
+- [`storage_dtype`]: the dtype that `save_pretrained` records for a model cast by the switch.
+- [`bf16_full_train_card_entries`]: the model card's line for a pure-bf16 run.
 - [`training_state_bytes`]: bytes per parameter of weights + gradients + optimizer state, from live tensors.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..trained_precision.vocabulary import BF16, PRECISION_POLICY_ATTR
 from ..utils import logging
-from .distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
+from .optimi import is_compensated_optimizer
+from .pure_bf16_distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
     DEEPSPEED_REFUSAL,
     FSDP1_REFUSAL,
     check_bf16_full_train_accelerator_state,
@@ -43,8 +48,8 @@ from .distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable fr
     check_optimizer_for_sharded_params,
     fsdp_plugin_of,
     shard_for_bf16_full_train_with_accelerate,
+    warn_if_fsdp_not_enabled,
 )
-from .optimizers import is_compensated_optimizer
 
 
 if TYPE_CHECKING:
@@ -69,54 +74,57 @@ _MARK = "_bf16_full_train_summary"
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-# The refusals live with the rest of the distributed logic (`distributed.py`); both names stay importable from here.
+# The refusals live with the rest of the distributed logic (`pure_bf16_distributed.py`); both names stay importable from here.
 FSDP_REFUSAL = FSDP1_REFUSAL
 
 
 def apply_bf16_full_train_args(args) -> None:
     """
-    Resolves `bf16_full_train` and the default optimizer in `TrainingArguments.__post_init__`.
+    Resolves `bf16_full_train` in `TrainingArguments.__post_init__`; without it, nothing changes.
 
-    - `optim` left unset (`None`) becomes `"adamw_optimi"` (Kahan summation) with `bf16_full_train`, else upstream's
-      default (`adamw_torch_fused` on torch >= 2.8).
+    - `optim` at its default (`TrainingArguments.default_optim`: `adamw_torch_fused` on torch >= 2.8) becomes
+      `"adamw_optimi"` (Kahan summation): torch's AdamW loses every update smaller than 2^-8 of a bf16 weight. Any
+      other `optim` is kept; to train bf16 weights with torch's AdamW anyway, pass `optim="adamw_torch"`. The
+      dataclass default itself (what `--help` shows) stays upstream's.
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
     - It refuses `fp16`, FSDP1, DeepSpeed and 8-bit optimizers under FSDP2, explaining why (see
-      [`~trained_precision.distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
+      [`~integrations.pure_bf16_distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
 
     Args:
         args (`TrainingArguments`): Mutated in place.
     """
     if not getattr(args, "bf16_full_train", False):
-        if args.optim is None:
-            args.optim = args.default_optim
         return
     if args.fp16:
         raise ValueError(
             "`bf16_full_train=True` trains bf16 weights and cannot be combined with `fp16=True`; drop `fp16` "
             "(bf16 autocast is turned on for you)."
         )
-    check_bf16_full_train_parallelism(args)
-    if args.optim is None:
+    if str(getattr(args.optim, "value", args.optim)) == args.default_optim:
         args.optim = _DEFAULT_OPTIM
         logger.info(
-            "bf16_full_train: no `optim` given, using optimi AdamW with Kahan summation (`optim='adamw_optimi'`)."
+            f"bf16_full_train: `optim` left at its default ({args.default_optim}), using optimi AdamW with Kahan "
+            f"summation (`optim='{_DEFAULT_OPTIM}'`); pass another `optim` to choose."
         )
-    if not args.bf16:
-        args.bf16 = True
+    check_bf16_full_train_parallelism(args)
+    precision_policy(args).configure_args(args)
 
 
 def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
     """
     The same decisions as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
     configs: FSDP1 and DeepSpeed are refused, FSDP2 passes), plus a warning for a bf16 model under FSDP with mixed
-    precision without the switch.
+    precision without the switch. For every run, with or without the switch: one warning when FSDP was asked for but
+    accelerate did not enable it (CPU processes run as DDP; see
+    [`~integrations.pure_bf16_distributed.warn_if_fsdp_not_enabled`]).
 
     Args:
         args (`TrainingArguments`): The run's arguments.
         accelerator: The `Trainer`'s `Accelerator` (anything with `.state` and `.mixed_precision`).
         model (`nn.Module`, *optional*): The model, to detect bf16 trainable parameters.
     """
+    warn_if_fsdp_not_enabled(args, accelerator)  # FSDP asked for on a CPU: it runs as DDP, say so once
     state = getattr(accelerator, "state", None)
     fsdp = getattr(state, "fsdp_plugin", None) is not None
     deepspeed = getattr(state, "deepspeed_plugin", None) is not None
@@ -126,7 +134,7 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
             check_bf16_full_train_accelerator_state(accelerator)
         return
     if fsdp and mixed_precision != "no" and model is not None:
-        from .optimizers import has_half_precision_trainable_params
+        from .optimi import has_half_precision_trainable_params
 
         if has_half_precision_trainable_params(model):
             logger.warning_once(
@@ -294,6 +302,64 @@ def cast_model_for_bf16_full_train(
     return summary
 
 
+@dataclass(frozen=True)
+class Bf16FullTrainPrecision:
+    """
+    The precision policy of a pure-bf16 run (`bf16_full_train=True`): one object that knows what the run computes in,
+    as one of Lightning's precision plugins does (its `"bf16-true"`). [`apply_bf16_full_train_args`] asks it for the
+    autocast, [`prepare_model_for_bf16_full_train`] for the parameter cast, and the `Trainer` stamp for the name it
+    writes (the cast leaves the policy on the model, under `PRECISION_POLICY_ATTR`).
+
+    Attributes:
+        cast_all (`bool`): `bf16_full_train_cast_all`: also cast embeddings, norms and `_keep_in_fp32_modules`.
+        name (`str`): The precision the stamp writes in `config.trained_precision`: `"bf16"`.
+        mixed_precision (`str`): The autocast the run needs, as accelerate names it: `"bf16"`. fp32-kept embeddings
+            and norms meet bf16 weights under it, and softmax and the loss stay in fp32.
+    """
+
+    cast_all: bool = False
+    name: ClassVar[str] = BF16
+    mixed_precision: ClassVar[str] = "bf16"
+
+    @property
+    def param_dtype(self) -> torch.dtype:
+        """The dtype of the trained weights."""
+        import torch
+
+        return torch.bfloat16
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The autocast dtype."""
+        import torch
+
+        return torch.bfloat16
+
+    def configure_args(self, args) -> None:
+        """Turns the autocast on: `args.bf16 = True` (accelerate's `mixed_precision="bf16"`)."""
+        if not args.bf16:
+            args.bf16 = True
+
+    def convert_module(self, model: nn.Module) -> Bf16CastSummary:
+        """Casts the trainable parameters ([`cast_model_for_bf16_full_train`]) and leaves this policy on `model`."""
+        summary = cast_model_for_bf16_full_train(model, cast_all=self.cast_all, dtype=self.param_dtype)
+        setattr(model, PRECISION_POLICY_ATTR, self)
+        return summary
+
+    def forward_context(self, device_type: str = "cpu"):
+        """The autocast a forward runs under, for code that runs it outside accelerate (custom loops)."""
+        import torch
+
+        return torch.autocast(device_type, dtype=self.compute_dtype)
+
+
+def precision_policy(args) -> Bf16FullTrainPrecision | None:
+    """The precision policy of a run's arguments: [`Bf16FullTrainPrecision`] with `bf16_full_train`, else `None`."""
+    if not getattr(args, "bf16_full_train", False):
+        return None
+    return Bf16FullTrainPrecision(cast_all=bool(getattr(args, "bf16_full_train_cast_all", False)))
+
+
 def _optimizer_label(args) -> str:
     optim = str(getattr(getattr(args, "optim", None), "value", getattr(args, "optim", None)))
     if optim == _DEFAULT_OPTIM:
@@ -306,7 +372,7 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
     The `Trainer`'s call site: refuses FSDP1/DeepSpeed on the resolved accelerate state, then casts `model` once (a
     model from `model_init` is cast when it is created) and logs the one-line dtype summary on the main process.
     Under FSDP2 it then shards the cast model itself (see
-    [`~trained_precision.distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
+    [`~integrations.pure_bf16_distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
     does not upcast the bf16 weights to fp32.
 
     Args:
@@ -320,16 +386,14 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
     if accelerator is not None:
         check_bf16_full_train_accelerator(args, accelerator, model)
         # bf16 works everywhere but is slow where it is emulated (AVX2-only CPUs, pre-Ampere GPUs): say so, once
-        from .hardware import warn_if_bf16_emulated
+        from .bf16_hardware import warn_if_bf16_emulated
 
         warn_if_bf16_emulated(args, getattr(accelerator, "device", None))
     if model is None or not getattr(args, "bf16_full_train", False):
         return None
     summary = getattr(model, _MARK, None)
     if summary is None:
-        summary = cast_model_for_bf16_full_train(
-            model, cast_all=bool(getattr(args, "bf16_full_train_cast_all", False))
-        )
+        summary = precision_policy(args).convert_module(model)
         if getattr(args, "process_index", 0) == 0:
             # the one line that says what the switch did: visible at the default verbosity
             logger.warning(f"{summary} Optimizer: {_optimizer_label(args)}.")
@@ -448,21 +512,27 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
 
 def storage_dtype(model: nn.Module) -> torch.dtype:
     """
-    The dtype `save_pretrained` records in `config.dtype`: the floating-point dtype that holds the most parameter
-    values (tied tensors counted once). Upstream records the first parameter's dtype, which for a pure-bf16 model
-    with fp32 token embeddings says `float32` although most saved tensors are bf16.
+    The dtype `save_pretrained` records in `config.dtype`.
+
+    For every model that [`cast_model_for_bf16_full_train`] did not cast, upstream's choice, unchanged:
+    `model.dtype`, the first floating-point parameter's dtype. A model cast for pure-bf16 training keeps its token
+    embeddings (usually the first parameter) and norms in fp32, so `model.dtype` says `float32` although most saved
+    tensors are bf16; for such a model it is the floating-point dtype that holds the most parameter values (tied
+    tensors counted once), measured when it is saved.
+
+    Only fp32, bf16 and fp16 parameters are counted: a cast model that also stores float8 (or other) weights keeps
+    upstream's choice.
 
     Args:
         model (`nn.Module`): The model about to be saved.
 
-    Only fp32, bf16 and fp16 parameters are counted: a model that stores float8 (or other) weights keeps upstream's
-    choice, the first parameter's dtype, so FP8 checkpoints are saved exactly as upstream saves them.
-
     Returns:
-        `torch.dtype`: The dominant dtype; the first parameter's dtype on a tie, or when the model holds floating
-        parameters outside fp32/bf16/fp16 or none at all.
+        `torch.dtype`: `model.dtype`, or for a model cast by `bf16_full_train` the dominant dtype (the first
+        parameter's dtype on a tie).
     """
-    from .vocabulary import PRECISION_DTYPE_NAMES
+    if getattr(model, _MARK, None) is None:
+        return model.dtype
+    from ..trained_precision.vocabulary import PRECISION_DTYPE_NAMES
 
     counts: dict[Any, int] = {}
     for param in model.parameters():
@@ -476,6 +546,21 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
     first = model.dtype
     best = max(counts.values())
     return first if counts.get(first, 0) == best else max(counts, key=counts.get)
+
+
+def bf16_full_train_card_entries(trainer) -> dict[str, str]:
+    """
+    What the model card the `Trainer` writes adds for a pure-bf16 run (`bf16_full_train=True`): its training precision.
+    Every other run's card is upstream's (an empty dict).
+
+    Args:
+        trainer ([`Trainer`]): The trainer writing the card.
+    """
+    args = getattr(trainer, "args", None)
+    if not getattr(args, "bf16_full_train", False):
+        return {}
+    optim = str(getattr(args.optim, "value", args.optim))
+    return {"training_precision": f"pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, {optim})"}
 
 
 def tensor_storage_bytes(tensor: torch.Tensor, counted: set | None = None) -> int:

@@ -18,24 +18,28 @@ optimi's optimizers train bf16/fp16 weights with Kahan summation: the low bits t
 hold are kept in a compensation buffer of the weight's dtype (+2 bytes per parameter in bf16) and added back at the
 next step, so updates smaller than 2^-8 of a weight are not rounded away.
 
-This module adds, on top of optimi 0.3.3:
+[`get_optimi_optimizer`], the `Trainer`'s handler (as upstream's `stable_adamw` one), returns optimi's own classes
+with the `TrainingArguments` mapped onto them: booleans in `optim_args` parsed as booleans, unknown keys rejected with
+the valid ones, and Kahan summation passed explicitly when the model has half-precision trainable parameters (optimi's
+`Adan` defaults it off).
 
-- one handler that maps `TrainingArguments` and `optim_args` onto each optimi optimizer, parsing booleans as booleans
-  and rejecting unknown keys with the list of valid ones;
-- Kahan summation passed explicitly when the model has half-precision trainable parameters (optimi's `Adan` defaults
-  it off);
+[`prepare_optimi_optimizer`] then adds, on the optimizer the `Trainer` created, with torch's public optimizer hooks
+rather than a subclass of optimi's classes:
+
 - decoupled weight decay applied *inside* the compensated update for half-precision parameters. optimi multiplies the
   bf16 weight by `1 - lr * weight_decay`, which rounds back to the weight whenever `lr * weight_decay < 2^-9`, so
   typical fine-tuning decay is silently lost;
-- `load_state_dict` that re-resolves the Triton/foreach/for-loop implementation for this machine, so a checkpoint
-  written with one implementation resumes where it is unavailable;
+- after `load_state_dict`, a Triton/foreach/for-loop implementation that runs on this machine, so a checkpoint
+  written with Triton resumes where Triton is unavailable;
 - the for-loop implementation on FSDP2-sharded (DTensor) parameters, where foreach and Triton do not run (see
-  `trained_precision.distributed`).
+  `integrations.pure_bf16_distributed`).
+
+Both would be one option and one line inside torch-optimi itself: a compensated decoupled decay for half-precision
+parameters, and `load_state_dict` re-resolving the implementation instead of keeping the saved one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..utils import is_torch_optimi_available, logging, strtobool
@@ -148,19 +152,20 @@ def has_half_precision_trainable_params(model) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The optimizer classes
+# What this module relies on in torch-optimi, checked by `check_optimi_contract`
 # ---------------------------------------------------------------------------------------------------------------------
 
-
-# ---------------------------------------------------------------------------------------------------------------------
-# What this module relies on in torch-optimi: one adapter per internal, checked by `check_optimi_contract`
-# ---------------------------------------------------------------------------------------------------------------------
-
-#: The torch-optimi releases these adapters are tested with; the `optimi` extra pins the same range.
+#: The torch-optimi releases this glue is tested with; the `optimi` extra pins the same range.
 OPTIMI_TESTED_VERSIONS = ">=0.3.3,<0.4"
 
 #: The optimizer-state key under which optimi keeps a parameter's Kahan compensation buffer.
 KAHAN_STATE_KEY = "kahan_comp"
+
+#: Device types optimi's Triton kernels run on.
+_TRITON_DEVICE_TYPES = ("cuda", "xpu")
+
+#: The attribute under which `prepare_optimi_optimizer` keeps its hook handles (and knows it ran).
+_HOOKS_ATTR = "_transformers_optimi_hooks"
 
 
 def kahan_buffer(optimizer, param: torch.Tensor) -> torch.Tensor | None:
@@ -168,36 +173,39 @@ def kahan_buffer(optimizer, param: torch.Tensor) -> torch.Tensor | None:
     return optimizer.state[param].get(KAHAN_STATE_KEY)
 
 
-def optimi_default_implementation(params: list[torch.Tensor]) -> tuple[bool | None, bool]:
+def _triton_runs_here(params: list[torch.Tensor]) -> bool:
     """
-    The implementation optimi picks by itself for `params` on this machine, as `(triton, triton_available)`.
+    Whether optimi's Triton implementation can run on `params` here: Triton importable (optimi's public
+    `optimi.utils.HAS_TRITON`; `False` if a release renames it, which only costs speed) and every parameter on a
+    device its kernels support.
+    """
+    import optimi.utils
 
-    optimi decides with its private `optimi.utils._default_to_triton`; when a later release renames it, `triton` is
-    `None` and optimi decides again at the next step (`check_optimi_contract` reports the rename).
-    """
-    try:
-        from optimi.utils import HAS_TRITON, _default_to_triton
-    except ImportError:
-        return None, False
-    return bool(_default_to_triton(params)), bool(HAS_TRITON)
+    return bool(getattr(optimi.utils, "HAS_TRITON", False)) and all(
+        p.device.type in _TRITON_DEVICE_TYPES for p in params
+    )
 
 
 def check_optimi_contract() -> list[str]:
     """
-    What the adapters of this module need from the installed torch-optimi and do not find: an empty list when all is
-    there. Covers the optimizer classes, the private implementation chooser and the Kahan state key.
+    What this module needs from the installed torch-optimi and does not find: an empty list when all is there.
+    Covers the optimizer classes, the `triton`/`foreach` keys of their param groups, `HAS_TRITON` and the Kahan state
+    key.
     """
     import torch
 
     optimi = _require_optimi()
     problems = [f"optimi.{name} is missing" for name in sorted(_EXTRA_ARGS) if not hasattr(optimi, name)]
-    try:
-        from optimi.utils import HAS_TRITON, _default_to_triton  # noqa: F401
-    except ImportError as e:
-        problems.append(f"optimi.utils no longer has HAS_TRITON/_default_to_triton ({e})")
+    import optimi.utils
+
+    if not hasattr(optimi.utils, "HAS_TRITON"):
+        problems.append("optimi.utils no longer has HAS_TRITON: a resumed run never uses Triton")
     param = torch.nn.Parameter(torch.ones(4, dtype=torch.bfloat16))
     param.grad = torch.ones_like(param)
     optimizer = optimi.AdamW([param], lr=1e-3, kahan_sum=True, foreach=False, triton=False)
+    missing = [key for key in ("triton", "foreach") if key not in optimizer.param_groups[0]]
+    if missing:
+        problems.append(f"optimi's param groups have no {'/'.join(missing)} key")
     optimizer.step()
     buffer = kahan_buffer(optimizer, param)
     if buffer is None or buffer.shape != param.shape:
@@ -206,7 +214,7 @@ def check_optimi_contract() -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The optimizer classes: optimi's, with one mixin per concern
+# What the Trainer adds to optimi's optimizers, through torch's public optimizer hooks (no subclass)
 # ---------------------------------------------------------------------------------------------------------------------
 
 
@@ -222,128 +230,176 @@ def _compensated_add_(param: torch.Tensor, comp: torch.Tensor, delta) -> None:
     param.copy_(new)
 
 
-class _CompensatedWeightDecay:
+def _uses_decoupled_decay(group: dict[str, Any]) -> bool:
+    return bool(group.get("decouple_wd", True) or group.get("decouple_lr", False))
+
+
+def _hold_half_precision_decay(optimizer, decay_divides: bool) -> list[tuple]:
     """
-    Decoupled weight decay of half-precision parameters applied inside the compensated update (exact in fp32, then
-    Kahan-rounded), instead of `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once `lr * wd < 2^-9`. The
-    group's `weight_decay` is held at zero during optimi's step and applied right after it instead of right before;
-    the difference is of order `lr^2 * wd`.
+    Sets `weight_decay` to zero in the groups whose half-precision parameters get the compensated decay, and returns
+    what is needed to restore and apply it: `(group, weight_decay, adam_wd, divides)` per group.
     """
-
-    #: Adan's decoupled decay divides by `1 + lr * wd` (unless `adam_wd=True`); the others multiply by `1 - lr * wd`.
-    _decay_divides: bool = False
-    _compensate_weight_decay: bool = True
-
-    def _uses_decoupled_decay(self, group: dict[str, Any]) -> bool:
-        return bool(group.get("decouple_wd", True) or group.get("decouple_lr", False))
-
-    def step(self, closure: Callable | None = None, param: torch.Tensor | None = None):
-        if param is not None or not self._compensate_weight_decay:
-            return super().step(closure, param)
-
-        held = []
-        for group in self.param_groups:
-            if (
-                group["weight_decay"] != 0
-                and group.get("kahan_sum") is not False
-                and self._uses_decoupled_decay(group)
-                and any(p.grad is not None and _is_half(p) for p in group["params"])
-            ):
-                # read `adam_wd` now: optimi's step resets it in a group whose weight decay is zero
-                divides = self._decay_divides and not group.get("adam_wd", False)
-                held.append((group, group["weight_decay"], group.get("adam_wd"), divides))
-                group["weight_decay"] = 0.0
-        try:
-            loss = super().step(closure)
-        finally:
-            for group, weight_decay, adam_wd, _ in held:
-                group["weight_decay"] = weight_decay
-                if adam_wd is not None:
-                    group["adam_wd"] = adam_wd
-
-        import torch
-
-        with torch.no_grad():
-            for group, weight_decay, _, divides in held:
-                rate = weight_decay * (group["lr"] / group["max_lr"] if group.get("decouple_lr") else group["lr"])
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    comp = kahan_buffer(self, p)
-                    if _is_half(p) and comp is not None and comp.shape == p.shape:
-                        factor = -rate / (1 + rate) if divides else -rate
-                        _compensated_add_(p, comp, p.float().mul_(factor))
-                    elif divides:
-                        p.div_(1 + rate)
-                    else:
-                        p.mul_(1 - rate)
-        return loss
+    held = []
+    for group in optimizer.param_groups:
+        if (
+            group["weight_decay"] != 0
+            and group.get("kahan_sum") is not False
+            and _uses_decoupled_decay(group)
+            and any(p.grad is not None and _is_half(p) for p in group["params"])
+        ):
+            # read `adam_wd` now: optimi's step resets it in a group whose weight decay is zero
+            divides = decay_divides and not group.get("adam_wd", False)
+            held.append((group, group["weight_decay"], group.get("adam_wd"), divides))
+            group["weight_decay"] = 0.0
+    return held
 
 
-class _PortableImplementation:
+def _restore_decay(held: list[tuple]) -> None:
+    while held:
+        group, weight_decay, adam_wd, _ = held.pop()
+        group["weight_decay"] = weight_decay
+        if adam_wd is not None:
+            group["adam_wd"] = adam_wd
+
+
+def _apply_compensated_decay(optimizer, held: list[tuple]) -> None:
+    """Decoupled decay of the held groups, inside the Kahan update for half-precision parameters."""
+    import torch
+
+    with torch.no_grad():
+        for group, weight_decay, _, divides in held:
+            rate = weight_decay * (group["lr"] / group["max_lr"] if group.get("decouple_lr") else group["lr"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                comp = kahan_buffer(optimizer, p)
+                if _is_half(p) and comp is not None and comp.shape == p.shape:
+                    factor = -rate / (1 + rate) if divides else -rate
+                    _compensated_add_(p, comp, p.float().mul_(factor))
+                elif divides:
+                    p.div_(1 + rate)
+                else:
+                    p.mul_(1 - rate)
+
+
+def _fit_implementation_to_machine(optimizer) -> None:
     """
-    The implementation (Triton, foreach, for-loop) fits the machine and the parameters, whatever a checkpoint says:
-    `load_state_dict` re-resolves it instead of trusting the saved choice, and FSDP2-sharded (DTensor) parameters,
-    which may replace the originals after `__init__`, get the for-loop implementation at the first step.
+    After `load_state_dict`: the Triton/foreach choice saved in each group (optimi resolves it once, at the first
+    step, and saves it) is kept where it runs here. A saved `triton=True` where Triton cannot run (no Triton, or a
+    parameter off CUDA/XPU) becomes `False`; explicit `triton`/`foreach` arguments of this optimizer win; groups with
+    DTensor parameters get the for-loop implementation.
     """
+    from .pure_bf16_distributed import make_optimi_dtensor_safe
 
-    def step(self, closure: Callable | None = None, param: torch.Tensor | None = None):
-        if not getattr(self, "_dtensor_checked", False):
-            from .distributed import make_optimi_dtensor_safe
-
-            make_optimi_dtensor_safe(self)
-            self._dtensor_checked = True
-        return super().step(closure, param)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            requested_triton, requested_foreach = self.defaults.get("triton"), self.defaults.get("foreach")
-            saved = (group.get("triton"), group.get("foreach"))
-            triton, triton_available = optimi_default_implementation(list(group["params"]))
-            if requested_triton is None and requested_foreach is None:
-                group["triton"], group["foreach"] = triton, None
-            else:
-                group["triton"] = bool(requested_triton) and triton_available
-                group["foreach"] = requested_foreach
-            from .distributed import make_optimi_dtensor_safe
-
-            make_optimi_dtensor_safe(self)
-            # accelerate reloads every fresh optimizer's (empty) state to place it on the device: only a real
-            # checkpoint, with per-parameter state and an explicit saved choice, is worth a line
-            resumed = bool(state_dict.get("state")) and saved != (None, None)
-            if resumed and saved != (group["triton"], group["foreach"]):
-                logger.info(
-                    f"optimi: the checkpoint was saved with triton={saved[0]}, foreach={saved[1]}; resuming with "
-                    f"triton={group['triton']}, foreach={group['foreach']} on this machine."
-                )
+    requested_triton, requested_foreach = optimizer.defaults.get("triton"), optimizer.defaults.get("foreach")
+    for group in optimizer.param_groups:
+        saved = (group.get("triton"), group.get("foreach"))
+        if requested_triton is not None:
+            group["triton"] = requested_triton
+        elif group.get("triton") and not _triton_runs_here(list(group["params"])):
+            group["triton"] = False
+        if requested_foreach is not None:
+            group["foreach"] = requested_foreach
+        if saved != (group.get("triton"), group.get("foreach")):
+            logger.info(
+                f"optimi: the checkpoint was saved with triton={saved[0]}, foreach={saved[1]}; resuming with "
+                f"triton={group.get('triton')}, foreach={group.get('foreach')} on this machine."
+            )
+    make_optimi_dtensor_safe(optimizer)
 
 
-_CLASS_CACHE: dict[str, type] = {}
+def compensate_weight_decay_requested(optim_args: dict[str, str] | None) -> bool:
+    """`optim_args`' `compensate_weight_decay` (parsed, default `True`)."""
+    value = (optim_args or {}).get("compensate_weight_decay", True)
+    return parse_optim_bool("compensate_weight_decay", value)
+
+
+def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool | None = None) -> bool:
+    """
+    Adds what the `Trainer` needs on top of an optimi optimizer, with torch's public optimizer hooks
+    (`register_step_pre_hook`, `register_step_post_hook`, `register_load_state_dict_post_hook`) on the instance: the
+    optimizer stays optimi's own class.
+
+    - Decoupled weight decay of half-precision parameters is applied inside the compensated update (exact in fp32,
+      then Kahan-rounded) instead of `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once
+      `lr * wd < 2^-9`. The groups' `weight_decay` is zero during optimi's step and the decay is applied right after
+      it instead of right before; the difference is of order `lr^2 * wd`.
+    - After `load_state_dict`, the Triton/foreach/for-loop implementation fits this machine, whatever the checkpoint
+      says (see `_fit_implementation_to_machine`).
+    - DTensor (FSDP2-sharded) parameters, which may replace the originals after the optimizer is created, get the
+      for-loop implementation at the first step.
+
+    Args:
+        optimizer (`torch.optim.Optimizer`): An optimi optimizer, or accelerate's `AcceleratedOptimizer` around one.
+            Other optimizers are left alone.
+        args (`TrainingArguments`, *optional*): When given, only a run with an optimi `optim` name
+            (`"adamw_optimi"`, ...) is prepared, and `optim_args`' `compensate_weight_decay` is read.
+        compensate_weight_decay (`bool`, *optional*): Overrides `optim_args`; defaults to `True`.
+
+    Returns:
+        `bool`: Whether the hooks were registered (`False` for another optimizer, or when they already are).
+    """
+    if args is not None and getattr(args.optim, "value", args.optim) not in OPTIMI_OPTIMIZERS:
+        return False
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
+    mro_modules = {(cls.__module__ or "").split(".")[0] for cls in type(inner).__mro__}
+    if "optimi" not in mro_modules or hasattr(inner, _HOOKS_ATTR):
+        return False
+    if compensate_weight_decay is None:
+        from ..trainer_optimizer import _parse_optim_args
+
+        optim_args = _parse_optim_args(getattr(args, "optim_args", None)) if args is not None else {}
+        compensate_weight_decay = compensate_weight_decay_requested(optim_args)
+    decay_divides = type(inner).__name__ == "Adan"  # Adan divides by 1 + lr * wd (unless adam_wd=True)
+    held: list[tuple] = []
+    first_step = [True]
+
+    def before_step(opt, step_args, step_kwargs):
+        from .pure_bf16_distributed import make_optimi_dtensor_safe
+
+        _restore_decay(held)  # a step that raised left its groups' decay at zero
+        if first_step[0]:
+            make_optimi_dtensor_safe(opt)
+            first_step[0] = False
+        # `step_args` is `(optimizer, closure, param)` as given; a `param` is optimi's per-parameter gradient release
+        single_param = step_kwargs.get("param") is not None or (len(step_args) > 2 and step_args[2] is not None)
+        if compensate_weight_decay and not single_param:
+            held.extend(_hold_half_precision_decay(opt, decay_divides))
+
+    def after_step(opt, step_args, step_kwargs):
+        if held:
+            applied = list(held)
+            _restore_decay(held)
+            _apply_compensated_decay(opt, applied)
+
+    def after_load_state_dict(opt):
+        _fit_implementation_to_machine(opt)
+
+    handles = [
+        inner.register_step_pre_hook(before_step),
+        inner.register_step_post_hook(after_step),
+        inner.register_load_state_dict_post_hook(after_load_state_dict),
+    ]
+    setattr(inner, _HOOKS_ATTR, handles)
+    # read by `check_pure_half_precision_training`: decay does not round away on half-precision weights
+    inner._compensate_weight_decay = bool(compensate_weight_decay)
+    return True
 
 
 def get_optimi_optimizer_cls(name: str) -> type:
     """
-    The optimizer class used for an optimi optimizer name.
+    The optimi class of an optimizer name: optimi's own class, unchanged (`prepare_optimi_optimizer` adds the
+    `Trainer`'s hooks to an instance).
 
     Args:
         name (`str`): An optimi class name (`"AdamW"`, `"Lion"`, ...) or an `optim` name (`"adamw_optimi"`, ...).
-
-    Returns:
-        A subclass of the optimi class (so `isinstance(opt, optimi.AdamW)` holds) with compensated weight decay and
-        portable resume; see `_CompensatedWeightDecay` and `_PortableImplementation`.
     """
     optimi = _require_optimi()
     class_name = OPTIMI_OPTIMIZERS.get(str(name), str(name))
     if class_name not in _EXTRA_ARGS:
         valid = ", ".join(sorted(OPTIMI_OPTIMIZERS))
         raise ValueError(f"{name!r} is not an optimi optimizer. Valid names: {valid}.")
-    if class_name not in _CLASS_CACHE:
-        base = getattr(optimi, class_name)
-        attrs = {"__module__": __name__, "__doc__": base.__doc__, "_decay_divides": class_name == "Adan"}
-        # one subclass per optimi class, built on first use: optimi is an optional dependency
-        _CLASS_CACHE[class_name] = type(class_name, (_CompensatedWeightDecay, _PortableImplementation, base), attrs)
-    return _CLASS_CACHE[class_name]
+    return getattr(optimi, class_name)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -401,15 +457,13 @@ def get_optimi_optimizer(ctx) -> tuple[Any, dict[str, Any]]:
     kahan_sum = parsed.pop("kahan_sum", True if half_params else None)
     kwargs["kahan_sum"] = kahan_sum
 
-    compensate = parsed.pop("compensate_weight_decay", True)
+    parsed.pop("compensate_weight_decay", None)  # ours, not optimi's: read by `prepare_optimi_optimizer`
     kwargs.update(parsed)
     # FSDP2-sharded (DTensor) parameters: the for-loop implementation; an explicit foreach/triton=true raises
-    from .distributed import check_optimi_args_for_sharded_params, has_dtensor_params, requested_fsdp_version
+    from .pure_bf16_distributed import check_optimi_args_for_sharded_params, has_dtensor_params, requested_fsdp_version
 
     sharded = requested_fsdp_version(ctx.args) == 2 or (ctx.model is not None and has_dtensor_params(ctx.model))
     kwargs.update(check_optimi_args_for_sharded_params(parsed, sharded))
-    if compensate is False:
-        optimizer_cls = type(optimizer_cls.__name__, (optimizer_cls,), {"_compensate_weight_decay": False})
     return optimizer_cls, kwargs
 
 
