@@ -40,6 +40,7 @@ EXIT_UNKNOWN = 3
 
 SET = "set"
 HUB_PR = "hub-pr"
+PLAN = "plan"
 
 HELP = f"""What precision a checkpoint was trained in, and whether a runtime dtype is safe for it.
 
@@ -53,13 +54,17 @@ cache):
   transformers precision set PATH... --from-registry [--model-id HUB_ID] [--dry-run]
   transformers precision set PATH... --precision unknown --force     (removes the field)
 \b
+Find the modules fp16 overflows in, keep only those in fp32, validate against fp32, and store the plan (--write):
+  transformers precision plan PATH_OR_ID --dtype fp16 [--write] [--texts FILE] [--headroom 2]
+\b
 Propose the registry's values to the Hub repos they describe (a dry run unless --push; needs a write token):
   transformers precision hub-pr [HUB_ID...] [--push] [--force]
 
 \b
 Exit codes:
   {EXIT_SAFE}  safe (or no --dtype asked; for `set`: every file written or unchanged)
-  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (for `set`: a file could not be written)
+  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (for `set`: a file could not be written;
+     for `plan`: no plan makes fp16 safe)
   {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option
   {EXIT_UNKNOWN}  unknown: the trained precision is unknown, so nothing says the asked --dtype is safe
 """
@@ -154,6 +159,17 @@ def precision(
     force: Annotated[bool, typer.Option("--force", help="`set`: replace or remove a value a config holds.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
     push: Annotated[bool, typer.Option("--push", help="`hub-pr`: open the pull requests (default: dry run).")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
+    ] = False,
+    texts: Annotated[
+        str | None,
+        typer.Option("--texts", help="`plan`: a UTF-8 file of calibration texts (one per paragraph, or per line)."),
+    ] = None,
+    headroom: Annotated[
+        float | None,
+        typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
+    ] = None,
 ):
     out = _Output(json_output or output_format == "json")
     if output_format not in ("text", "json"):
@@ -166,6 +182,15 @@ def precision(
             )
         _set(args[1:], precision_value, from_registry, model_id, force, dry_run, cache_dir, out)
         return
+    if args and args[0] == PLAN and len(args) > 1 and not os.path.exists(PLAN):
+        if set_options or push or audit or text is not None or revision is not None:
+            out.fail(
+                "`plan` takes a checkpoint, --dtype fp16, --write, --texts, --headroom, --download, --allow-pickle."
+            )
+        _plan(args[1:], dtype, write, texts, headroom, download, allow_pickle, cache_dir, out)
+        return
+    if write or texts is not None or headroom is not None:
+        out.fail("--write, --texts and --headroom go with `transformers precision plan`.")
     if args and args[0] == HUB_PR and not os.path.exists(HUB_PR):
         if precision_value is not None or from_registry or model_id is not None or dry_run:
             out.fail("`hub-pr` takes Hub ids, --push and --force only; it is a dry run unless --push.")
@@ -217,6 +242,73 @@ def _report(path_or_id, dtype, audit, download, allow_pickle, text, top, revisio
     else:
         print(report.format(dtype, top_k=top))
     code = report.exit_code(dtype)
+    if code:
+        raise SystemExit(code)
+
+
+def _plan(args, dtype, write, texts_file, headroom, download, allow_pickle, cache_dir, out: _Output) -> None:
+    """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
+    from ..utils import CONFIG_NAME
+    from .fp16_plan import DEFAULT_HEADROOM, Fp16PlanError, plan_checkpoint, write_fp16_plan
+    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .inspection import CheckpointInspectionError
+    from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
+
+    if len(args) != 1:
+        out.fail(f"`plan` takes one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
+    path_or_id = args[0]
+    try:
+        asked = normalize_precision(dtype) if dtype is not None else FP16
+    except InvalidTrainedPrecisionError:
+        asked = None
+    if asked != FP16:
+        out.fail(f"--dtype {dtype!r}: a plan is made for fp16 only (bf16 has fp32's range): use --dtype fp16.")
+    headroom = DEFAULT_HEADROOM if headroom is None else headroom
+    if not headroom >= 1 or headroom == float("inf"):
+        out.fail(f"--headroom must be a number >= 1, got {headroom}.")
+    config_path = None
+    if os.path.isdir(path_or_id):
+        config_path = os.path.join(path_or_id, CONFIG_NAME)
+    elif parse_hub_id(path_or_id) is not None:
+        snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+        config_path = os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
+    if config_path is None and not download:
+        out.fail(
+            f"{path_or_id} is neither a checkpoint directory nor a Hub id in the local cache (--download fetches it)."
+        )
+    texts = _read_texts(texts_file, out) if texts_file is not None else None
+    try:
+        result = plan_checkpoint(
+            path_or_id,
+            texts=texts,
+            headroom=headroom,
+            local_files_only=not download,
+            use_safetensors=not allow_pickle,
+            cache_dir=cache_dir,
+        )
+    except (CheckpointInspectionError, Fp16PlanError, ValueError) as e:
+        out.fail(str(e))
+    written = None
+    if result.passed and write:
+        if config_path is None:
+            snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+            config_path = os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
+        if config_path is None or not os.path.isfile(config_path):
+            out.fail(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_RISKY)
+        try:
+            write_fp16_plan(config_path, result.to_config_dict())
+        except (OSError, ValueError) as e:
+            out.fail(f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_RISKY)
+        written = config_path
+    code = EXIT_SAFE if result.passed else EXIT_RISKY
+    if out.json:
+        print(json.dumps({"plan": result.to_dict(), "written": written, "exit_code": code}, indent=2))
+    else:
+        print(result.format())
+        if written:
+            print(f"wrote the plan into {written}: every fp16 load of this checkpoint now applies it")
+        elif result.passed and not write:
+            print("(not stored: add --write to store it in the checkpoint's config.json)")
     if code:
         raise SystemExit(code)
 
