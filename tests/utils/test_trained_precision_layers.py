@@ -32,6 +32,7 @@ LAYERS = {
     "configuration": 2,
     "optimizers": 2,
     "resolver": 3,  # the answer
+    "evidence": 3,
     "torchao_optimizers": 3,
     "check": 4,  # uses
     "audit": 4,
@@ -39,6 +40,7 @@ LAYERS = {
     "pure_bf16": 4,
     "stamp": 5,
     "inspection": 5,
+    "fp16_plan": 5,
     "cli": 6,  # surface
     "__main__": 7,
     "testing_utils": 7,  # test helpers

@@ -14,7 +14,7 @@
 """
 Test helpers of `trained_precision`, as `transformers.testing_utils` is for the library: the tests of the config
 field, the loading check, the Trainer stamp, pure-bf16 training and `transformers precision` build their tiny models
-here, so that they agree on one small GPT-Neo. Importable from scripts the tests launch with `torchrun`, too.
+here, so that they agree on one small GPT-Neo (and the fp16 plan on one small GPT-2 with a planted overflow). Importable from scripts the tests launch with `torchrun`, too.
 """
 
 from __future__ import annotations
@@ -51,6 +51,53 @@ def tiny_gpt_neo(**overrides):
     return GPTNeoForCausalLM(tiny_gpt_neo_config(**overrides))
 
 
+#: A GPT-2 for the fp16-plan tests and benchmark: 3 layers, hidden 32, 64 tokens.
+TINY_GPT2: dict[str, Any] = {
+    "vocab_size": 64,
+    "n_embd": 32,
+    "n_layer": 3,
+    "n_head": 2,
+    "n_positions": 64,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+
+
+def tiny_gpt2(seed: int = 0, **overrides):
+    """A `GPT2LMHeadModel` of [`TINY_GPT2`] with `overrides`, initialised from `seed`, in eval mode (needs torch)."""
+    import torch
+
+    from ..models.gpt2 import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config(**{**TINY_GPT2, **overrides})).eval()
+
+
+def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5):
+    """
+    Scales the weights of module `up` so that its largest fp32 output on the audit's calibration inputs reaches `peak`
+    (past fp16's 65504) and those of `down` by the inverse. With a ReLU (or GELU's near-linear positive side) between
+    them, the block's output barely changes: only the values inside it leave fp16's range, as in the T5 and GPT-2
+    overflow reports (`wi` up and `wo` down; `c_fc` up and `c_proj` down). Returns `model`.
+    """
+    import torch
+
+    from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs
+
+    modules = dict(model.named_modules())
+    inputs, _ = calibration_inputs(model, None, None, max_length=32)
+    with ActivationRecorder(model) as recorder, torch.no_grad():
+        for batch in inputs:
+            model(**_forward_kwargs(model, batch))
+    factor = peak / recorder.output_max[up]
+    with torch.no_grad():
+        modules[up].weight.mul_(factor)
+        if getattr(modules[up], "bias", None) is not None:
+            modules[up].bias.mul_(factor)
+        modules[down].weight.div_(factor)
+    return model
+
+
 def random_token_dataset(size: int = 32, length: int = 16, vocab: int = 64) -> list[dict]:
     """
     `size` language-modelling examples of `length` random token ids below `vocab` (the labels are the inputs), the
@@ -71,4 +118,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-__all__ = ["TINY_GPT_NEO", "free_port", "random_token_dataset", "tiny_gpt_neo", "tiny_gpt_neo_config"]
+__all__ = [
+    "TINY_GPT2",
+    "TINY_GPT_NEO",
+    "free_port",
+    "plant_fp16_overflow",
+    "random_token_dataset",
+    "tiny_gpt2",
+    "tiny_gpt_neo",
+    "tiny_gpt_neo_config",
+]
