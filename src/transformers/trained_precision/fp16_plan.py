@@ -450,16 +450,20 @@ def _run(model, batches, recorder: ActivationRecorder | None = None):
 
 
 def _compare(reference: list, candidate: list, is_logits: bool) -> dict:
-    """Max error, worst cosine, top-1 agreement and finiteness of `candidate` against `reference`."""
+    """
+    Max error, worst cosine and top-1 agreement of `candidate` against `reference`, and whether they pass. The max
+    error is one pass per output that also tells finiteness (inf and NaN propagate through it).
+    """
     import torch
 
-    finite = all(bool(torch.isfinite(c).all()) for c in candidate)
-    max_error, worst_cosine, agree, total, scale = 0.0, 1.0, 0, 0, 0.0
+    finite, max_error, worst_cosine, agree, total, scale = True, 0.0, 1.0, 0, 0, 0.0
     for ref, out in zip(reference, candidate):
-        scale = max(scale, float(ref.abs().max()))
-        if not finite:
-            continue
-        max_error = max(max_error, float((out - ref).abs().max()))
+        scale = max(scale, float(ref.abs().amax()))
+        error = float((out - ref).abs().amax())
+        if not math.isfinite(error):
+            finite = False
+            break
+        max_error = max(max_error, error)
         cosine = torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0)
         worst_cosine = min(worst_cosine, float(cosine))
         if is_logits:  # the same next token
@@ -471,9 +475,7 @@ def _compare(reference: list, candidate: list, is_logits: bool) -> dict:
             nearest = (a @ b.T).argmax(-1)
             agree += int((nearest == torch.arange(len(nearest))).sum())
             total += len(nearest)
-    top1 = agree / total if total else 0.0
-    if not finite:
-        max_error, worst_cosine, top1 = math.inf, 0.0, 0.0
+    top1 = agree / total if total and finite else 0.0
     passed = (
         finite
         and max_error <= MAX_RELATIVE_ERROR * max(scale, 1e-30)
@@ -483,9 +485,10 @@ def _compare(reference: list, candidate: list, is_logits: bool) -> dict:
     return {
         "passed": passed,
         "max_abs_error": max_error if finite else FP16_MAX,
-        "cosine": worst_cosine,
+        "cosine": worst_cosine if finite else 0.0,
         "top1_agreement": top1,
         "texts": len(reference),
+        "finite": finite,
     }
 
 
@@ -515,15 +518,41 @@ def _calibration_hash(texts: list[str] | None, batches: list[dict]) -> str:
 
 
 def _fp16_copy(model, names: list[str]):
+    """A copy of `model` in fp16 with the modules `names` kept in fp32 (their exact weights), as a load applies it."""
     import torch
 
-    # `nn.Module.to`, not the model's own: no trained-precision warning, no stored plan applied during the search
+    # `nn.Module.to`, not the model's own: no trained-precision warning, no stored plan applied
     candidate = torch.nn.Module.to(copy.deepcopy(model), torch.float16)
     modules, sources = dict(candidate.named_modules()), dict(model.named_modules())
     for name in names:
         keep_module_in_fp32(modules[name])
         modules[name].load_state_dict(sources[name].state_dict())  # the exact fp32 weights, not an fp16 round trip
     return candidate.eval()
+
+
+@contextlib.contextmanager
+def _as_planned_fp16(model, names: list[str]):
+    """
+    Runs `model` itself in fp16 with the modules `names` in fp32, for the duration of the block: no copy of the model
+    (a copy would cost more than the validation forward). The fp32 tensors are kept aside and put back afterwards.
+    """
+    import torch
+
+    kept = [(t, t.data) for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    modules = dict(model.named_modules())
+    planned = {id(t) for name in names for t in (*modules[name].parameters(), *modules[name].buffers())}
+    try:
+        for tensor, data in kept:
+            if id(tensor) not in planned:
+                tensor.data = data.to(torch.float16)
+        for name in names:
+            keep_module_in_fp32(modules[name])
+        yield model
+    finally:
+        for name in names:
+            release_module(modules[name])
+        for tensor, data in kept:
+            tensor.data = data
 
 
 def search_fp16_plan(
@@ -556,7 +585,6 @@ def search_fp16_plan(
     Raises:
         [`Fp16PlanError`]: bad input (the headroom, a model that does not run, non-finite values already in fp32).
     """
-    import torch
 
     if not (isinstance(headroom, (int, float)) and math.isfinite(headroom) and headroom >= 1):
         raise Fp16PlanError(f"the headroom must be a number >= 1 (1 = up to fp16's max itself), got {headroom!r}")
@@ -575,16 +603,23 @@ def search_fp16_plan(
 
         calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
     digest = _calibration_hash(calibration_texts, inputs)
-    limit = FP16_MAX / headroom
     was_training = model.training
     model.eval()
-    started = time.perf_counter()
     try:
-        with ActivationRecorder(model) as recorder:
-            reference, is_logits, events = _run(model, inputs, recorder)
-        held_reference, _, _ = _run(model, held_out_inputs)
+        return _search(model, inputs, held_out_inputs, headroom, digest)
     finally:
         model.train(was_training)
+
+
+def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
+    """[`search_fp16_plan`] on ready inputs, `model` in eval mode."""
+    import torch
+
+    limit = FP16_MAX / headroom
+    started = time.perf_counter()
+    with ActivationRecorder(model) as recorder:
+        reference, is_logits, events = _run(model, inputs, recorder)
+    held_reference, _, _ = _run(model, held_out_inputs)
     measured = time.perf_counter() - started
 
     order: dict[str, int] = {}
@@ -595,7 +630,8 @@ def search_fp16_plan(
         for name in recorder.calls
     }
     broken = [n for n, v in boundary.items() if not math.isfinite(v)]
-    if broken or not all(bool(torch.isfinite(r).all()) for r in reference + held_reference):
+    # the recorder saw the calibration outputs; the held-out ones: one pass each (inf and NaN propagate to the max)
+    if broken or not all(math.isfinite(float(r.abs().amax())) for r in held_reference):
         raise Fp16PlanError(
             f"the model already gives inf/NaN in fp32 (at `{broken[0] if broken else _ROOT}`): its weights or inputs "
             "are broken, fp16 is not the problem"
@@ -655,11 +691,14 @@ def search_fp16_plan(
                 "the model does not fit fp16. Run it in bf16 (fp32's range at half the memory) or fp32."
             )
             break
-        candidate = _fp16_copy(model, names)
-        with ActivationRecorder(candidate) as watch:
-            outputs, _, fp16_events = _run(candidate, all_inputs, watch)
-        result.attempts += 1
-        validation = _compare(all_reference, outputs, is_logits)
+        with _as_planned_fp16(model, names):
+            outputs, _, _ = _run(model, all_inputs)
+            result.attempts += 1
+            validation = _compare(all_reference, outputs, is_logits)
+            fp16_events = []
+            if not validation.pop("finite"):
+                with ActivationRecorder(model) as watch:  # where the first inf/NaN appears, to grow the plan there
+                    _, _, fp16_events = _run(model, all_inputs, watch)
         result.modules, result.fp32_weight_share, result.validation = names, share, validation
         if validation["passed"]:
             result.passed = True
