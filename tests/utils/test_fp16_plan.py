@@ -156,6 +156,15 @@ class Fp16PlanSearchTest(unittest.TestCase):
         self.assertIn("bf16", result.refusal)
         self.assertIn("residual stream", result.format())
 
+    def test_a_plan_that_keeps_most_weights_in_fp32_is_refused(self):
+        model = tiny_gpt2()
+        for block in range(3):  # every MLP overflows: together they hold most of this tiny model's weights
+            plant_fp16_overflow(model, f"transformer.h.{block}.mlp.c_fc", f"transformer.h.{block}.mlp.c_proj")
+        result = search_fp16_plan(model)
+        self.assertFalse(result.passed)
+        self.assertRegex(result.refusal, r"would keep \d+% of the weights in fp32")
+        self.assertEqual(result.attempts, 0)
+
     def test_a_model_without_overflow_gets_an_empty_plan(self):
         model = tiny_gpt2()
         result = search_fp16_plan(model)

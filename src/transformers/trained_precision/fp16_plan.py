@@ -120,27 +120,30 @@ def _cast_floating(value: Any, dtype, only_from=None, depth: int = 0):
         return tuple(_cast_floating(v, dtype, only_from, depth + 1) for v in value)
     if isinstance(value, list):
         return [_cast_floating(v, dtype, only_from, depth + 1) for v in value]
-    if isinstance(value, dict):
+    if type(value) is dict:
+        return {key: _cast_floating(item, dtype, only_from, depth + 1) for key, item in value.items()}
+    if isinstance(value, dict):  # a `ModelOutput` (an ordered dict with attributes): its items are set in place
         for key in list(value.keys()):
             value[key] = _cast_floating(value[key], dtype, only_from, depth + 1)
-        return value
     return value
 
 
-def _first_floating(values) -> Any:
+def _floating(values, depth: int = 0):
+    """The floating tensors in `values` (tensors, tuples, lists, dicts), in order."""
     import torch
 
-    stack = list(values)
-    while stack:
-        value = stack.pop(0)
+    for value in values:
         if isinstance(value, torch.Tensor):
             if value.is_floating_point():
-                return value
-        elif isinstance(value, (tuple, list)):
-            stack[:0] = list(value)
-        elif isinstance(value, dict):
-            stack[:0] = list(value.values())
-    return None
+                yield value
+        elif depth < 4 and isinstance(value, (tuple, list)):
+            yield from _floating(value, depth + 1)
+        elif depth < 4 and isinstance(value, dict):
+            yield from _floating(value.values(), depth + 1)
+
+
+def _first_floating(values) -> Any:
+    return next(_floating(values), None)
 
 
 def _compute_dtype(module):
@@ -160,7 +163,10 @@ def _planned_forward(self, *args, **kwargs):
     inner = self.__dict__.get(_INNER_FORWARD)
     inner = inner if inner is not None else type(self).forward.__get__(self)
     dtype = _compute_dtype(self)
-    incoming = _first_floating((args, kwargs))
+    floating = list(_floating((args, kwargs)))
+    # the dtype outputs go back to: the first narrower input (the fp16 around the module), else the first input's
+    narrower = [t for t in floating if t.element_size() < torch.finfo(dtype).bits // 8]
+    incoming = narrower[0] if narrower else (floating[0] if floating else None)
     args = _cast_floating(args, dtype)
     kwargs = _cast_floating(kwargs, dtype)
     device_type = incoming.device.type if incoming is not None else "cpu"
@@ -695,10 +701,10 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
             outputs, _, _ = _run(model, all_inputs)
             result.attempts += 1
             validation = _compare(all_reference, outputs, is_logits)
-            fp16_events = []
+            watch = None
             if not validation.pop("finite"):
                 with ActivationRecorder(model) as watch:  # where the first inf/NaN appears, to grow the plan there
-                    _, _, fp16_events = _run(model, all_inputs, watch)
+                    _run(model, all_inputs, watch)
         result.modules, result.fp32_weight_share, result.validation = names, share, validation
         if validation["passed"]:
             result.passed = True
@@ -709,7 +715,7 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
                 f"agreement {validation['top1_agreement']:.2%}): run the model in bf16 or fp32."
             )
             break
-        grown = _grow(names, fp16_events, boundary, order, caller)
+        grown = _grow(names, watch, boundary, order, caller)
         if grown is None:
             result.refusal = (
                 "fp16 gives inf/NaN in the model's own code, outside any module that could be kept in fp32: run it "
@@ -738,12 +744,28 @@ def _residual_refusal(name: str, value: float) -> str:
     )
 
 
-def _grow(names, fp16_events, boundary, order, caller) -> str | None:
-    """The module to add after a failed validation, or `None` when nothing can be added."""
+def _grow(names, watch, boundary, order, caller) -> str | None:
+    """
+    The module to add after a failed validation, or `None` when nothing can be added. With `watch` (the recorder of
+    an fp16 run that gave inf/NaN): the first module, in execution order, whose inputs were finite and whose output
+    was not (its code made the inf); else, for the first module that received a non-finite input, the nearest caller
+    whose own inputs were finite (its code made it between two calls). Without: the module with the least headroom.
+    """
     inside = lambda n: any(n == m or n.startswith(m + ".") for m in names)  # noqa: E731
-    for name, kind, value in fp16_events:  # the first module whose own fp16 output turned inf/NaN
-        if kind == "output" and not math.isfinite(value) and name != _ROOT and not inside(name):
-            return name
+    if watch is not None:
+        finite = lambda value: value is None or math.isfinite(value)  # noqa: E731
+        ordered = sorted(watch.calls, key=lambda n: order.get(n, len(order)))
+        for name in ordered:
+            if name != _ROOT and not inside(name):
+                if finite(watch.input_max.get(name)) and not finite(watch.output_max.get(name)):
+                    return name
+        for name in ordered:
+            if not finite(watch.input_max.get(name)):
+                holder = caller(name)
+                while holder != _ROOT and not finite(watch.input_max.get(holder)):
+                    holder = caller(holder)
+                return None if holder == _ROOT or inside(holder) else holder
+        return None
     candidates = [n for n in boundary if n != _ROOT and not inside(n)]
     if not candidates:
         return None

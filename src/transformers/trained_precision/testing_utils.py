@@ -73,23 +73,29 @@ def tiny_gpt2(seed: int = 0, **overrides):
     return GPT2LMHeadModel(GPT2Config(**{**TINY_GPT2, **overrides})).eval()
 
 
-def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5):
+def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int = 0):
     """
-    Scales the weights of module `up` so that its largest fp32 output on the audit's calibration inputs reaches `peak`
-    (past fp16's 65504) and those of `down` by the inverse. With a ReLU (or GELU's near-linear positive side) between
-    them, the block's output barely changes: only the values inside it leave fp16's range, as in the T5 and GPT-2
-    overflow reports (`wi` up and `wo` down; `c_fc` up and `c_proj` down). Returns `model`.
+    Scales the weights of module `up` so that its largest fp32 output on 4 random sequences of 32 token ids (drawn
+    with `seed`) reaches `peak` (past fp16's 65504) and those of `down` by the inverse. With a ReLU (or GELU's
+    near-linear positive side) between them, the block's output barely changes: only the values inside it leave fp16's
+    range, as in the T5 and GPT-2 overflow reports (`wi` up and `wo` down; `c_fc` up and `c_proj` down). Returns
+    `model` (needs torch).
     """
     import torch
 
-    from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs
-
     modules = dict(model.named_modules())
-    inputs, _ = calibration_inputs(model, None, None, max_length=32)
-    with ActivationRecorder(model) as recorder, torch.no_grad():
-        for batch in inputs:
-            model(**_forward_kwargs(model, batch))
-    factor = peak / recorder.output_max[up]
+    ids = torch.randint(0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(seed))
+    inputs = {"input_ids": ids}
+    if getattr(model.config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = ids
+    largest = []
+    handle = modules[up].register_forward_hook(lambda module, args, output: largest.append(output.abs().max()))
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        handle.remove()
+    factor = peak / float(max(largest))
     with torch.no_grad():
         modules[up].weight.mul_(factor)
         if getattr(modules[up], "bias", None) is not None:
