@@ -295,6 +295,16 @@ class Fp16PlanApplyTest(TestCasePlus):
             self.assertEqual(apply_fp16_plan(model, torch.float16), [])
         self.assertIn("does not have (transformer.h.9.mlp)", cl.out)
 
+    def test_a_quantized_fp16_load_does_not_apply_it(self):
+        from transformers import BitsAndBytesConfig
+
+        quantized = GPT2LMHeadModel.from_pretrained(
+            self.dir, dtype=torch.float16, quantization_config=BitsAndBytesConfig(load_in_8bit=True)
+        )
+        mlp = quantized.transformer.h[1].mlp
+        self.assertEqual(mlp.c_fc.weight.dtype, torch.int8)  # quantized as asked, not cast to fp32
+        self.assertNotIn("forward", vars(mlp))
+
     def test_a_plan_that_did_not_pass_is_not_applied(self):
         model = GPT2LMHeadModel.from_pretrained(self.dir)
         model.config.fp16_plan = {**self.plan, "validation": {**self.plan["validation"], "passed": False}}

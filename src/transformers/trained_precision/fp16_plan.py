@@ -244,6 +244,10 @@ def _model_plan(model, enabled: bool = True) -> tuple[dict, list[str]] | None:
     plan = read_fp16_plan(config) if config is not None else None
     if plan is None:
         return None
+    if getattr(config, "_is_quantized", False) or getattr(config, "quantization_config", None) is not None:
+        # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
+        logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
+        return None
     names = resolve_plan_modules(model, plan["modules"])
     if names is None:
         missing = sorted(set(plan["modules"]) - _module_names(model))
