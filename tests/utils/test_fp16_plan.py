@@ -312,6 +312,47 @@ class Fp16PlanApplyTest(TestCasePlus):
 
 
 @require_torch
+class Fp16PlanCompositeTest(TestCasePlus):
+    def test_each_sub_config_stores_its_sub_models_part(self):
+        from transformers import BertConfig, EncoderDecoderConfig, EncoderDecoderModel, GPT2Config
+
+        torch.manual_seed(0)
+        encoder = BertConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        )
+        decoder = GPT2Config(
+            vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=64, add_cross_attention=True, is_decoder=True
+        )
+        config = EncoderDecoderConfig.from_encoder_decoder_configs(encoder, decoder)
+        config.decoder_start_token_id = config.pad_token_id = 0
+        model = EncoderDecoderModel(config).eval()
+        plant_fp16_overflow(model, "decoder.transformer.h.1.mlp.c_fc", "decoder.transformer.h.1.mlp.c_proj")
+        result = search_fp16_plan(model)
+        self.assertTrue(result.passed, result.format())
+        self.assertEqual(result.modules, ["decoder.transformer.h.1.mlp"])
+        self.assertEqual(sorted(result.parts), ["", "decoder", "encoder"])
+        self.assertEqual(result.parts["decoder"]["modules"], ["transformer.h.1.mlp"])  # relative to the decoder
+        self.assertEqual(result.parts["encoder"]["modules"], [])  # the encoder fits fp16: an answer of its own
+
+        path = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(path)
+        write_fp16_plan(os.path.join(path, "config.json"), result.to_config_dict(), result.parts)
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            stored = json.load(f)
+        self.assertEqual(stored[FP16_PLAN_FIELD], result.to_config_dict())
+        self.assertEqual(stored["decoder"][FP16_PLAN_FIELD], result.parts["decoder"])
+        self.assertEqual(stored["encoder"][FP16_PLAN_FIELD], result.parts["encoder"])
+
+        loaded = EncoderDecoderModel.from_pretrained(path, dtype=torch.float16)
+        self.assertEqual(loaded.decoder.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+        self.assertEqual(loaded.decoder.transformer.h[0].mlp.c_fc.weight.dtype, torch.float16)
+        self.assertEqual(getattr(loaded.decoder.config, FP16_PLAN_FIELD)["modules"], ["transformer.h.1.mlp"])
+        with torch.no_grad():
+            logits = loaded(input_ids=IDS, decoder_input_ids=IDS).logits
+        self.assertTrue(torch.isfinite(logits).all())
+
+
+@require_torch
 class Fp16PlanTrainingTest(TestCasePlus):
     def test_planned_modules_run_in_fp32_under_fp16_autocast(self):
         # accelerate ignores fp16 autocast on the CPU: the mechanism is tested under torch.autocast directly

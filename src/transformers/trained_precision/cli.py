@@ -296,7 +296,7 @@ def _plan(args, dtype, write, texts_file, headroom, download, allow_pickle, cach
         if config_path is None or not os.path.isfile(config_path):
             out.fail(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_RISKY)
         try:
-            write_fp16_plan(config_path, result.to_config_dict())
+            write_fp16_plan(config_path, result.to_config_dict(), result.parts)
         except (OSError, ValueError) as e:
             out.fail(f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_RISKY)
         written = config_path
@@ -306,7 +306,9 @@ def _plan(args, dtype, write, texts_file, headroom, download, allow_pickle, cach
     else:
         print(result.format())
         if written:
-            print(f"wrote the plan into {written}: every fp16 load of this checkpoint now applies it")
+            subs = [key for key in result.parts if key]
+            where = f" (and its part into the sub-configs {', '.join(subs)})" if subs else ""
+            print(f"wrote the plan into {written}{where}: every fp16 load of this checkpoint now applies it")
         elif result.passed and not write:
             print("(not stored: add --write to store it in the checkpoint's config.json)")
     if code:

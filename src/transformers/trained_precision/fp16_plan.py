@@ -236,28 +236,61 @@ def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
     return resolved
 
 
-def _model_plan(model, enabled: bool = True) -> tuple[dict, list[str]] | None:
-    """The model's validated stored plan and its module names resolved in `model`, or `None`."""
+def sub_models(model) -> list[tuple[str, str, Any]]:
+    """
+    `(sub-config key, module name, sub-model)` for each sub-model of a composite model (text, vision, encoder,
+    decoder, ...): the outermost module whose `config` is one of `model.config`'s sub-configs. Empty for other models.
+    """
+    config = getattr(model, "config", None)
+    keys = {}
+    for key in getattr(config, "sub_configs", None) or {}:
+        sub_config = getattr(config, key, None)
+        if sub_config is not None and sub_config is not config:
+            keys[id(sub_config)] = key
+    found, seen = [], set()
+    for name, module in model.named_modules():
+        key = keys.get(id(getattr(module, "config", None))) if name else None
+        if key is not None and key not in seen:
+            seen.add(key)
+            found.append((key, name, module))
+    return found
+
+
+def _model_plan(model, enabled: bool = True) -> tuple[list[tuple[str, dict]], list[str]] | None:
+    """
+    The validated stored plans of `model` (its config's, and each sub-config's for a composite model, names relative
+    to the sub-model) as `(sub-config key or "", plan)`, and all their module names resolved in `model`; or `None`.
+    """
     if not enabled or vars(model).get(_DISABLED):
         return None
     config = getattr(model, "config", None)
-    plan = read_fp16_plan(config) if config is not None else None
-    if plan is None:
+    if config is None:
+        return None
+    plans, names = [], []
+    for key, prefix, owner in [("", "", model), *sub_models(model)]:
+        plan = read_fp16_plan(owner.config)
+        if plan is None:
+            continue
+        resolved = resolve_plan_modules(owner, plan["modules"])
+        if resolved is None:
+            missing = sorted(set(plan["modules"]) - _module_names(owner))
+            where = f"`{key}` sub-config" if key else "config"
+            logger.warning_once(
+                f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
+                f"{getattr(config, 'name_or_path', '') or type(model).__name__} names modules that "
+                f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Run "
+                "`transformers precision plan PATH --dtype fp16 --write` again for this model."
+            )
+            return None
+        plans.append((key, plan))
+        names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
+    if not plans:
         return None
     if getattr(config, "_is_quantized", False) or getattr(config, "quantization_config", None) is not None:
         # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
         logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
         return None
-    names = resolve_plan_modules(model, plan["modules"])
-    if names is None:
-        missing = sorted(set(plan["modules"]) - _module_names(model))
-        logger.warning_once(
-            f"The stored `{FP16_PLAN_FIELD}` of {getattr(config, 'name_or_path', '') or type(model).__name__} names "
-            f"modules that {type(model).__name__} does not have ({', '.join(missing[:3])}): it is not applied. Run "
-            "`transformers precision plan PATH --dtype fp16 --write` again for this model."
-        )
-        return None
-    return plan, names
+    return plans, sorted(set(names))
 
 
 def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
@@ -300,17 +333,18 @@ def apply_fp16_plan(model, dtype, use_fp16_plan: bool = True, training: bool = F
     found = _model_plan(model, use_fp16_plan)
     if found is None:
         return []
-    plan, names = found
+    plans, names = found
     modules = dict(model.named_modules())
     for name in names:
         keep_module_in_fp32(modules[name])
-    validation = plan["validation"]
+    share = _weight_share(model, names)
+    validation = plans[0][1]["validation"]
     what = "fp16 mixed-precision training" if training else "fp16"
     listed = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     name = getattr(model.config, "name_or_path", "") or type(model).__name__
     logger.info(
         f"{name} runs in {what} with its stored fp16 plan: "
-        + (f"{listed} kept in fp32 ({plan['fp32_weight_share']:.1%} of the weights)" if names else "no module in fp32")
+        + (f"{listed} kept in fp32 ({share:.1%} of the weights)" if names else "no module in fp32")
         + f"; validated against fp32 on {validation['texts']} texts (cosine {validation['cosine']:.5f}, top-1 "
         f"agreement {validation['top1_agreement']:.1%})."
     )
@@ -365,6 +399,8 @@ class PlanResult:
         hot (`list[tuple[str, float]]`): the modules whose measured values passed the limit, with their max.
         attempts (`int`): how many validations ran.
         seconds (`dict`): time spent measuring and validating.
+        parts (`dict`): for a passed plan, what each config stores (see [`split_plan`]): `""` the model's own config,
+            else a sub-config's key.
     """
 
     modules: list[str]
@@ -378,6 +414,7 @@ class PlanResult:
     hot: list = dataclasses.field(default_factory=list)
     attempts: int = 0
     seconds: dict = dataclasses.field(default_factory=dict)
+    parts: dict = dataclasses.field(default_factory=dict)
 
     def to_config_dict(self) -> dict:
         """The plan as `config.fp16_plan` stores it (the fixed schema of [`FP16_PLAN_FIELD`])."""
@@ -616,9 +653,25 @@ def search_fp16_plan(
     was_training = model.training
     model.eval()
     try:
-        return _search(model, inputs, held_out_inputs, headroom, digest)
+        result = _search(model, inputs, held_out_inputs, headroom, digest)
     finally:
         model.train(was_training)
+    if result.passed:
+        result.parts = split_plan(model, result.to_config_dict())
+    return result
+
+
+def split_plan(model, plan: dict) -> dict[str, dict]:
+    """
+    Where a plan is stored: `{"": plan}` for most models. For a composite model (text and vision, encoder and
+    decoder), the model's own config keeps the whole plan and each sub-config (one answer per sub-model) its sub-model's
+    modules, named relative to that sub-model, with their share of its weights; the measurement is the same.
+    """
+    parts = {"": plan}
+    for key, prefix, owner in sub_models(model):
+        inside = [name[len(prefix) + 1 :] for name in plan["modules"] if name.startswith(prefix + ".")]
+        parts[key] = {**plan, "modules": inside, "fp32_weight_share": round(_weight_share(owner, inside), 6)}
+    return parts
 
 
 def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
@@ -863,21 +916,24 @@ def set_plan_member(text: str, plan: dict) -> str:
     return new_text
 
 
-def write_fp16_plan(config_path: str | os.PathLike, plan: dict) -> bool:
+def write_fp16_plan(config_path: str | os.PathLike, plan: dict, parts: dict[str, dict] | None = None) -> bool:
     """
-    Stores `plan` as `fp16_plan` in a `config.json`, with `set`'s guarantees: only that member changes (indentation,
-    key order and a byte-order mark are kept), the file is replaced atomically under the lock file `set` uses and
-    keeps its mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) becomes a regular file.
+    Stores `plan` as `fp16_plan` in a `config.json` (and, with `parts` from [`split_plan`], each sub-config's part in
+    that sub-config's object), with `set`'s guarantees: only those members change (indentation, key order and a
+    byte-order mark are kept), the file is replaced atomically, once, under the lock file `set` uses, and keeps its
+    mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) becomes a regular file.
 
     Returns:
         `bool`: whether the file changed (`False`: it already held this plan).
 
     Raises:
-        [`ConfigEditError`]: a malformed or non-object file (nothing is modified). `OSError`: it cannot be written.
+        [`ConfigEditError`]: a malformed or non-object file, or a sub-config it lacks (nothing is modified).
+        `OSError`: it cannot be written.
     """
     from filelock import FileLock
 
     from .hub_ids import cache_snapshot_of
+    from .populate import ConfigEditError
 
     path = Path(config_path)
     in_cache = cache_snapshot_of(path.parent) is not None
@@ -889,6 +945,15 @@ def write_fp16_plan(config_path: str | os.PathLike, plan: dict) -> bool:
         bom = "\ufeff" if text.startswith("\ufeff") else ""
         body = text[len(bom) :]
         new_body = set_plan_member(body, plan)
+        for key, part in (parts or {}).items():
+            if not key:
+                continue
+            members = {m.key: m for m in _top_level_members(new_body)[0]}
+            member = members.get(key)
+            if member is None or not new_body[member.value_start : member.value_end].lstrip().startswith("{"):
+                raise ConfigEditError(f"it has no `{key}` sub-config object to store that sub-model's plan in")
+            edited = set_plan_member(new_body[member.value_start : member.value_end], part)
+            new_body = new_body[: member.value_start] + edited + new_body[member.value_end :]
         if new_body == body:
             return False
         atomic_write_text(target, bom + new_body)
@@ -909,5 +974,7 @@ __all__ = [
     "resolve_plan_modules",
     "search_fp16_plan",
     "set_plan_member",
+    "split_plan",
+    "sub_models",
     "write_fp16_plan",
 ]

@@ -84,7 +84,8 @@ def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int 
     import torch
 
     modules = dict(model.named_modules())
-    ids = torch.randint(0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(seed))
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = torch.randint(0, vocab, (4, 32), generator=torch.Generator().manual_seed(seed))
     inputs = {"input_ids": ids}
     if getattr(model.config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = ids
