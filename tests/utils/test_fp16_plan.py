@@ -373,6 +373,16 @@ class Fp16PlanTrainingTest(TestCasePlus):
             self.assertTrue(torch.isfinite(parameter.grad).all(), name)
         self.assertTrue(all(p.dtype == torch.float32 for p in model.parameters()))  # fp32 master weights
 
+    def test_a_peft_model_applies_its_base_models_plan(self):
+        from peft import LoraConfig, get_peft_model
+
+        model = overflowing_gpt2()
+        model.config.fp16_plan = search_fp16_plan(model).to_config_dict()
+        peft_model = get_peft_model(model, LoraConfig(target_modules=["c_attn"], r=4, fan_in_fan_out=True))
+        self.assertEqual(apply_fp16_plan(peft_model, torch.float16, training=True), [GPT2_MLP])
+        with torch.autocast("cpu", dtype=torch.float16):
+            self.assertTrue(torch.isfinite(peft_model(input_ids=IDS[:1]).logits).all())
+
     def test_a_planned_module_without_input_casts_of_its_own(self):
         # a plain Linear whose code casts nothing: the wrapper casts its fp16 input up and its output back
         linear = torch.nn.Linear(4, 4)

@@ -326,6 +326,8 @@ def apply_fp16_plan(model, dtype, use_fp16_plan: bool = True, training: bool = F
     """
     import torch
 
+    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
+        model = model.get_base_model()
     if not use_fp16_plan:
         model.__dict__[_DISABLED] = True
     if dtype != torch.float16:
