@@ -149,6 +149,8 @@ class PrecisionPlanCommandTest(TestCasePlus):
             ((os.path.join(path, "missing"),), "neither a checkpoint directory"),
             ((path, "--texts", texts), "need a tokenizer"),
             ((path, "--precision", "bf16"), "`plan` takes"),
+            ((), "`plan` takes one checkpoint directory or Hub id, got 0"),
+            ((path, path), "got 2"),
         ):
             with self.subTest(args=args):
                 result = self.run_cli(*args)

@@ -373,6 +373,27 @@ class Fp16PlanTrainingTest(TestCasePlus):
             self.assertTrue(torch.isfinite(parameter.grad).all(), name)
         self.assertTrue(all(p.dtype == torch.float32 for p in model.parameters()))  # fp32 master weights
 
+    def test_fp16_autocast_fine_tuning_steps_stay_finite_with_the_plan(self):
+        losses = {}
+        for planned in (False, True):
+            model = overflowing_gpt2()
+            if planned:
+                model.config.fp16_plan = search_fp16_plan(model).to_config_dict()
+                apply_fp16_plan(model, torch.float16, training=True)
+            model.train()
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+            losses[planned] = []
+            for batch in random_token_dataset(3, 16, 64):
+                ids = batch["input_ids"][None]
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = model(ids, labels=ids).loss
+                losses[planned].append(float(loss))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        self.assertFalse(any(torch.isfinite(torch.tensor(losses[False]))), losses[False])
+        self.assertTrue(all(torch.isfinite(torch.tensor(losses[True]))), losses[True])
+
     def test_a_peft_model_applies_its_base_models_plan(self):
         from peft import LoraConfig, get_peft_model
 

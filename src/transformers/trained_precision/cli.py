@@ -182,7 +182,7 @@ def precision(
             )
         _set(args[1:], precision_value, from_registry, model_id, force, dry_run, cache_dir, out)
         return
-    if args and args[0] == PLAN and len(args) > 1 and not os.path.exists(PLAN):
+    if args and args[0] == PLAN and (len(args) > 1 or not os.path.exists(PLAN)):
         if set_options or push or audit or text is not None or revision is not None:
             out.fail(
                 "`plan` takes a checkpoint, --dtype fp16, --write, --texts, --headroom, --download, --allow-pickle."
@@ -255,7 +255,10 @@ def _plan(args, dtype, write, texts_file, headroom, download, allow_pickle, cach
     from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
 
     if len(args) != 1:
-        out.fail(f"`plan` takes one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
+        out.fail(
+            f"`plan` takes one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)} "
+            "(transformers precision plan PATH_OR_ID --dtype fp16 [--write])"
+        )
     path_or_id = args[0]
     try:
         asked = normalize_precision(dtype) if dtype is not None else FP16
