@@ -247,6 +247,8 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
         sub_config = getattr(config, key, None)
         if sub_config is not None and sub_config is not config:
             keys[id(sub_config)] = key
+    if not keys:
+        return []
     found, seen = [], set()
     for name, module in model.named_modules():
         key = keys.get(id(getattr(module, "config", None))) if name else None
