@@ -40,6 +40,7 @@ LAYERS = {
     "populate": 4,
     "stamp": 5,
     "inspection": 5,
+    "fp16_plan": 5,
     "cli": 6,  # surface
     "__main__": 7,
     "testing_utils": 7,  # test helpers

@@ -554,31 +554,23 @@ def _model_class(config):
     return transformers.AutoModel
 
 
-def audit_checkpoint(
+def load_audit_model(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
-    max_length: int = 128,
-    seed: int = 0,
     local_files_only: bool = True,
     use_safetensors: bool = True,
     cache_dir: str | os.PathLike | None = None,
-) -> ActivationAudit:
+):
     """
     Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
-    tokenizer, when it has one, and runs [`audit_activations`].
+    tokenizer, when it has a usable one (else `None`: the calibration uses random token ids). The arguments are those
+    of [`audit_checkpoint`]; the fp16 plan loads its checkpoints the same way.
 
-    Args:
-        path_or_id (`str` or `os.PathLike`): a checkpoint directory or a Hub id.
-        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
-        max_length (`int`, *optional*, defaults to 128): tokens per calibration text.
-        seed (`int`, *optional*, defaults to 0): for random token ids, when the checkpoint has no tokenizer.
-        local_files_only (`bool`, *optional*, defaults to `True`): never download; `False` lets a Hub id download.
-        use_safetensors (`bool`, *optional*, defaults to `True`): load safetensors weights only; `False` also loads
-            pickled weights, which can run code.
-        cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache root.
+    Returns:
+        `tuple`: the model and the tokenizer (or `None`).
 
     Raises:
-        [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
+        [`CheckpointInspectionError`]: when the model cannot be loaded.
     """
     import torch
 
@@ -605,6 +597,38 @@ def audit_checkpoint(
                 "random token ids instead."
             )
             tokenizer = None
+    return model, tokenizer
+
+
+def audit_checkpoint(
+    path_or_id: str | os.PathLike,
+    texts: list[str] | None = None,
+    max_length: int = 128,
+    seed: int = 0,
+    local_files_only: bool = True,
+    use_safetensors: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> ActivationAudit:
+    """
+    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
+    tokenizer, when it has one, and runs [`audit_activations`].
+
+    Args:
+        path_or_id (`str` or `os.PathLike`): a checkpoint directory or a Hub id.
+        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
+        max_length (`int`, *optional*, defaults to 128): tokens per calibration text.
+        seed (`int`, *optional*, defaults to 0): for random token ids, when the checkpoint has no tokenizer.
+        local_files_only (`bool`, *optional*, defaults to `True`): never download; `False` lets a Hub id download.
+        use_safetensors (`bool`, *optional*, defaults to `True`): load safetensors weights only; `False` also loads
+            pickled weights, which can run code.
+        cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache root.
+
+    Raises:
+        [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
+    """
+    model, tokenizer = load_audit_model(
+        path_or_id, texts, local_files_only=local_files_only, use_safetensors=use_safetensors, cache_dir=cache_dir
+    )
     try:
         inputs, source = calibration_inputs(model, tokenizer, texts, max_length=max_length, seed=seed)
     except ValueError as e:
@@ -632,4 +656,5 @@ __all__ = [
     "audit_activations",
     "audit_checkpoint",
     "calibration_inputs",
+    "load_audit_model",
 ]

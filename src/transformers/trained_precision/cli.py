@@ -55,6 +55,7 @@ logger = logging.get_logger(__name__)
 REPORT = "report"
 SET = "set"
 HUB_PR = "hub-pr"
+PLAN = "plan"
 
 #: Where an internal error asks to be reported.
 ISSUES_URL = "https://github.com/huggingface/transformers/issues"
@@ -71,13 +72,17 @@ cache):
   transformers precision set PATH... --from-registry [--model-id HUB_ID] [--dry-run]
   transformers precision set PATH... --precision unknown --force     (removes the field)
 \b
+Find the modules fp16 overflows in, keep only those in fp32, validate against fp32, and store the plan (--write):
+  transformers precision plan PATH_OR_ID --dtype fp16 [--write] [--texts FILE] [--headroom 2]
+\b
 Propose the registry's values to the Hub repos they describe (a dry run unless --push; needs a write token):
   transformers precision hub-pr [HUB_ID...] [--push] [--force]
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
   {EXIT_SAFE}  safe (or no --dtype asked); for `set` and `hub-pr`: everything asked was done or already so
-  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision (only this means 1)
+  {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision; for `plan`: no plan makes fp16 safe
+     (only these mean 1)
   {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option; nothing was done
   {EXIT_UNKNOWN}  unknown: the trained precision is unknown, so nothing says the asked --dtype is safe
   {EXIT_NOT_DONE}  not done: a file asked for was not written, a checkpoint was skipped, an id is not in the registry
@@ -139,6 +144,9 @@ class Options:
     force: bool = False
     dry_run: bool = False
     push: bool = False
+    write: bool = False
+    texts: str | None = None
+    headroom: float | None = None
 
     def given(self) -> list[str]:
         """The options set to something other than their default."""
@@ -233,6 +241,17 @@ def precision(
     force: Annotated[bool, typer.Option("--force", help="`set`: replace or remove a value a config holds.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
     push: Annotated[bool, typer.Option("--push", help="`hub-pr`: open the pull requests (default: dry run).")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
+    ] = False,
+    texts: Annotated[
+        str | None,
+        typer.Option("--texts", help="`plan`: a UTF-8 file of calibration texts (one per paragraph, or per line)."),
+    ] = None,
+    headroom: Annotated[
+        float | None,
+        typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
+    ] = None,
 ):
     options = Options(
         dtype=dtype,
@@ -249,6 +268,9 @@ def precision(
         force=force,
         dry_run=dry_run,
         push=push,
+        write=write,
+        texts=texts,
+        headroom=headroom,
     )
     code = run_command(args, options, json_output=json_output, output_format=output_format)
     if code:
@@ -358,6 +380,83 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
     else:
         print(report.format(dtype, top_k=options.top))
     return report.exit_code(dtype)
+
+
+def _run_plan(args: list[str], options: Options, out: _Output) -> int:
+    """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
+    from ..utils import CONFIG_NAME
+    from .fp16_plan import DEFAULT_HEADROOM, Fp16PlanError, plan_checkpoint, write_fp16_plan
+    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .inspection import CheckpointInspectionError
+    from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
+
+    if len(args) != 1:
+        raise CommandError(
+            f"`plan` takes one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)} "
+            "(transformers precision plan PATH_OR_ID --dtype fp16 [--write])"
+        )
+    path_or_id = args[0]
+    try:
+        asked = normalize_precision(options.dtype) if options.dtype is not None else FP16
+    except InvalidTrainedPrecisionError:
+        asked = None
+    if asked != FP16:
+        raise CommandError(
+            f"--dtype {options.dtype!r}: a plan is made for fp16 only (bf16 has fp32's range): use --dtype fp16."
+        )
+    headroom = DEFAULT_HEADROOM if options.headroom is None else options.headroom
+    if not headroom >= 1 or headroom == float("inf"):
+        raise CommandError(f"--headroom must be a number >= 1, got {headroom}.")
+
+    def find_config() -> str | None:
+        if os.path.isdir(path_or_id):
+            return os.path.join(path_or_id, CONFIG_NAME)
+        if parse_hub_id(path_or_id) is not None:
+            snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=options.cache_dir)
+            return os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
+        return None
+
+    config_path = find_config()
+    if config_path is None and not options.download:
+        raise CommandError(
+            f"{path_or_id} is neither a checkpoint directory nor a Hub id in the local cache (--download fetches it)."
+        )
+    texts = _read_texts(options.texts) if options.texts is not None else None
+    try:
+        result = plan_checkpoint(
+            path_or_id,
+            texts=texts,
+            headroom=headroom,
+            local_files_only=not options.download,
+            use_safetensors=not options.allow_pickle,
+            cache_dir=options.cache_dir,
+        )
+    except (CheckpointInspectionError, Fp16PlanError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    code = EXIT_SAFE if result.passed else EXIT_RISKY
+    written = None
+    if result.passed and options.write:
+        config_path = config_path or find_config()
+        if config_path is None or not os.path.isfile(config_path):
+            raise CommandError(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_NOT_DONE)
+        try:
+            write_fp16_plan(config_path, result.to_config_dict(), result.parts)
+        except (OSError, ValueError) as e:
+            raise CommandError(
+                f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_NOT_DONE
+            ) from e
+        written = config_path
+    if out.json:
+        out.document({"plan": result.to_dict(), "written": written, "exit_code": code})
+    else:
+        print(result.format())
+        if written:
+            subs = [key for key in result.parts if key]
+            where = f" (and its part into the sub-configs {', '.join(subs)})" if subs else ""
+            print(f"wrote the plan into {written}{where}: every fp16 load of this checkpoint now applies it")
+        elif result.passed and not options.write:
+            print("(not stored: add --write to store it in the checkpoint's config.json)")
+    return code
 
 
 def _run_set(args: list[str], options: Options, out: _Output) -> int:
@@ -494,6 +593,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     REPORT: Subcommand(_run_report, _REPORT_OPTIONS),
     SET: Subcommand(_run_set, frozenset({"precision", "from_registry", "model_id", "force", "dry_run", "cache_dir"})),
     HUB_PR: Subcommand(_run_hub_pr, frozenset({"push", "force"})),
+    PLAN: Subcommand(
+        _run_plan, frozenset({"dtype", "write", "texts", "headroom", "download", "allow_pickle", "cache_dir"})
+    ),
 }
 
 

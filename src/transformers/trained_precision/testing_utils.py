@@ -14,7 +14,7 @@
 """
 Test helpers of `trained_precision`, as `transformers.testing_utils` is for the library: the tests of the config
 field, the loading check, the Trainer stamp, pure-bf16 training and `transformers precision` build their tiny models
-here, so that they agree on one small GPT-Neo. Importable from scripts the tests launch with `torchrun`, too.
+here, so that they agree on one small GPT-Neo (and the fp16 plan on one small GPT-2 with a planted overflow). Importable from scripts the tests launch with `torchrun`, too.
 """
 
 from __future__ import annotations
@@ -51,6 +51,62 @@ def tiny_gpt_neo(**overrides):
     return GPTNeoForCausalLM(tiny_gpt_neo_config(**overrides))
 
 
+#: A GPT-2 for the fp16-plan tests and docs: 3 layers, hidden 32, 64 tokens. Its weights are drawn 10x wider than
+#: GPT-2's default (std 0.2), so that its next-token logits are not near ties that fp16 rounding alone could flip.
+TINY_GPT2: dict[str, Any] = {
+    "initializer_range": 0.2,
+    "vocab_size": 64,
+    "n_embd": 32,
+    "n_layer": 3,
+    "n_head": 2,
+    "n_positions": 64,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+
+
+def tiny_gpt2(seed: int = 0, **overrides):
+    """A `GPT2LMHeadModel` of [`TINY_GPT2`] with `overrides`, initialised from `seed`, in eval mode (needs torch)."""
+    import torch
+
+    from ..models.gpt2 import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config(**{**TINY_GPT2, **overrides})).eval()
+
+
+def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int = 0):
+    """
+    Scales the weights of module `up` so that its largest fp32 output on 4 random sequences of 32 token ids (drawn
+    with `seed`) reaches `peak` (past fp16's 65504) and those of `down` by the inverse. With a ReLU (or GELU's
+    near-linear positive side) between them, the block's output barely changes: only the values inside it leave fp16's
+    range, as in the T5 and GPT-2 overflow reports (`wi` up and `wo` down; `c_fc` up and `c_proj` down). Returns
+    `model` (needs torch).
+    """
+    import torch
+
+    modules = dict(model.named_modules())
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = torch.randint(0, vocab, (4, 32), generator=torch.Generator().manual_seed(seed))
+    inputs = {"input_ids": ids}
+    if getattr(model.config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = ids
+    largest = []
+    handle = modules[up].register_forward_hook(lambda module, args, output: largest.append(output.abs().max()))
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        handle.remove()
+    factor = peak / float(max(largest))
+    with torch.no_grad():
+        modules[up].weight.mul_(factor)
+        if getattr(modules[up], "bias", None) is not None:
+            modules[up].bias.mul_(factor)
+        modules[down].weight.div_(factor)
+    return model
+
+
 def random_token_dataset(size: int = 32, length: int = 16, vocab: int = 64) -> list[dict]:
     """
     `size` language-modelling examples of `length` random token ids below `vocab` (the labels are the inputs), the
@@ -71,4 +127,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-__all__ = ["TINY_GPT_NEO", "free_port", "random_token_dataset", "tiny_gpt_neo", "tiny_gpt_neo_config"]
+__all__ = [
+    "TINY_GPT2",
+    "TINY_GPT_NEO",
+    "free_port",
+    "plant_fp16_overflow",
+    "random_token_dataset",
+    "tiny_gpt2",
+    "tiny_gpt_neo",
+    "tiny_gpt_neo_config",
+]

