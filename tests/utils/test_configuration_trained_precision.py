@@ -1,8 +1,11 @@
 # Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """`PreTrainedConfig.trained_precision`: default, serialisation, round trips, aliases and bad values."""
 
+import inspect
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -215,3 +218,34 @@ class DtypeIsSeparateTest(unittest.TestCase):
             data = read_json(tmp)
         self.assertEqual(data["dtype"], "float16")
         self.assertEqual(data["trained_precision"], "bf16")
+
+
+class PackageTest(unittest.TestCase):
+    def test_star_import_names_exactly_the_present_modules(self):
+        import transformers.trained_precision as package
+
+        namespace = {}
+        exec("from transformers.trained_precision import *", namespace)
+        for name in ("FP32", "BF16", "FP16", "UNKNOWN", "normalize_precision", "InvalidTrainedPrecisionError"):
+            self.assertIn(name, namespace)
+        directory = os.path.dirname(package.__file__)
+        present = {name[:-3] for name in os.listdir(directory) if name.endswith(".py")}
+        for name, value in namespace.items():
+            if name.startswith("__"):
+                continue
+            module = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+            if module and module.startswith("transformers.trained_precision."):
+                with self.subTest(name=name):
+                    self.assertIn(module.rsplit(".", 1)[1], present)
+        self.assertNotIn("tiny_gpt_neo", namespace, "test helpers stay in testing_utils")
+
+    def test_the_vocabulary_imports_without_torch(self):
+        code = (
+            "import sys\n"
+            "from transformers.trained_precision import normalize_precision\n"
+            "import transformers\n"
+            "assert normalize_precision('bfloat16') == 'bf16'\n"
+            "print('torch' in sys.modules)\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        self.assertEqual(proc.stdout.strip(), "False")

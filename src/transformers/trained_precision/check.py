@@ -493,3 +493,13 @@ def remember_check_mode(model, mode: str | None) -> None:
                 vars(module).setdefault(MODE_ATTRIBUTE, mode)
             if row is not None:
                 vars(module).setdefault(REGISTRY_ATTRIBUTE, row)
+
+
+__all__ = [
+    "TrainedPrecisionRiskError",
+    "check_trained_precision",
+    "check_trained_precision_on_cast",
+    "format_risk_message",
+    "reset_warning_cache",
+    "resolve_check_mode",
+]

@@ -538,3 +538,11 @@ def model_card_precision_entries(trainer: Any) -> dict[str, str]:
         if value != UNKNOWN:
             entries[field] = value
     return entries
+
+
+__all__ = [
+    "finish_trained_precision_run",
+    "note_training_loss",
+    "resolve_run_precision",
+    "stamp_trained_precision",
+]

@@ -125,15 +125,3 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-__all__ = [
-    "TINY_GPT2",
-    "TINY_GPT_NEO",
-    "free_port",
-    "plant_fp16_overflow",
-    "random_token_dataset",
-    "tiny_gpt2",
-    "tiny_gpt_neo",
-    "tiny_gpt_neo_config",
-]

@@ -195,3 +195,16 @@ def dtype_to_precision(dtype: Any) -> str:
         return normalize_precision(dtype)
     except InvalidTrainedPrecisionError:
         return UNKNOWN
+
+
+__all__ = [
+    "BF16",
+    "FP16",
+    "FP32",
+    "PRECISIONS",
+    "PRECISION_ALIASES",
+    "UNKNOWN",
+    "InvalidTrainedPrecisionError",
+    "dtype_to_precision",
+    "normalize_precision",
+]
