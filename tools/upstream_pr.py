@@ -7,8 +7,9 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
              a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
     check    validate the stack table against the patches and files, and print the planned stack with line counts
     lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
-    test-stack  run each branch's own tests on that branch alone (`make pr-test UPSTREAM=...`), so a PR that needs a
-             later one fails
+    test-stack  on each branch alone (`make pr-test UPSTREAM=...`): star-import the package, run ruff with upstream's
+             configuration on the files the branch changes, and run the tests it adds, so a PR that needs a later
+             one fails
     rebase   rebuild `fork/` on a new upstream release, rebase our commits onto it, export `patches/`, bump the pin
              and its sha256 pins in pyproject.toml (`make rebase VERSION=x.y.z`)
 
@@ -713,36 +714,74 @@ def format_stack(result: PrResult) -> str:
     return "\n".join(lines)
 
 
+STAR_IMPORT = "from transformers.trained_precision import *"
+
+
 def test_stack(
-    clone: Path, prefix: str | None = None, root: Path = ROOT, log=print, pytest_args: tuple[str, ...] = ()
+    clone: Path,
+    prefix: str | None = None,
+    root: Path = ROOT,
+    log=print,
+    pytest_args: tuple[str, ...] = (),
+    base: str | None = None,
 ) -> dict[str, int]:
-    """Runs, on each branch of a stack `make pr` built in `clone`, the test files that branch adds, against that
-    branch's own `src/` (so a PR that needs code from a later one fails here). Returns {branch: pytest exit code}."""
+    """Checks each branch of a stack `make pr` built in `clone` on that branch alone (so a PR that needs code from a
+    later one fails here): `from transformers.trained_precision import *` against the branch's own `src/`, ruff with
+    upstream's configuration on the Python files the branch adds or changes, and the test files it adds. Returns
+    {branch: exit code}, 0 when all three pass."""
     clone = clone.resolve()
-    plan = plan_stack(root.resolve())
+    root = root.resolve()
+    plan = plan_stack(root)
+    config = ps.read_config(root)
+    base = base or f"v{config.upstream_version}"
+    upstream_config = ps.upstream_pyproject(config)
     results: dict[str, int] = {}
+    parent = base
     for entry in plan.entries:
         branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
         if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
             log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
             continue
+        changed = _run(["diff", "--name-only", "--diff-filter=AM", parent, branch], clone, check=False).stdout.split()
+        parent = branch
+        python_files = [rel for rel in changed if rel.endswith(".py")]
         tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
-        if not tests:
-            log(f"upstream-pr: {branch}: adds no tests")
-            continue
         tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
         worktree = tmp / "worktree"
         try:
             _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
             env = dict(os.environ, HF_HUB_OFFLINE="1")
             env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
-            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
-            proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
-            results[branch] = proc.returncode
-            summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-            log(f"upstream-pr: {branch}: {'passed' if proc.returncode == 0 else 'FAILED'}: {summary}")
-            if proc.returncode != 0:
-                log(proc.stdout[-4000:] + proc.stderr[-2000:])
+            failures = []
+            steps = [("star import", [sys.executable, "-c", STAR_IMPORT])]
+            if python_files:
+                ruff = [sys.executable, "-m", "ruff"]
+                steps.append(
+                    ("ruff check", [*ruff, "check", "--no-cache", "--config", str(upstream_config), *python_files])
+                )
+                steps.append(
+                    (
+                        "ruff format",
+                        [*ruff, "format", "--check", "--no-cache", "--config", str(upstream_config), *python_files],
+                    )
+                )
+            if tests:
+                cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+                steps.append(("tests", [*cmd, *pytest_args]))
+            else:
+                log(f"upstream-pr: {branch}: adds no tests")
+            summary = ""
+            for what, cmd in steps:
+                proc = subprocess.run(cmd, cwd=worktree, env=env, capture_output=True, text=True)
+                if what == "tests":
+                    summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+                if proc.returncode != 0:
+                    failures.append(what)
+                    log(f"upstream-pr: {branch}: {what} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}".rstrip())
+            results[branch] = 1 if failures else 0
+            done = ", ".join(what for what, _ in steps)
+            state = f"FAILED ({', '.join(failures)})" if failures else "passed"
+            log(f"upstream-pr: {branch}: {state}: {done}" + (f": {summary}" if summary else ""))
         finally:
             _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
             _run(["worktree", "prune"], clone, check=False)
@@ -1083,6 +1122,7 @@ def main(argv: list[str] | None = None) -> int:
     ts = sub.add_parser("test-stack", help="run each stack branch's own tests against that branch's src/")
     ts.add_argument("--upstream", type=Path, required=True, help="the clone `make pr` built the stack in")
     ts.add_argument("--branch", default=None, help="branch name prefix, as given to `make pr`")
+    ts.add_argument("--base", default=None, help="the base `make pr` built on (default: v<pinned version>)")
     rb = sub.add_parser("rebase", help="move fork/ and patches/ to a new upstream release and bump the pins")
     rb.add_argument("version")
     rb.add_argument("--fork", type=Path, default=None)
@@ -1095,7 +1135,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "lint":
             return lint()
         elif args.command == "test-stack":
-            results = test_stack(args.upstream, args.branch)
+            results = test_stack(args.upstream, args.branch, base=args.base)
             return 0 if results and not any(results.values()) else 1
         elif args.command == "pr":
             result = make_pr(args.upstream, args.base, args.branch, strict=args.strict)

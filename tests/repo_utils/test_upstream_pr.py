@@ -664,7 +664,7 @@ class StackTestsTest(StackTestBase):
             "tests/trained_precision/test_b.py": (
                 "import unittest\n\nimport transformers\nfrom transformers.trained_precision.b import VALUE\n\n\n"
                 "class B(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(VALUE, 21)\n\n"
-                "    def test_runs_on_the_branch(self):\n        self.assertIn('worktree', transformers.__file__)\n"
+                "    def test_runs_on_the_branch(self):\n        self.assertIn(\"worktree\", transformers.__file__)\n"
             ),
         }
         root = tiny_root(self.tmp / "tiny-stack", STACK_TEST_TABLE, files)
@@ -677,6 +677,33 @@ class StackTestsTest(StackTestBase):
         self.assertNotEqual(results["trained-precision-1-one"], 0, "\n".join(log))
         self.assertEqual(results["trained-precision-2-two"], 0, "\n".join(log))
         self.assertIn("No module named 'transformers.trained_precision.b'", "\n".join(log))
+
+    def test_each_branch_star_imports_the_package_and_passes_upstream_ruff(self):
+        # the first PR's lazy __init__ names a module of the second: its star import fails; the second PR's b.py
+        # breaks one of upstream's ruff rules (PLW1514, open without an encoding) that ours do not enforce
+        lazy_init = (
+            "import importlib\n\n\n_LAZY = {'read': 'b'}\n\n\ndef __getattr__(name):\n"
+            "    return getattr(importlib.import_module(f'.{_LAZY[name]}', __name__), name)\n\n\n__all__ = [*_LAZY]\n"
+        ).replace("'", '"')
+        files = {
+            f"{PKG}/__init__.py": lazy_init,
+            f"{PKG}/a.py": "VALUE = 21\n",
+            f"{PKG}/b.py": "def read(path):\n    with open(path) as f:\n        return f.read()\n",
+        }
+        table = STACK_TEST_TABLE.replace(', "tests/trained_precision/test_a.py"', "").replace(
+            ', "tests/trained_precision/test_b.py"', ""
+        )
+        root = tiny_root(self.tmp / "tiny-star", table, files)
+        clone = self.new_clone()
+        self.make_pr(clone, root=root)
+        log = []
+        results = upstream_pr.test_stack(clone, root=root, log=log.append)
+        text = "\n".join(log)
+        self.assertEqual(results, {"trained-precision-1-one": 1, "trained-precision-2-two": 1}, text)
+        self.assertIn("trained-precision-1-one: FAILED (star import)", text)
+        self.assertIn("No module named 'transformers.trained_precision.b'", text)
+        self.assertIn("trained-precision-2-two: FAILED (ruff check)", text)
+        self.assertIn("PLW1514", text)
 
 
 class UpstreamLintTest(unittest.TestCase):
