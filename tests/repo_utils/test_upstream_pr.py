@@ -664,7 +664,7 @@ class StackTestsTest(StackTestBase):
             "tests/trained_precision/test_b.py": (
                 "import unittest\n\nimport transformers\nfrom transformers.trained_precision.b import VALUE\n\n\n"
                 "class B(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(VALUE, 21)\n\n"
-                "    def test_runs_on_the_branch(self):\n        self.assertIn(\"worktree\", transformers.__file__)\n"
+                '    def test_runs_on_the_branch(self):\n        self.assertIn("worktree", transformers.__file__)\n'
             ),
         }
         root = tiny_root(self.tmp / "tiny-stack", STACK_TEST_TABLE, files)
