@@ -16,6 +16,7 @@ twice). `EDITS` maps the names used in `tools/pr_stack.toml` to the edits.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -205,18 +206,38 @@ def register_checker(text: str) -> str:
     )
 
 
-TOC_LOCAL = "trained_precision"
-TOC_TITLE = "Trained precision"
+# The guide's pages, in the order the toctree lists them, each added by the pull request that ships what it documents
+# (an entry `toctree-<page>` in tools/pr_stack.toml), after the page on loading models.
+TOC_PAGES = (
+    ("trained_precision", "Trained precision"),
+    ("trained_precision_registry", "Trained precision registry"),
+    ("trained_precision_cli", "Inspecting a checkpoint's precision"),
+    ("trained_precision_fp16_plan", "Running bf16-trained models in fp16"),
+    ("pure_bf16_training", "Pure-bf16 training"),
+    ("pure_bf16_distributed", "Pure bf16 on several GPUs"),
+    ("pure_bf16_torchao", "Pure bf16 with torchao 8-bit AdamW"),
+)
+TOC_LOCAL, TOC_TITLE = TOC_PAGES[0]
 TOC_AFTER = ("models", "custom_models")  # the guide is about loading and saving models: it sits with them
 
 
-def toctree_entry(text: str) -> str:
-    """The guide in docs/source/en/_toctree.yml, right after the page on loading models (`local: models`)."""
+def _toc_local_line(lines: list[str], local: str) -> int | None:
+    return next((i for i, ln in enumerate(lines) if re.match(rf"^\s*- local:\s*{re.escape(local)}\s*$", ln)), None)
+
+
+def toctree_page_entry(text: str, local: str) -> str:
+    """The guide page `local` (one of `TOC_PAGES`) in docs/source/en/_toctree.yml: right after the nearest guide page
+    before it that is listed already, else right after the page on loading models (`local: models`)."""
+    pages = [page for page, _ in TOC_PAGES]
+    if local not in pages:
+        raise EditError(f"{local!r} is not a guide page of TOC_PAGES: {', '.join(pages)}")
+    title = dict(TOC_PAGES)[local]
     lines = text.split("\n")
-    if any(re.match(rf"^\s*-?\s*local:\s*{re.escape(TOC_LOCAL)}\s*$", ln) for ln in lines):
+    if any(re.match(rf"^\s*-?\s*local:\s*{re.escape(local)}\s*$", ln) for ln in lines):
         return text
-    for target in TOC_AFTER:
-        hit = next((i for i, ln in enumerate(lines) if re.match(rf"^\s*- local:\s*{re.escape(target)}\s*$", ln)), None)
+    earlier = list(reversed(pages[: pages.index(local)]))
+    for target in (*earlier, *TOC_AFTER):
+        hit = _toc_local_line(lines, target)
         if hit is None:
             continue
         dash = lines[hit].index("-")
@@ -225,9 +246,14 @@ def toctree_entry(text: str) -> str:
         while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip()) > dash:
             end += 1
         key_indent = " " * (dash + 2)
-        lines[end:end] = [" " * dash + f"- local: {TOC_LOCAL}", f"{key_indent}title: {TOC_TITLE}"]
+        lines[end:end] = [" " * dash + f"- local: {local}", f"{key_indent}title: {title}"]
         return "\n".join(lines)
     raise _missing("docs/source/en/_toctree.yml", " or ".join(f"an entry `- local: {t}`" for t in TOC_AFTER))
+
+
+def toctree_entry(text: str) -> str:
+    """The guide's first page in docs/source/en/_toctree.yml, right after the page on loading models."""
+    return toctree_page_entry(text, TOC_LOCAL)
 
 
 OPTIMI_REQUIREMENT = "torch-optimi>=0.3.3"
@@ -283,13 +309,6 @@ EDITS: dict[str, Edit] = {
             "give trained_precision a non-default value in config_common_kwargs",
         ),
         Edit(
-            "toctree",
-            "docs/source/en/_toctree.yml",
-            "- local: models",
-            toctree_entry,
-            "list the trained precision guide next to the page on loading models",
-        ),
-        Edit(
             "makefile-checker",
             "Makefile",
             "REPO_CONSISTENCY_CHECKERS",
@@ -319,6 +338,22 @@ EDITS: dict[str, Edit] = {
         ),
     )
 }
+for _local, _title in TOC_PAGES:
+    EDITS[f"toctree-{_local}"] = Edit(
+        f"toctree-{_local}",
+        "docs/source/en/_toctree.yml",
+        "- local: models",
+        functools.partial(toctree_page_entry, local=_local),
+        f"add the guide page {_local} ({_title}) to the toctree",
+    )
+
+
+def apply_edit_text(name: str, text: str) -> str:
+    """The text of the edit `name`'s file after the edit (for tests and previews)."""
+    edit = EDITS.get(name)
+    if edit is None:
+        raise EditError(f"unknown edit {name!r}; known edits: {', '.join(EDITS)}")
+    return edit.apply(text)
 
 
 def apply_edit(name: str, tree: Path) -> bool:

@@ -13,7 +13,7 @@
 # limitations under the License.
 """
 Utility that checks the registry of trained precisions (`src/transformers/trained_precision/registry.py`) and the table
-generated from it in `docs/source/en/trained_precision.md`.
+generated from it in `docs/source/en/trained_precision_registry.md`.
 
 Every row is checked: a canonical precision (`fp32`, `bf16`, `fp16`), a well-formed Hub id or family glob, an https
 source, a confidence from `CONFIDENCE_LEVELS` (`stated` or `inferred`), a one-line note, a publisher's reference
@@ -60,7 +60,7 @@ CHECKER_CONFIG = {
     "cache_globs": [
         "src/transformers/trained_precision/registry.py",
         "src/transformers/trained_precision/vocabulary.py",
-        "docs/source/en/trained_precision.md",
+        "docs/source/en/trained_precision_registry.md",
         "utils/check_trained_precision.py",
     ],
     "check_args": [],
@@ -70,7 +70,7 @@ CHECKER_CONFIG = {
 # All paths are relative to the repo root (tests patch them).
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PATH_TO_TRAINED_PRECISION = REPO_ROOT / "src" / "transformers" / "trained_precision"
-PATH_TO_DOC = REPO_ROOT / "docs" / "source" / "en" / "trained_precision.md"
+PATH_TO_DOC = REPO_ROOT / "docs" / "source" / "en" / "trained_precision_registry.md"
 
 FIX_COMMAND = "python utils/check_trained_precision.py --fix_and_overwrite"
 TABLE_START = f"<!-- BEGIN GENERATED REGISTRY TABLE: edit registry.py, then run `{FIX_COMMAND}` -->"

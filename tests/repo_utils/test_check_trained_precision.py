@@ -250,7 +250,7 @@ class ScriptTest(TestCasePlus):
 
     def copy_repo(self):
         tmp = Path(self.get_auto_remove_tmp_dir())
-        for rel in ("utils/check_trained_precision.py", "docs/source/en/trained_precision.md"):
+        for rel in ("utils/check_trained_precision.py", "docs/source/en/trained_precision_registry.md"):
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(REPO_ROOT / rel, tmp / rel)
         shutil.copytree(
@@ -309,8 +309,8 @@ class ScriptTest(TestCasePlus):
         self.assertEqual(result.stderr.count("\n- row "), 1, result.stderr)
 
     def test_stale_table_fixed_by_main(self):
-        doc = Path(self.get_auto_remove_tmp_dir()) / "trained_precision.md"
-        original = (REPO_ROOT / "docs/source/en/trained_precision.md").read_text()
+        doc = Path(self.get_auto_remove_tmp_dir()) / "trained_precision_registry.md"
+        original = (REPO_ROOT / "docs/source/en/trained_precision_registry.md").read_text()
         doc.write_text(
             original.replace("| `EleutherAI/gpt-neo-2.7B` | fp32 |", "| `EleutherAI/gpt-neo-2.7B` | bf16 |")
         )
@@ -332,7 +332,7 @@ class DocsTableTest(TestCasePlus):
     )
 
     def write_doc(self, table="| stale |"):
-        path = Path(self.get_auto_remove_tmp_dir()) / "trained_precision.md"
+        path = Path(self.get_auto_remove_tmp_dir()) / "trained_precision_registry.md"
         path.write_text(f"# Title\n\nIntro.\n\n{ctp.TABLE_START}\n{table}\n{ctp.TABLE_END}\n\n## After\n\nText.\n")
         return path
 
@@ -360,7 +360,7 @@ class DocsTableTest(TestCasePlus):
         self.assertEqual(doc.read_text(), text)
 
     def test_missing_markers(self):
-        doc = Path(self.get_auto_remove_tmp_dir()) / "trained_precision.md"
+        doc = Path(self.get_auto_remove_tmp_dir()) / "trained_precision_registry.md"
         doc.write_text(f"# Title\n\n{ctp.TABLE_START}\n")
         for overwrite in (False, True):
             problems = ctp.check_docs_table(self.ENTRIES, doc, overwrite=overwrite)

@@ -33,8 +33,10 @@ from parameterized import parameterized
 
 
 REPO = Path(__file__).resolve().parents[2]
+#: The guide: one page per topic, each shipped with what it documents.
+GUIDE_PAGES = sorted(str(path.relative_to(REPO)) for path in (REPO / "docs" / "source" / "en").glob("*.md"))
 #: The pages whose Python blocks must run.
-PAGES = ["README.md", "docs/source/en/trained_precision.md"]
+PAGES = ["README.md", *GUIDE_PAGES]
 FENCE = re.compile(r"^(?P<indent> *)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 PYTHON_FENCES = {"py", "python", "python3"}
 #: Seconds one block may take (the slowest train a few steps of a tiny model).
@@ -79,8 +81,10 @@ class PythonBlockExtractionTest(unittest.TestCase):
         page = "intro\n```py\nx = 1\n```\n```bash\nls\n```\n  ```python\n  print(x)\n  ```\n````py\n```\n````\n"
         self.assertEqual(python_blocks(page), [(2, "x = 1\n"), (8, "print(x)\n"), (11, "```\n")])
 
-    def test_every_page_has_python_blocks(self):
-        for page in PAGES:
+    def test_the_guide_pages_are_found_and_hold_python_blocks(self):
+        self.assertIn("docs/source/en/trained_precision.md", GUIDE_PAGES)
+        self.assertGreater(len(GUIDE_PAGES), 1)
+        for page in ("README.md", "docs/source/en/trained_precision.md", "docs/source/en/pure_bf16_training.md"):
             self.assertTrue(python_blocks((REPO / page).read_text(encoding="utf-8")), page)
 
 

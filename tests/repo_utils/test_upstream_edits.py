@@ -222,6 +222,24 @@ class ToctreeTest(EditCase):
         with self.assertRaisesRegex(ue.EditError, "_toctree.yml: anchor not found: an entry `- local: models`"):
             ue.toctree_entry(fx.TOCTREE_NO_ANCHOR)
 
+    def test_each_page_lands_in_guide_order_whichever_pull_request_adds_it_first(self):
+        pages = [page for page, _ in ue.TOC_PAGES]
+        # the registry's page comes in a pull request before the guide's first page, the CLI's after the fp16 plan's
+        order = [pages[1], pages[0], pages[3], pages[2], *pages[4:]]
+        text = fx.TOCTREE
+        for page in order:
+            new = ue.apply_edit_text(f"toctree-{page}", text)
+            self.assertEqual(len(added_lines(text, new)), 2, page)
+            text = new
+        siblings = toc_siblings(text, pages[0])
+        start = siblings.index("models") + 1
+        self.assertEqual(siblings[start : start + len(pages)], pages)
+        self.assertEqual(ue.apply_edit_text(f"toctree-{pages[0]}", text), text, "applying it again changes nothing")
+
+    def test_unknown_page_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, "'nope' is not a guide page"):
+            ue.toctree_page_entry(fx.TOCTREE, "nope")
+
 
 class OptimiExtraTest(unittest.TestCase):
     """On the pinned sdist's real setup.py and dependency table (upstream files the sdist does carry)."""

@@ -165,7 +165,7 @@ def _llama3_family(model_id: str) -> RegistryEntry:
 # and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
 # Order: gpt-neo first, then by organisation. Edit here, then run
 # `python utils/check_trained_precision.py --fix_and_overwrite` to regenerate the table in
-# docs/source/en/trained_precision.md.
+# docs/source/en/trained_precision_registry.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "EleutherAI/gpt-neo-1.3B",
