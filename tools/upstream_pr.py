@@ -717,6 +717,62 @@ def format_stack(result: PrResult) -> str:
 STAR_IMPORT = "from transformers.trained_precision import *"
 
 
+def _ruff_findings(files: list[str], cwd: Path, upstream_config: Path) -> tuple[dict[str, list[str]], set[str]]:
+    """Upstream's ruff on `files` under `cwd`: {file: rule codes found}, and the files `ruff format` would change."""
+    ruff = [sys.executable, "-m", "ruff"]
+    found: dict[str, list[str]] = {rel: [] for rel in files}
+    check = subprocess.run(
+        [*ruff, "check", "--no-cache", "--output-format", "json", "--config", str(upstream_config), *files],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    for item in json.loads(check.stdout or "[]"):
+        rel = os.path.relpath(item["filename"], cwd)
+        found.setdefault(rel, []).append(item.get("code") or "syntax")
+    fmt = subprocess.run(
+        [*ruff, "format", "--check", "--no-cache", "--config", str(upstream_config), *files],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    unformatted = {line.removeprefix("Would reformat: ").strip() for line in fmt.stdout.splitlines()}
+    return found, {rel for rel in files if rel in unformatted}
+
+
+def _new_ruff_failures(clone: Path, parent: str, worktree: Path, upstream_config: Path, tmp: Path) -> list[str]:
+    """What upstream's ruff finds in the Python files the branch changes that it did not find before the branch: a
+    file the branch adds must pass; a file it modifies must gain no finding (upstream's own files are judged by
+    upstream's CI, not here)."""
+    added = _run(["diff", "--name-only", "--diff-filter=A", parent, "HEAD"], worktree).stdout.split()
+    modified = _run(["diff", "--name-only", "--diff-filter=M", parent, "HEAD"], worktree).stdout.split()
+    added = [rel for rel in added if rel.endswith(".py")]
+    modified = [rel for rel in modified if rel.endswith(".py")]
+    if not added and not modified:
+        return []
+    found, unformatted = _ruff_findings(added + modified, worktree, upstream_config)
+    before, before_unformatted = {}, set()
+    if modified:
+        base = tmp / "parent"
+        for rel in modified:
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).write_bytes(
+                subprocess.run(["git", "show", f"{parent}:{rel}"], cwd=clone, capture_output=True, check=True).stdout
+            )
+        before, before_unformatted = _ruff_findings(modified, base, upstream_config)
+    failures = []
+    for rel in added + modified:
+        new = list(found.get(rel, []))
+        for code in before.get(rel, []):
+            if code in new:
+                new.remove(code)
+        if new:
+            failures.append(f"{rel}: ruff check: {', '.join(sorted(new))}")
+        if rel in unformatted and rel not in before_unformatted:
+            failures.append(f"{rel}: ruff format would reformat it")
+    return failures
+
+
 def test_stack(
     clone: Path,
     prefix: str | None = None,
@@ -726,9 +782,9 @@ def test_stack(
     base: str | None = None,
 ) -> dict[str, int]:
     """Checks each branch of a stack `make pr` built in `clone` on that branch alone (so a PR that needs code from a
-    later one fails here): `from transformers.trained_precision import *` against the branch's own `src/`, ruff with
-    upstream's configuration on the Python files the branch adds or changes, and the test files it adds. Returns
-    {branch: exit code}, 0 when all three pass."""
+    later one fails here): `from transformers.trained_precision import *` against the branch's own `src/`, upstream's
+    ruff on the Python files the branch adds (they pass) or modifies (they gain no finding), and the test files it
+    adds. Returns {branch: exit code}, 0 when all three pass."""
     clone = clone.resolve()
     root = root.resolve()
     plan = plan_stack(root)
@@ -742,9 +798,6 @@ def test_stack(
         if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
             log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
             continue
-        changed = _run(["diff", "--name-only", "--diff-filter=AM", parent, branch], clone, check=False).stdout.split()
-        parent = branch
-        python_files = [rel for rel in changed if rel.endswith(".py")]
         tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
         tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
         worktree = tmp / "worktree"
@@ -753,39 +806,36 @@ def test_stack(
             env = dict(os.environ, HF_HUB_OFFLINE="1")
             env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
             failures = []
-            steps = [("star import", [sys.executable, "-c", STAR_IMPORT])]
-            if python_files:
-                ruff = [sys.executable, "-m", "ruff"]
-                steps.append(
-                    ("ruff check", [*ruff, "check", "--no-cache", "--config", str(upstream_config), *python_files])
-                )
-                steps.append(
-                    (
-                        "ruff format",
-                        [*ruff, "format", "--check", "--no-cache", "--config", str(upstream_config), *python_files],
-                    )
-                )
+            done = ["star import", "ruff"]
+            proc = subprocess.run(
+                [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                failures.append("star import")
+                log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
+            lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
+            if lint_failures:
+                failures.append("ruff")
+                log(f"upstream-pr: {branch}: upstream's ruff:\n  " + "\n  ".join(lint_failures))
+            summary = ""
             if tests:
+                done.append("tests")
                 cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
-                steps.append(("tests", [*cmd, *pytest_args]))
+                proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
+                summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+                if proc.returncode != 0:
+                    failures.append("tests")
+                    log(f"upstream-pr: {branch}: tests failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}".rstrip())
             else:
                 log(f"upstream-pr: {branch}: adds no tests")
-            summary = ""
-            for what, cmd in steps:
-                proc = subprocess.run(cmd, cwd=worktree, env=env, capture_output=True, text=True)
-                if what == "tests":
-                    summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-                if proc.returncode != 0:
-                    failures.append(what)
-                    log(f"upstream-pr: {branch}: {what} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}".rstrip())
             results[branch] = 1 if failures else 0
-            done = ", ".join(what for what, _ in steps)
             state = f"FAILED ({', '.join(failures)})" if failures else "passed"
-            log(f"upstream-pr: {branch}: {state}: {done}" + (f": {summary}" if summary else ""))
+            log(f"upstream-pr: {branch}: {state}: {', '.join(done)}" + (f": {summary}" if summary else ""))
         finally:
             _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
             _run(["worktree", "prune"], clone, check=False)
             shutil.rmtree(tmp, ignore_errors=True)
+        parent = branch
     return results
 
 

@@ -47,9 +47,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import importlib.util
 import os
 import sys
+import types
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -85,18 +85,16 @@ _PACKAGE = "_trained_precision_checkout"
 
 def load_trained_precision(path: Path | None = None):
     """
-    Imports this checkout's `trained_precision` package by path, under a private name, and returns its modules
-    `(vocabulary, registry, populate)`.
+    Imports this checkout's `trained_precision` modules by path, under a private package name, and returns
+    `(vocabulary, registry, hub_ids)`. The package's `__init__.py` is not run (it builds the lazy module of the
+    installed `transformers`): these three modules import only each other.
     """
     path = Path(path or PATH_TO_TRAINED_PRECISION)
     name = f"{_PACKAGE}_{abs(hash(str(path.resolve())))}"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, path / "__init__.py", submodule_search_locations=[str(path)]
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        package = types.ModuleType(name)
+        package.__path__ = [str(path)]
+        sys.modules[name] = package
     return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "registry", "hub_ids"))
 
 

@@ -700,9 +700,9 @@ class StackTestsTest(StackTestBase):
         results = upstream_pr.test_stack(clone, root=root, log=log.append)
         text = "\n".join(log)
         self.assertEqual(results, {"trained-precision-1-one": 1, "trained-precision-2-two": 1}, text)
-        self.assertIn("trained-precision-1-one: FAILED (star import)", text)
+        self.assertIn("trained-precision-1-one: FAILED (star import): star import, ruff", text)
         self.assertIn("No module named 'transformers.trained_precision.b'", text)
-        self.assertIn("trained-precision-2-two: FAILED (ruff check)", text)
+        self.assertIn("trained-precision-2-two: FAILED (ruff)", text)
         self.assertIn("PLW1514", text)
 
 
