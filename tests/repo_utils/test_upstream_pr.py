@@ -345,10 +345,21 @@ class StackTest(StackTestBase):
         self.assertIn(
             '"trained_precision": "bf16",', self.show(first, "tests/utils/test_configuration_utils.py").decode()
         )
-        # the guide, and its toctree entry, come with the Trainer stamp: the third PR of the RFC
+        # the guide's first page, and its toctree entry, come with the Trainer stamp: the fourth PR of the RFC
         guide = next(b.branch for b in self.result.branches if b.branch.endswith("-stamp"))
         self.assertNotIn("trained_precision", self.show(first, "docs/source/en/_toctree.yml").decode())
         self.assertIn("- local: trained_precision", self.show(guide, "docs/source/en/_toctree.yml").decode())
+        # every other page comes with the PR that ships what it documents, and the last branch lists them in order
+        registry = next(b.branch for b in self.result.branches if b.branch.endswith("-registry"))
+        toc = self.show(registry, "docs/source/en/_toctree.yml").decode()
+        self.assertIn("- local: trained_precision_registry\n", toc)
+        self.assertNotIn("- local: trained_precision\n", toc)
+        toc = self.show(last, "docs/source/en/_toctree.yml").decode()
+        pages = [page for page, _ in upstream_edits.TOC_PAGES]
+        listed = [line.split(":", 1)[1].strip() for line in toc.splitlines() if line.strip().startswith("- local:")]
+        self.assertEqual([page for page in listed if page in pages], pages)
+        for page in pages:
+            self.assertTrue(self.show(last, f"docs/source/en/{page}.md"), page)
         self.assertNotIn("trained_precision", self.show(first, "Makefile").decode())
         makefile_diff = git(self.clone, "diff", BASE, last, "--", "Makefile")
         self.assertEqual(
