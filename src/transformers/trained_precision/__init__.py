@@ -26,7 +26,7 @@ from ..utils.import_utils import define_import_structure
 
 
 if TYPE_CHECKING:
-    from .vocabulary import *
+    from .vocabulary import *  # noqa: F403
 else:
     import sys
 
