@@ -46,10 +46,8 @@ if is_torch_available():
         T5ForConditionalGeneration,
     )
     from transformers.trained_precision import (
-        ActivationRecorder,
         CheckpointInspectionError,
         SafetensorsHeaderError,
-        audit_activations,
         inspect_checkpoint,
         read_safetensors_header,
     )
@@ -539,86 +537,6 @@ class PrecisionCommandTest(TestCasePlus):
         result = self.run_cli(directory, "--audit")
         self.assertEqual(result.exit_code, 2)
         self.assertIn("text models only", result.stderr)
-
-    def test_audit_api_removes_hooks_and_restores_mode(self):
-        model = tiny_gpt_neo()
-        model.train()
-        audit = audit_activations(model)
-        self.assertEqual(audit.input_source, "random")
-        self.assertTrue(model.training)
-        for module in model.modules():
-            self.assertEqual(len(module._forward_hooks), 0)
-            self.assertEqual(len(module._forward_hooks_with_kwargs), 0)
-        names = {m.name for m in audit.modules}
-        self.assertIn("(model)", names)
-        self.assertIn("transformer.h.1.mlp.c_proj", names)
-        self.assertEqual([m.max_abs for m in audit.modules], sorted((m.max_abs for m in audit.modules), reverse=True))
-
-    def test_recorder_sees_keyword_inputs(self):
-        class Child(torch.nn.Module):
-            def forward(self, hidden_states=None):
-                return hidden_states.sum(-1)
-
-        class Parent(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.child = Child()
-
-            def forward(self, x):
-                return self.child(hidden_states=x * 1e5)  # the overflow happens here, outside any submodule
-
-        model = Parent()
-        audit = audit_activations(model, inputs=[{"x": torch.ones(1, 2)}])
-        self.assertEqual(audit.first_overflow[:2], ("child", "input"))
-        self.assertAlmostEqual(audit.first_overflow[2], 1e5)
-        self.assertIn("the input of `child`", audit.verdict)
-        with ActivationRecorder(model) as recorder:
-            model(torch.full((1, 2), 2.0))
-        self.assertEqual(recorder.input_max["child"], 2e5)
-        self.assertEqual(recorder.output_max["child"], 4e5)
-        self.assertEqual(recorder.calls, {"(model)": 1, "child": 1})
-
-    def test_attention_masks_are_not_activations(self):
-        class Scores(torch.nn.Module):
-            def forward(self, scores, bias, attention_mask=None):
-                return scores + attention_mask  # `bias` (a positional mask) is only an input here
-
-        class Parent(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.scores = Scores()
-
-            def forward(self, x):
-                lowest = torch.finfo(x.dtype).min
-                mask = torch.tensor([[0.0, lowest]])
-                return self.scores(x, mask, attention_mask=mask)  # positional and keyword masks
-
-        audit = audit_activations(Parent(), inputs=[{"x": torch.tensor([[2.0, -7.0]])}])
-        self.assertIsNone(audit.first_overflow)
-        ranges = {m.name: m for m in audit.modules}
-        self.assertEqual(ranges["scores"].max_input, 7.0)  # the sentinel is left out, the real values are kept
-        self.assertEqual(ranges["scores"].max_abs, 2.0)  # [2, lowest - 7 rounds to lowest]: the sentinel again
-        inf = audit_activations(Parent(), inputs=[{"x": torch.tensor([[float("inf"), 1.0]])}])
-        self.assertEqual(inf.nonfinite, ["scores", "(model)"])  # a real inf is not mistaken for a mask
-
-    @parameterized.expand([("no_grad", "no_grad"), ("inference_mode", "inference_mode")])
-    def test_recorder_remeasures_tensors_changed_in_place(self, _, mode):
-        class Parent(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.first = torch.nn.Identity()
-                self.second = torch.nn.Identity()
-
-            def forward(self, x):
-                h = self.first(x)  # Identity returns `x` itself: measured once, as first's input and output
-                h.mul_(1e5)  # changed in place: second must see the new values
-                return self.second(h)
-
-        model = Parent()
-        with ActivationRecorder(model) as recorder, getattr(torch, mode)():
-            model(torch.full((1, 2), 3.0))
-        self.assertEqual((recorder.input_max["first"], recorder.output_max["first"]), (3.0, 3.0))
-        self.assertEqual((recorder.input_max["second"], recorder.output_max["second"]), (3e5, 3e5))
 
     # ------------------------------------------------------------------------------------------------------------
     # the installed entry point (the "done when" check)
