@@ -185,7 +185,10 @@ class Run:
 
             groups = self.trainer.get_decay_parameter_names(self.model)
             params = [
-                {"params": [p for n, p in self.model.named_parameters() if n in groups], "weight_decay": opts.weight_decay},
+                {
+                    "params": [p for n, p in self.model.named_parameters() if n in groups],
+                    "weight_decay": opts.weight_decay,
+                },
                 {"params": [p for n, p in self.model.named_parameters() if n not in groups], "weight_decay": 0.0},
             ]
             self.trainer.optimizer = optimi.AdamW(
@@ -266,7 +269,8 @@ OPTIMIZER_RUNS = {
     "optimi_kahan": "optimi AdamW (Kahan), bf16 weights, optimi alone",
     "adamw_optimi": "adamw_optimi (optimi + compensated decay), bf16 weights",
     "torchao_8bit": "torchao AdamW8bit, bf16 weights, no stochastic rounding",
-    "torchao_8bit_sr": "torchao AdamW8bit + stochastic rounding (adamw_torch_8bit), bf16 weights",
+    "torchao_8bit_sr_alone": "torchao AdamW8bit + stochastic rounding, bf16 weights, torchao alone",
+    "torchao_8bit_sr": "torchao AdamW8bit + stochastic rounding, seeded per step (adamw_torch_8bit), bf16 weights",
 }
 
 
@@ -307,7 +311,7 @@ def optimizer_microbenchmark(shapes, steps: int, warmup: int, weight_decay: floa
         from torchao.optim import AdamW8bit
 
         ps = params(torch.bfloat16)
-        optimizer = AdamW8bit(groups(ps), bf16_stochastic_round=name.endswith("_sr"), **common)
+        optimizer = AdamW8bit(groups(ps), bf16_stochastic_round="_sr" in name, **common)
         if name.endswith("_sr"):
             synchronize_stochastic_rounding(optimizer, seed=seed)
         return ps, optimizer
@@ -358,6 +362,12 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: ratios repeat best)")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument(
+        "--cold_compile",
+        action="store_true",
+        help="compile with an empty inductor cache (a fresh machine's first step); by default inductor's disk cache "
+        "is used, as a second run on the same machine would",
+    )
     parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     parser.add_argument(
         "--optimizers",
@@ -378,6 +388,21 @@ def main():
     if opts.steps < 4:
         parser.error("--steps: at least 4, for quartiles")
 
+    import shutil
+    import tempfile
+
+    cold_cache = None
+    if opts.cold_compile:  # before torch is imported: inductor reads it once
+        cold_cache = tempfile.mkdtemp(prefix="bench_inductor_")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cold_cache
+    try:
+        run_benchmark(opts, chosen, chosen_optimizers)
+    finally:
+        if cold_cache:
+            shutil.rmtree(cold_cache, ignore_errors=True)
+
+
+def run_benchmark(opts, chosen, chosen_optimizers):
     import tempfile
 
     import torch
@@ -414,7 +439,8 @@ def main():
         f"GPT-Neo {opts.layers} layers, hidden {opts.hidden}, {n_params / 1e6:.2f}M parameters, batch "
         f"{opts.batch_size}x{opts.seq_len} bytes, weight decay {opts.weight_decay:g}; {len(runs)} runs interleaved "
         f"step by step: 1 first step + {opts.warmup} warm-up + {opts.steps} timed steps each, {train_seconds:.0f} s; "
-        f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n"
+        f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; first steps compiled with "
+        f"{'an empty' if opts.cold_compile else 'the existing'} inductor cache\n"
     )
     print("Median seconds [25th-75th percentile] of the timed steps:\n")
     print("| run | step (s) | forward+backward (s) | optimizer step (s) | first step (s) | bytes/param | eval loss |")
@@ -466,7 +492,9 @@ def main():
         first = by_name["bf16_8bit_sr"].first_step["step"]
         verdict = "met" if first <= FIRST_STEP_GOAL else "NOT met"
         where = "" if native else " (goal for native bf16 only)"
-        print(f"\ntorchao 8-bit + SR first step (compile): {first:.1f} s, goal <= {FIRST_STEP_GOAL:g} s: {verdict}{where}")
+        print(
+            f"\ntorchao 8-bit + SR first step (compile): {first:.1f} s, goal <= {FIRST_STEP_GOAL:g} s: {verdict}{where}"
+        )
 
     optimizer_results = {}
     if chosen_optimizers and opts.optimizer_steps > 0:
@@ -492,6 +520,7 @@ def main():
         pairs = [
             ("adamw_optimi", "optimi_kahan", "<= 1.15"),
             ("optimi_kahan", "torch_adamw_fp32_fused", ""),
+            ("torchao_8bit_sr", "torchao_8bit_sr_alone", ""),
             ("torchao_8bit_sr", "torchao_8bit", ""),
             ("torchao_8bit_sr", "torch_adamw_fp32_fused", ""),
         ]
