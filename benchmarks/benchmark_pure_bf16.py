@@ -351,6 +351,24 @@ def optimizer_microbenchmark(shapes, steps: int, warmup: int, weight_decay: floa
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def write_json_atomically(path: str, record: dict) -> None:
+    """
+    Writes `record` to `path` through a temporary file in the same directory: a reader never sees half a file.
+    (`trained_precision.populate.atomic_write_text` replaces an existing file only; this one usually creates it.)
+    """
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".bench-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def compare(first_path: str, second_path: str) -> None:
     """The ratios of two runs side by side: does the benchmark repeat on this machine?"""
     with open(first_path) as f:
@@ -585,8 +603,7 @@ def run_benchmark(opts, chosen, chosen_optimizers):
                 for name, entry in optimizer_results.items()
             },
         }
-        with open(opts.json, "w") as f:
-            json.dump(record, f, indent=2)
+        write_json_atomically(opts.json, record)
 
 
 if __name__ == "__main__":
