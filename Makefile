@@ -79,9 +79,10 @@ demo: EXTRAS = optimi,trained-precision-demo
 demo: install
 	$(VPY) examples/pure_bf16_demo.py --output_dir demo_output $(DEMO_ARGS)
 
-# The same comparison, larger, in one process: prints whether bf16 is native here, eval-loss, bytes/param and
-# step-time ratios (~14 minutes where bf16 is native; where it is emulated (AVX2-only CPUs), use
-# BENCH_ARGS="--steps 100 --hidden 64 --seq_len 64 --layers 2", a few minutes).
+# The speed comparison, in one process with the runs' steps interleaved: ratios to bf16=True and fp32 with their spread,
+# an optimizer-step benchmark in parameters/s and the machine class (~5 minutes where bf16 is native; where it is
+# emulated (AVX2-only CPUs), use BENCH_ARGS="--hidden 64 --seq_len 64 --layers 2").
+# BENCH_ARGS="--json a.json", twice, then `benchmarks/benchmark_pure_bf16.py --compare a.json b.json`: do they repeat?
 BENCH_ARGS ?=
 bench: EXTRAS = optimi,trained-precision-demo
 bench: install

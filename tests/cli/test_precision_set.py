@@ -11,9 +11,8 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""`transformers precision set` and `hub-pr`: writing the field into checkpoints' configs, and Hub pull requests."""
+"""`transformers precision set`: writing the field into checkpoints' configs."""
 
-import argparse
 import contextlib
 import difflib
 import io
@@ -32,7 +31,7 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers.testing_utils import TestCasePlus
-from transformers.trained_precision import cli, populate, registry
+from transformers.trained_precision import cli, populate
 
 
 CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_type": "gpt_neo", "vocab_size": 50257}
@@ -64,14 +63,6 @@ def run_set(*args):
     """`transformers precision set ARGS...` in-process; returns its exit code (stdout is the caller's)."""
     try:
         cli.main(["set", *args])
-    except SystemExit as e:
-        return e.code or 0
-    return 0
-
-
-def run_hub_pr(args, api):
-    try:
-        cli.hub_pr(args.hub_pr, push=args.push, force=args.force, api=api)
     except SystemExit as e:
         return e.code or 0
     return 0
@@ -374,106 +365,6 @@ class CachePopulateTest(TestCasePlus):
         self.assertEqual(result.status, "error")
         self.assertIn("read-only", result.message)
         self.assertTrue((repo / "snapshots" / self.REV1 / "config.json").is_symlink())
-
-
-class FakeHubApi:
-    """Records what would be sent to the Hub; serves config.json files from a dict."""
-
-    def __init__(self, tmp, configs, open_pr_titles=(), failing=()):
-        self.tmp, self.configs, self.open_pr_titles, self.failing = Path(tmp), configs, open_pr_titles, failing
-        self.commits = []
-
-    def model_info(self, repo_id):
-        if repo_id in self.failing:
-            raise OSError(f"cannot reach {repo_id}")
-        return SimpleNamespace(sha=f"{abs(hash(repo_id)):040d}"[:40])
-
-    def get_repo_discussions(self, repo_id, discussion_type=None, discussion_status=None):
-        assert (discussion_type, discussion_status) == ("pull_request", None)  # open, merged and closed ones
-        return iter([SimpleNamespace(title=t, num=7, status=s) for t, s in self.open_pr_titles])
-
-    def hf_hub_download(self, repo_id, filename, revision=None):
-        assert filename == "config.json" and revision == self.model_info(repo_id).sha
-        path = self.tmp / repo_id.replace("/", "--") / filename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.configs.get(repo_id, dump_config(CONFIG)))
-        return str(path)
-
-    def create_commit(self, repo_id, operations, **kwargs):
-        self.commits.append((repo_id, list(operations), kwargs))
-        return SimpleNamespace(pr_url=f"https://huggingface.co/{repo_id}/discussions/1")
-
-
-class HubPullRequestTest(TestCasePlus):
-    def test_dry_run_prepares_operations_for_exact_rows(self):
-        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
-        results = populate.prepare_hub_prs(registry.REGISTRY, api=api)
-        exact = [e for e in registry.REGISTRY if not e.is_glob]
-        self.assertEqual([r.repo_id for r in results], [e.model_id for e in exact])
-        self.assertEqual(api.commits, [])  # a dry run sends nothing
-        for entry, result in zip(exact, results):
-            self.assertEqual(result.status, "would write")
-            [op] = result.operations
-            self.assertEqual(op.path_in_repo, "config.json")
-            self.assertEqual(
-                op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": entry.precision}).encode()
-            )
-            self.assertIn(f"Source: {entry.citation}\n", result.commit_description)
-            self.assertEqual(result.parent_commit, api.model_info(entry.model_id).sha)
-
-    def test_push_opens_a_pull_request(self):
-        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
-        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=["meta-llama/llama-2-7b-hf"], push=True)
-        self.assertEqual(result.status, "written")
-        self.assertEqual(result.pr_url, "https://huggingface.co/meta-llama/Llama-2-7b-hf/discussions/1")
-        [(repo_id, operations, kwargs)] = api.commits
-        self.assertEqual(repo_id, "meta-llama/Llama-2-7b-hf")
-        self.assertTrue(kwargs["create_pr"])
-        self.assertEqual(kwargs["parent_commit"], api.model_info(repo_id).sha)
-        self.assertEqual(kwargs["commit_message"], populate.HUB_PR_TITLE)
-        self.assertIn("https://github.com/huggingface/transformers/pull/25794", kwargs["commit_description"])
-        self.assertIn("stored in fp16", kwargs["commit_description"])
-        self.assertEqual(json.loads(operations[0].path_or_fileobj)["trained_precision"], "bf16")
-
-    def test_skips_and_errors(self):
-        ids = ["EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neo-2.7B", "bigscience/bloom"]
-        configs = {
-            "EleutherAI/gpt-neo-1.3B": dump_config({**CONFIG, "trained_precision": "bf16"}),
-            "EleutherAI/gpt-neo-2.7B": dump_config({**CONFIG, "trained_precision": "bf16"}),
-        }
-        api = FakeHubApi(self.get_auto_remove_tmp_dir(), configs, failing=("bigscience/bloom",))
-        results = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True)
-        self.assertEqual([r.status for r in results], ["unchanged", "error", "error"])
-        self.assertIn("pass --force", results[1].message)
-        self.assertIn("cannot reach bigscience/bloom", results[2].message)
-        self.assertEqual(api.commits, [])
-
-    @parameterized.expand([("open",), ("merged",), ("closed",)])
-    def test_any_earlier_pr_is_an_answer(self, status):
-        ids = ["EleutherAI/gpt-neo-1.3B"]
-        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {}, open_pr_titles=[(populate.HUB_PR_TITLE, status)])
-        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True)
-        self.assertEqual(result.status, "skipped")
-        self.assertIn(f"#7, {status}", result.message)
-        self.assertIn("--force", result.message)
-        self.assertEqual(api.commits, [])
-        # --force opens another one anyway
-        [result] = populate.prepare_hub_prs(registry.REGISTRY, api=api, only=ids, push=True, force=True)
-        self.assertEqual(result.status, "written")
-        self.assertEqual(len(api.commits), 1)
-
-    def test_cli_dry_run_is_the_default(self):
-        api = FakeHubApi(self.get_auto_remove_tmp_dir(), {})
-        args = argparse.Namespace(hub_pr=["EleutherAI/gpt-neo-1.3B"], push=False, force=False)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(run_hub_pr(args, api), 0)
-        self.assertIn('+  "trained_precision": "bf16",', out.getvalue())
-        self.assertEqual(api.commits, [])
-        args = argparse.Namespace(hub_pr=["EleutherAI/pythia-*"], push=False, force=False)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-            self.assertEqual(run_hub_pr(args, api), 4)  # not done: 1 means risky and nothing else
-        self.assertIn("not exact-id rows", err.getvalue())
 
 
 class SetSafetyTest(TestCasePlus):

@@ -14,6 +14,7 @@
 """Tests of `utils/check_trained_precision.py`: registry checks and the docs table."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,13 @@ CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_ty
 class RepoRegistryTest(unittest.TestCase):
     def test_repo_registry_and_docs_pass(self):
         ctp.check_trained_precision()  # the real registry, docs page and upstream CONFIG_MAPPING
+
+    def test_the_check_does_not_import_the_hub_client(self):
+        # `make check` runs this script; opening Hub pull requests is utils/open_trained_precision_prs.py's business
+        script = "import sys, check_trained_precision; print('huggingface_hub' in sys.modules)"
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "utils")}
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        self.assertEqual(result.stdout.strip(), "False")
 
 
 class LookupTest(unittest.TestCase):

@@ -28,7 +28,8 @@ rather than a subclass of optimi's classes:
 
 - decoupled weight decay applied *inside* the compensated update for half-precision parameters. optimi multiplies the
   bf16 weight by `1 - lr * weight_decay`, which rounds back to the weight whenever `lr * weight_decay < 2^-9`, so
-  typical fine-tuning decay is silently lost;
+  typical fine-tuning decay is silently lost. The decay term is added to the Kahan buffer just before optimi's step,
+  whose update then carries it: the step costs what optimi's own does, plus one multiply-add per parameter;
 - after `load_state_dict`, a Triton/foreach/for-loop implementation that runs on this machine, so a checkpoint
   written with Triton resumes where Triton is unavailable;
 - the for-loop implementation on FSDP2-sharded (DTensor) parameters, where foreach and Triton do not run (see
@@ -218,18 +219,6 @@ def check_optimi_contract() -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _compensated_add_(param: torch.Tensor, comp: torch.Tensor, delta) -> None:
-    """
-    `param += delta` with Kahan summation, computed in fp32: the part of the sum that `param`'s dtype cannot hold is
-    carried in `comp` (the optimizer's Kahan buffer, same dtype as `param`).
-    """
-    old = param.float()
-    total = comp.float().add_(delta)
-    new = (old + total).to(param.dtype)
-    comp.copy_(total.sub_(new.float().sub_(old)))
-    param.copy_(new)
-
-
 def _uses_decoupled_decay(group: dict[str, Any]) -> bool:
     return bool(group.get("decouple_wd", True) or group.get("decouple_lr", False))
 
@@ -262,18 +251,74 @@ def _restore_decay(held: list[tuple]) -> None:
             group["adam_wd"] = adam_wd
 
 
-def _apply_compensated_decay(optimizer, held: list[tuple]) -> None:
-    """Decoupled decay of the held groups, inside the Kahan update for half-precision parameters."""
+def _decay_rate(group: dict[str, Any], weight_decay: float) -> float:
+    return weight_decay * (group["lr"] / group["max_lr"] if group.get("decouple_lr") else group["lr"])
+
+
+def _fold_decay_into_compensation(optimizer, held: list[tuple]) -> list[torch.Tensor]:
+    """
+    Before optimi's step: the decoupled decay of the held groups, in the same pass optimi's update makes.
+
+    optimi's compensated update adds the step to the Kahan buffer, then the buffer to the weight, and keeps what the
+    weight's dtype could not hold (`comp += update; param += comp; comp += old - param`). Adding `-lr * wd * param`
+    to the buffer first makes that one rounding carry both the decay and the update, from the weight before the step
+    as optimi and torch decay it, at the cost of one multiply-add per parameter. Parameters that are not half
+    precision are decayed in place, as optimi would. Returns the half-precision parameters that have no buffer yet
+    (optimi creates them at their first step): [`_apply_compensated_decay`] decays those after the step.
+    """
     import torch
 
+    pending = []
     with torch.no_grad():
         for group, weight_decay, _, divides in held:
-            rate = weight_decay * (group["lr"] / group["max_lr"] if group.get("decouple_lr") else group["lr"])
+            rate = _decay_rate(group, weight_decay)
+            factor = -rate / (1 + rate) if divides else -rate
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if not _is_half(p):
+                    if divides:
+                        p.div_(1 + rate)
+                    else:
+                        p.mul_(1 - rate)
+                    continue
                 comp = kahan_buffer(optimizer, p)
-                if _is_half(p) and comp is not None and comp.shape == p.shape:
+                if comp is not None and comp.shape == p.shape:
+                    comp.add_(p, alpha=factor)
+                else:
+                    pending.append(p)
+    return pending
+
+
+def _compensated_add_(param: torch.Tensor, comp: torch.Tensor, delta) -> None:
+    """
+    `param += delta` with Kahan summation, computed in fp32: the part of the sum that `param`'s dtype cannot hold is
+    carried in `comp` (the optimizer's Kahan buffer, same dtype as `param`).
+    """
+    old = param.float()
+    total = comp.float().add_(delta)
+    new = (old + total).to(param.dtype)
+    comp.copy_(total.sub_(new.float().sub_(old)))
+    param.copy_(new)
+
+
+def _apply_compensated_decay(optimizer, held: list[tuple], pending: list[torch.Tensor]) -> None:
+    """
+    After optimi's step: the decoupled decay of the `pending` half-precision parameters of the held groups (their
+    first step, when optimi has just created their Kahan buffer), inside the Kahan update; without a buffer
+    (`kahan_sum` off for that parameter), in place.
+    """
+    import torch
+
+    pending_ids = {id(p) for p in pending}
+    with torch.no_grad():
+        for group, weight_decay, _, divides in held:
+            rate = _decay_rate(group, weight_decay)
+            for p in group["params"]:
+                if id(p) not in pending_ids:
+                    continue
+                comp = kahan_buffer(optimizer, p)
+                if comp is not None and comp.shape == p.shape:
                     factor = -rate / (1 + rate) if divides else -rate
                     _compensated_add_(p, comp, p.float().mul_(factor))
                 elif divides:
@@ -320,10 +365,12 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
     (`register_step_pre_hook`, `register_step_post_hook`, `register_load_state_dict_post_hook`) on the instance: the
     optimizer stays optimi's own class.
 
-    - Decoupled weight decay of half-precision parameters is applied inside the compensated update (exact in fp32,
-      then Kahan-rounded) instead of `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once
-      `lr * wd < 2^-9`. The groups' `weight_decay` is zero during optimi's step and the decay is applied right after
-      it instead of right before; the difference is of order `lr^2 * wd`.
+    - Decoupled weight decay of half-precision parameters is applied inside the compensated update instead of
+      `param *= 1 - lr * wd` on the bf16 tensor, which is a no-op once `lr * wd < 2^-9`. The groups' `weight_decay`
+      is zero during optimi's step; right before it, `-lr * wd * param` is added to each parameter's Kahan buffer, so
+      optimi's own compensated update carries the decay in the same pass (one multiply-add per parameter, from the
+      weight before the step, as optimi and torch decay it). At a parameter's first step, before optimi has created
+      its buffer, the decay is applied right after the step instead (a difference of order `lr^2 * wd`).
     - After `load_state_dict`, the Triton/foreach/for-loop implementation fits this machine, whatever the checkpoint
       says (see `_fit_implementation_to_machine`).
     - DTensor (FSDP2-sharded) parameters, which may replace the originals after the optimizer is created, get the
@@ -352,12 +399,14 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
         compensate_weight_decay = compensate_weight_decay_requested(optim_args)
     decay_divides = type(inner).__name__ == "Adan"  # Adan divides by 1 + lr * wd (unless adam_wd=True)
     held: list[tuple] = []
+    pending: list = []  # half-precision parameters whose Kahan buffer optimi creates in this step
     first_step = [True]
 
     def before_step(opt, step_args, step_kwargs):
         from .pure_bf16_distributed import make_optimi_dtensor_safe
 
         _restore_decay(held)  # a step that raised left its groups' decay at zero
+        pending.clear()
         if first_step[0]:
             make_optimi_dtensor_safe(opt)
             first_step[0] = False
@@ -365,12 +414,15 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
         single_param = step_kwargs.get("param") is not None or (len(step_args) > 2 and step_args[2] is not None)
         if compensate_weight_decay and not single_param:
             held.extend(_hold_half_precision_decay(opt, decay_divides))
+            pending[:] = _fold_decay_into_compensation(opt, held)
 
     def after_step(opt, step_args, step_kwargs):
         if held:
             applied = list(held)
             _restore_decay(held)
-            _apply_compensated_decay(opt, applied)
+            if pending:
+                _apply_compensated_decay(opt, applied, pending)
+                pending.clear()
 
     def after_load_state_dict(opt):
         _fit_implementation_to_machine(opt)

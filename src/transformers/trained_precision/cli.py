@@ -54,8 +54,9 @@ logger = logging.get_logger(__name__)
 #: Subcommand names; the report is the command without one (`transformers precision PATH_OR_ID`).
 REPORT = "report"
 SET = "set"
-HUB_PR = "hub-pr"
 PLAN = "plan"
+#: Once a subcommand, now the repo's `utils/open_trained_precision_prs.py`: named so that it fails with a pointer there.
+MOVED_HUB_PR = "hub-pr"
 
 #: Where an internal error asks to be reported.
 ISSUES_URL = "https://github.com/huggingface/transformers/issues"
@@ -74,13 +75,10 @@ cache):
 \b
 Find the modules fp16 overflows in, keep only those in fp32, validate against fp32, and store the plan (--write):
   transformers precision plan PATH_OR_ID --dtype fp16 [--write] [--texts FILE] [--headroom 2]
-\b
-Propose the registry's values to the Hub repos they describe (a dry run unless --push; needs a write token):
-  transformers precision hub-pr [HUB_ID...] [--push] [--force]
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
-  {EXIT_SAFE}  safe (or no --dtype asked); for `set` and `hub-pr`: everything asked was done or already so
+  {EXIT_SAFE}  safe (or no --dtype asked); for `set`: everything asked was done or already so
   {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision; for `plan`: no plan makes fp16 safe
      (only these mean 1)
   {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option; nothing was done
@@ -143,7 +141,6 @@ class Options:
     model_id: str | None = None
     force: bool = False
     dry_run: bool = False
-    push: bool = False
     write: bool = False
     texts: str | None = None
     headroom: float | None = None
@@ -240,7 +237,6 @@ def precision(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="`set`: replace or remove a value a config holds.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
-    push: Annotated[bool, typer.Option("--push", help="`hub-pr`: open the pull requests (default: dry run).")] = False,
     write: Annotated[
         bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
     ] = False,
@@ -267,7 +263,6 @@ def precision(
         model_id=model_id,
         force=force,
         dry_run=dry_run,
-        push=push,
         write=write,
         texts=texts,
         headroom=headroom,
@@ -311,6 +306,11 @@ def run_command(args: list[str], options: Options, *, json_output: bool = False,
 
 def _subcommand_of(args: list[str]) -> tuple[str, list[str]]:
     """The subcommand and its arguments; a local path named like a subcommand is a checkpoint to report on."""
+    if args and args[0] == MOVED_HUB_PR and not os.path.exists(args[0]):
+        raise CommandError(
+            f"`{MOVED_HUB_PR}` is not a subcommand: proposing the registry's values on the Hub is a maintainer script "
+            "of the transformers repository, `python utils/open_trained_precision_prs.py [HUB_ID...] [--push]`."
+        )
     if args and args[0] in SUBCOMMANDS and args[0] != REPORT and (len(args) > 1 or not os.path.exists(args[0])):
         return args[0], args[1:]
     return REPORT, args
@@ -546,53 +546,12 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
     return code
 
 
-def _run_hub_pr(args: list[str], options: Options, out: _Output) -> int:
-    """`transformers precision hub-pr [HUB_ID...]`: prepare (or, with `--push`, open) the registry's Hub PRs."""
-    return _hub_pr(args, push=options.push, force=options.force, out=out)
-
-
-def _hub_pr(ids: list[str], *, push: bool, force: bool, out: _Output, api=None) -> int:
-    from .populate import prepare_hub_prs
-    from .registry import REGISTRY
-
-    results = prepare_hub_prs(REGISTRY, api=api, only=ids or None, push=push, force=force)
-    known = {r.repo_id.lower() for r in results}
-    missing = [i for i in ids if i.lower() not in known]
-    error = f"not exact-id rows of the registry: {', '.join(missing)}" if missing else None
-    code = EXIT_NOT_DONE if missing or any(r.failed for r in results) else EXIT_SAFE
-    if out.json:
-        payload = [{"repo_id": r.repo_id, "status": r.status, "message": r.message, "diff": r.diff} for r in results]
-        document = {"results": payload, "not_in_registry": missing, "exit_code": code}
-        if error:
-            document["error"] = error
-        out.document(document)
-    else:
-        for r in results:
-            print(f"[{r.status}] {r.repo_id}: {r.message}")
-            if not push and r.diff:
-                print(r.diff.rstrip("\n"))
-        if error:
-            print(f"Error: {error}", file=sys.stderr)
-    return code
-
-
-def hub_pr(ids: list[str], *, push: bool = False, force: bool = False, out: _Output | None = None, api=None) -> None:
-    """
-    `transformers precision hub-pr` as a function: prepare (or, with `push`, open) the registry's Hub pull requests.
-    Exits (`SystemExit`) with the command's exit code when it is not 0.
-    """
-    code = _hub_pr(ids, push=push, force=force, out=out or _Output(False), api=api)
-    if code:
-        raise SystemExit(code)
-
-
 _REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "text", "top", "revision", "cache_dir"})
 
 #: Subcommand name -> handler and the options it takes. A new subcommand is one entry here and one function.
 SUBCOMMANDS: dict[str, Subcommand] = {
     REPORT: Subcommand(_run_report, _REPORT_OPTIONS),
     SET: Subcommand(_run_set, frozenset({"precision", "from_registry", "model_id", "force", "dry_run", "cache_dir"})),
-    HUB_PR: Subcommand(_run_hub_pr, frozenset({"push", "force"})),
     PLAN: Subcommand(
         _run_plan, frozenset({"dtype", "write", "texts", "headroom", "download", "allow_pickle", "cache_dir"})
     ),

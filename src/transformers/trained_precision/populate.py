@@ -12,8 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Writing `trained_precision` into existing `config.json` files: local checkpoints, Hugging Face cache snapshots, and
-pull requests on the Hub.
+Writing `trained_precision` into existing `config.json` files: local checkpoints and Hugging Face cache snapshots.
+[`set_config_field`] is the one edit, also used by the repo's `utils/` script that proposes the field on the Hub.
 
 The edit is textual: one `"trained_precision": "..."` member is inserted (at its sorted place when the keys are
 sorted, else last), with the file's own indentation and separators, so that nothing else in the file changes. Files are
@@ -37,9 +37,8 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from ..utils import CONFIG_NAME
 from .hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
@@ -47,9 +46,6 @@ from .registry import REGISTRY, RegistryEntry, lookup
 from .resolver import sub_config_items
 from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
-
-RFC_URL = "https://github.com/huggingface/transformers/issues/11209"
-HUB_PR_TITLE = "Add `trained_precision` to config.json"
 
 # Result statuses.
 WRITTEN = "written"
@@ -603,153 +599,4 @@ def populate_checkpoints(
         )
         if on_result:
             on_result(results[-1])
-    return results
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Pull requests on the Hub
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class HubPullRequest:
-    """
-    The commit that adds the field to one Hub repo, as `HfApi.create_commit(..., create_pr=True)` receives it.
-
-    Args:
-        repo_id (`str`): the Hub repo.
-        status (`str`): `"would write"` (prepared), `"written"` (PR opened), `"unchanged"`, `"skipped"` or `"error"`.
-        message (`str`): one sentence for the user.
-        operations (`list`): the `CommitOperationAdd` list.
-        commit_message (`str`), commit_description (`str`): the PR title and description.
-        parent_commit (`str`, *optional*): the revision the PR is based on.
-        diff (`str`): the change to `config.json`.
-        pr_url (`str`, *optional*): the opened PR.
-    """
-
-    repo_id: str
-    status: str
-    message: str
-    operations: list = dataclasses.field(default_factory=list)
-    commit_message: str = HUB_PR_TITLE
-    commit_description: str = ""
-    parent_commit: str | None = None
-    diff: str = ""
-    pr_url: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status == ERROR
-
-
-def hub_pr_description(entry: RegistryEntry) -> str:
-    """The PR description: the value, its source with the row's confidence, and what the field means."""
-    stored = ""
-    if entry.stored_dtype:
-        stored = (
-            f"\n\nThe weights in this repo are stored in {entry.stored_dtype}; that is unchanged. `trained_precision` "
-            "records how the model was trained, which is what decides whether running it in a half-precision format "
-            "is safe."
-        )
-    return (
-        f'This PR adds `"{FIELD}": "{entry.precision}"` to `config.json`.\n\n'
-        f"Source: {entry.citation}\n"
-        f"Note: {entry.note}{stored}\n\n"
-        f"`{FIELD}` ({RFC_URL}) says in which precision a checkpoint was trained (`fp32`, `bf16` or `fp16`). "
-        "Libraries that read it can warn before the model is run in a precision it overflows in, e.g. a "
-        "bf16-trained model in fp16. Loaders that do not know the field ignore it; nothing else in the file changes."
-    )
-
-
-def prepare_hub_prs(
-    registry: Sequence[RegistryEntry] = REGISTRY,
-    *,
-    api: Any = None,
-    only: Iterable[str] | None = None,
-    push: bool = False,
-    force: bool = False,
-    on_result: Callable[[HubPullRequest], None] | None = None,
-) -> list[HubPullRequest]:
-    """
-    For each exact-id registry row, prepares (and with `push=True` opens) the Hub pull request that adds
-    `trained_precision` to the repo's `config.json`. Glob rows are not repos and are skipped.
-
-    Network access and a token with write access (`hf auth login` or `HF_TOKEN`) are needed to read the current
-    `config.json` and, with `push=True`, to open the PRs. Repos that already hold the value, or have any earlier PR
-    with the same title (open, merged or closed: a closed one is a maintainer's answer), are skipped unless `force`.
-
-    Args:
-        registry (`Sequence[RegistryEntry]`, *optional*): the rows.
-        api (`huggingface_hub.HfApi`, *optional*): the client (tests pass a fake one).
-        only (`Iterable[str]`, *optional*): restrict to these Hub ids.
-        push (`bool`, *optional*, defaults to `False`): open the PRs; otherwise only prepare them (dry run).
-        force (`bool`, *optional*, defaults to `False`): propose a change even where the config says something else,
-            or where an earlier PR was closed.
-        on_result (`Callable`, *optional*): called with each result as it is produced.
-    """
-    from huggingface_hub import CommitOperationAdd
-
-    if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi()
-    wanted = {i.lower() for i in only} if only else None
-    results = []
-    for entry in registry:
-        if entry.is_glob or (wanted is not None and entry.model_id.lower() not in wanted):
-            continue
-        repo_id = entry.model_id
-        try:
-            sha = api.model_info(repo_id).sha
-            # any earlier PR of ours, open, merged or closed: a maintainer who closed one has answered
-            earlier = [
-                d
-                for d in api.get_repo_discussions(repo_id, discussion_type="pull_request", discussion_status=None)
-                if d.title == HUB_PR_TITLE
-            ]
-            if earlier and not force:
-                pr = earlier[0]
-                result = HubPullRequest(
-                    repo_id,
-                    SKIPPED,
-                    f"an earlier PR already proposed it (#{pr.num}, {getattr(pr, 'status', 'unknown status')}); pass "
-                    "--force to open another.",
-                )
-            else:
-                local = api.hf_hub_download(repo_id, CONFIG_NAME, revision=sha)
-                with open(local, encoding="utf-8", newline="") as f:
-                    text = f.read()
-                new_text = set_config_field(text, entry.precision, force=force, source=entry.source)
-                if new_text == text:
-                    result = HubPullRequest(repo_id, UNCHANGED, f"already says {FIELD}={entry.precision!r}.")
-                else:
-                    operations = [CommitOperationAdd(path_in_repo=CONFIG_NAME, path_or_fileobj=new_text.encode())]
-                    result = HubPullRequest(
-                        repo_id,
-                        WOULD_WRITE,
-                        f"would open a PR setting {FIELD}={entry.precision!r} (dry run; pass --push to open it).",
-                        operations,
-                        HUB_PR_TITLE,
-                        hub_pr_description(entry),
-                        sha,
-                        unified_diff(text, new_text, f"{repo_id}/{CONFIG_NAME}"),
-                    )
-                    if push:
-                        info = api.create_commit(
-                            repo_id,
-                            operations,
-                            commit_message=result.commit_message,
-                            commit_description=result.commit_description,
-                            create_pr=True,
-                            parent_commit=sha,
-                        )
-                        result.status, result.pr_url = WRITTEN, getattr(info, "pr_url", None)
-                        result.message = f"opened {result.pr_url or 'a pull request'}."
-        except ConfigEditError as e:
-            result = HubPullRequest(repo_id, ERROR, f"{CONFIG_NAME}: {e}.")
-        except Exception as e:  # one repo's network/auth failure must not stop the others
-            result = HubPullRequest(repo_id, ERROR, f"{type(e).__name__}: {e}")
-        results.append(result)
-        if on_result:
-            on_result(result)
     return results

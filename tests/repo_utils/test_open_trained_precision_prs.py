@@ -1,0 +1,174 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Tests of `utils/open_trained_precision_prs.py`: the registry's values proposed as Hub pull requests."""
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from parameterized import parameterized
+
+from transformers.testing_utils import TestCasePlus
+from transformers.trained_precision import registry
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(REPO_ROOT / "utils"))
+
+import open_trained_precision_prs as prs  # noqa: E402
+
+
+CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_type": "gpt_neo", "vocab_size": 50257}
+
+
+def dump_config(data):
+    """What `PreTrainedConfig.to_json_file` writes."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+class FakeHubApi:
+    """The Hub at the boundary: serves config.json files from a dict and records the commits it would receive."""
+
+    def __init__(self, tmp, configs=None, earlier_prs=(), failing=()):
+        self.tmp, self.configs, self.earlier_prs, self.failing = Path(tmp), configs or {}, earlier_prs, failing
+        self.commits = []
+
+    def model_info(self, repo_id):
+        if repo_id in self.failing:
+            raise OSError(f"cannot reach {repo_id}")
+        return SimpleNamespace(sha=f"{abs(hash(repo_id)):040d}"[:40])
+
+    def get_repo_discussions(self, repo_id, discussion_type=None, discussion_status=None):
+        assert (discussion_type, discussion_status) == ("pull_request", None)  # open, merged and closed ones
+        return iter([SimpleNamespace(title=t, num=7, status=s) for t, s in self.earlier_prs])
+
+    def hf_hub_download(self, repo_id, filename, revision=None):
+        assert filename == "config.json" and revision == self.model_info(repo_id).sha
+        path = self.tmp / repo_id.replace("/", "--") / filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.configs.get(repo_id, dump_config(CONFIG)))
+        return str(path)
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        self.commits.append((repo_id, list(operations), kwargs))
+        return SimpleNamespace(pr_url=f"https://huggingface.co/{repo_id}/discussions/1")
+
+
+def run(api, *args):
+    """The script's command line in-process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = prs.main(list(args), api=api)
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+class OpenPullRequestsTest(TestCasePlus):
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.get_auto_remove_tmp_dir()
+
+    def test_dry_run_prepares_a_pr_for_every_exact_row(self):
+        api = FakeHubApi(self.tmp)
+        results, missing = prs.open_prs(api=api)
+        exact = [e for e in registry.REGISTRY if not e.is_glob]
+        self.assertEqual([r.repo_id for r in results], [e.model_id for e in exact])
+        self.assertEqual(missing, [])
+        self.assertEqual(api.commits, [])  # a dry run sends nothing
+        for entry, result in zip(exact, results):
+            self.assertEqual(result.status, "would write")
+            [op] = result.operations
+            self.assertEqual(op.path_in_repo, "config.json")
+            self.assertEqual(
+                op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": entry.precision}).encode()
+            )
+            self.assertIn(f"Source: {entry.citation}\n", result.commit_description)
+            self.assertEqual(result.parent_commit, api.model_info(entry.model_id).sha)
+
+    def test_push_opens_a_pull_request(self):
+        api = FakeHubApi(self.tmp)
+        code, out, _ = run(api, "meta-llama/llama-2-7b-hf", "--push")  # ids as the Hub resolves them
+        self.assertEqual(code, 0, out)
+        self.assertIn("[written] meta-llama/Llama-2-7b-hf: opened https://huggingface.co/meta-llama/", out)
+        [(repo_id, operations, kwargs)] = api.commits
+        self.assertEqual(repo_id, "meta-llama/Llama-2-7b-hf")
+        self.assertTrue(kwargs["create_pr"])
+        self.assertEqual(kwargs["parent_commit"], api.model_info(repo_id).sha)
+        self.assertEqual(kwargs["commit_message"], prs.PR_TITLE)
+        self.assertIn("https://github.com/huggingface/transformers/pull/25794", kwargs["commit_description"])
+        self.assertIn("stored in fp16", kwargs["commit_description"])
+        self.assertEqual(json.loads(operations[0].path_or_fileobj)["trained_precision"], "bf16")
+
+    def test_dry_run_is_the_default(self):
+        api = FakeHubApi(self.tmp)
+        code, out, _ = run(api, "EleutherAI/gpt-neo-1.3B")
+        self.assertEqual(code, 0)
+        self.assertIn("[would write] EleutherAI/gpt-neo-1.3B", out)
+        self.assertIn('+  "trained_precision": "bf16",', out)
+        self.assertEqual(api.commits, [])
+
+    def test_skips_and_errors(self):
+        ids = ["EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neo-2.7B", "bigscience/bloom"]
+        configs = {
+            "EleutherAI/gpt-neo-1.3B": dump_config({**CONFIG, "trained_precision": "bf16"}),
+            "EleutherAI/gpt-neo-2.7B": dump_config({**CONFIG, "trained_precision": "bf16"}),  # the row says fp32
+        }
+        api = FakeHubApi(self.tmp, configs, failing=("bigscience/bloom",))
+        results, _ = prs.open_prs(ids, push=True, api=api)
+        self.assertEqual([r.status for r in results], ["unchanged", "error", "error"])
+        self.assertIn("pass --force", results[1].message)
+        self.assertIn("cannot reach bigscience/bloom", results[2].message)
+        self.assertEqual(api.commits, [])
+        code, _, _ = run(api, *ids, "--push")
+        self.assertEqual(code, 4)  # not done: 1 means risky and nothing else
+
+    @parameterized.expand([("open",), ("merged",), ("closed",)])
+    def test_any_earlier_pr_is_an_answer(self, status):
+        api = FakeHubApi(self.tmp, earlier_prs=[(prs.PR_TITLE, status)])
+        code, out, _ = run(api, "EleutherAI/gpt-neo-1.3B", "--push")
+        self.assertEqual(code, 0)
+        self.assertIn(f"[skipped] EleutherAI/gpt-neo-1.3B: an earlier PR already proposed it (#7, {status})", out)
+        self.assertIn("--force", out)
+        self.assertEqual(api.commits, [])
+        # --force opens another one anyway
+        code, out, _ = run(api, "EleutherAI/gpt-neo-1.3B", "--push", "--force")
+        self.assertEqual(code, 0)
+        self.assertEqual(len(api.commits), 1)
+
+    def test_an_id_that_is_no_exact_row_is_not_done(self):
+        api = FakeHubApi(self.tmp)
+        for hub_id in ("not/in-registry", "EleutherAI/pythia-*"):  # a glob row is a family, not a repo
+            code, _, err = run(api, hub_id)
+            self.assertEqual(code, 4)
+            self.assertIn(f"not exact-id rows of the registry: {hub_id}", err)
+        self.assertEqual(api.commits, [])
+
+    def test_json_is_one_document_with_the_exit_code(self):
+        api = FakeHubApi(self.tmp)
+        code, out, err = run(api, "not/in-registry", "EleutherAI/gpt-neo-1.3B", "--json")
+        document = json.loads(out)  # one document: "Extra data" otherwise
+        self.assertEqual((code, document["exit_code"]), (4, 4))
+        self.assertEqual(document["not_in_registry"], ["not/in-registry"])
+        self.assertIn("not exact-id rows", document["error"])
+        self.assertEqual([r["status"] for r in document["results"]], ["would write"])
+        self.assertEqual(err, "")
+        # a usage error too
+        code, out, _ = run(api, "--bogus", "--json")
+        self.assertEqual((code, json.loads(out)["exit_code"]), (2, 2))
+        self.assertEqual(api.commits, [])

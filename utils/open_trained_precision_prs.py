@@ -1,0 +1,240 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+Maintainer utility that proposes the registry's trained precisions (`src/transformers/trained_precision/registry.py`)
+to the Hub repos they describe: for each exact-id row, a pull request that adds `trained_precision` to the repo's
+`config.json`, whose description cites the row's source. Glob rows name families, not repos, and are left out.
+
+Use from the root of the repo, with this checkout installed (`pip install -e .`), with:
+
+```bash
+python utils/open_trained_precision_prs.py [HUB_ID ...]
+```
+
+for a dry run: it downloads each repo's current `config.json` and prints the change, opening nothing. Then
+
+```bash
+python utils/open_trained_precision_prs.py [HUB_ID ...] --push
+```
+
+opens the pull requests (a token with write access: `hf auth login` or `HF_TOKEN`). Without ids it covers every
+exact-id row. A repo that already holds the value, or has any earlier pull request with the same title (open, merged
+or closed: a closed one is a maintainer's answer), is skipped unless `--force`. With `--json`, stdout is one JSON
+document holding `"exit_code"`.
+
+Exit codes: 0 when everything asked was done or already so (a dry run included), 2 for a usage error, 4 when an id is
+not an exact-id row of the registry or a pull request could not be prepared or opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from transformers.trained_precision.inspection import EXIT_BAD_INPUT, EXIT_NOT_DONE, EXIT_SAFE
+from transformers.trained_precision.populate import (
+    ERROR,
+    SKIPPED,
+    UNCHANGED,
+    WOULD_WRITE,
+    WRITTEN,
+    ConfigEditError,
+    set_config_field,
+    unified_diff,
+)
+from transformers.trained_precision.registry import REGISTRY
+from transformers.trained_precision.vocabulary import FIELD
+from transformers.utils import CONFIG_NAME
+
+
+RFC_URL = "https://github.com/huggingface/transformers/issues/11209"
+PR_TITLE = "Add `trained_precision` to config.json"
+
+
+@dataclasses.dataclass
+class HubPullRequest:
+    """
+    The commit that adds the field to one Hub repo, as `HfApi.create_commit(..., create_pr=True)` receives it.
+
+    Args:
+        repo_id (`str`): the Hub repo.
+        status (`str`): `"would write"` (prepared), `"written"` (opened), `"unchanged"`, `"skipped"` or `"error"`.
+        message (`str`): one sentence for the maintainer.
+        operations (`list`): the `CommitOperationAdd` list.
+        commit_description (`str`): the PR description.
+        parent_commit (`str`, *optional*): the revision the PR is based on.
+        diff (`str`): the change to `config.json`.
+        pr_url (`str`, *optional*): the opened PR.
+    """
+
+    repo_id: str
+    status: str
+    message: str
+    operations: list = dataclasses.field(default_factory=list)
+    commit_description: str = ""
+    parent_commit: str | None = None
+    diff: str = ""
+    pr_url: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == ERROR
+
+
+def pr_description(entry) -> str:
+    """The PR description: the value, its source as the row cites it, and what the field means."""
+    stored = ""
+    if entry.stored_dtype:
+        stored = (
+            f"\n\nThe weights in this repo are stored in {entry.stored_dtype}; that is unchanged. `{FIELD}` records "
+            "how the model was trained, which is what decides whether running it in a half-precision format is safe."
+        )
+    return (
+        f'This PR adds `"{FIELD}": "{entry.precision}"` to `{CONFIG_NAME}`.\n\n'
+        f"Source: {entry.citation}\n"
+        f"Note: {entry.note}{stored}\n\n"
+        f"`{FIELD}` ({RFC_URL}) says in which precision a checkpoint was trained (`fp32`, `bf16` or `fp16`). "
+        "Libraries that read it can warn before the model is run in a precision it overflows in, e.g. a "
+        "bf16-trained model in fp16. Loaders that do not know the field ignore it; nothing else in the file changes."
+    )
+
+
+def earlier_pr(api, repo_id: str):
+    """Any earlier PR of this utility on `repo_id`, open, merged or closed (a closed one is a maintainer's answer)."""
+    discussions = api.get_repo_discussions(repo_id, discussion_type="pull_request", discussion_status=None)
+    return next((d for d in discussions if d.title == PR_TITLE), None)
+
+
+def prepare_pr(api, entry, push: bool = False, force: bool = False) -> HubPullRequest:
+    """
+    Prepares (and with `push=True` opens) the pull request that adds the field to `entry`'s repo. A network or auth
+    failure is an `"error"` result, so that one repo does not stop the others.
+    """
+    from huggingface_hub import CommitOperationAdd
+
+    repo_id = entry.model_id
+    try:
+        sha = api.model_info(repo_id).sha
+        earlier = earlier_pr(api, repo_id)
+        if earlier is not None and not force:
+            status = getattr(earlier, "status", "unknown status")
+            return HubPullRequest(
+                repo_id,
+                SKIPPED,
+                f"an earlier PR already proposed it (#{earlier.num}, {status}); pass --force to open another.",
+            )
+        with open(api.hf_hub_download(repo_id, CONFIG_NAME, revision=sha), encoding="utf-8", newline="") as f:
+            text = f.read()
+        new_text = set_config_field(text, entry.precision, force=force, source=entry.source)
+        if new_text == text:
+            return HubPullRequest(repo_id, UNCHANGED, f"already says {FIELD}={entry.precision!r}.")
+        result = HubPullRequest(
+            repo_id,
+            WOULD_WRITE,
+            f"would open a PR setting {FIELD}={entry.precision!r} (dry run; pass --push to open it).",
+            [CommitOperationAdd(path_in_repo=CONFIG_NAME, path_or_fileobj=new_text.encode())],
+            pr_description(entry),
+            sha,
+            unified_diff(text, new_text, f"{repo_id}/{CONFIG_NAME}"),
+        )
+        if push:
+            info = api.create_commit(
+                repo_id,
+                result.operations,
+                commit_message=PR_TITLE,
+                commit_description=result.commit_description,
+                create_pr=True,
+                parent_commit=sha,
+            )
+            result.status, result.pr_url = WRITTEN, getattr(info, "pr_url", None)
+            result.message = f"opened {result.pr_url or 'a pull request'}."
+        return result
+    except ConfigEditError as e:
+        return HubPullRequest(repo_id, ERROR, f"{CONFIG_NAME}: {e}.")
+    except Exception as e:  # one repo's network/auth failure must not stop the others
+        return HubPullRequest(repo_id, ERROR, f"{type(e).__name__}: {e}")
+
+
+def open_prs(ids=(), push: bool = False, force: bool = False, registry=REGISTRY, api=None) -> tuple[list, list[str]]:
+    """
+    The results for the exact-id rows of `registry` (those of `ids` only, when given; case-insensitive, as the Hub
+    resolves ids), and the ids that are no exact-id row.
+    """
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+    wanted = {i.lower() for i in ids}
+    rows = [e for e in registry if not e.is_glob and (not wanted or e.model_id.lower() in wanted)]
+    known = {e.model_id.lower() for e in rows}
+    missing = [i for i in ids if i.lower() not in known]
+    return [prepare_pr(api, entry, push=push, force=force) for entry in rows], missing
+
+
+def report(results, missing: list[str], push: bool, json_output: bool) -> int:
+    """Prints the results (text, or one JSON document) and returns the exit code."""
+    code = EXIT_NOT_DONE if missing or any(r.failed for r in results) else EXIT_SAFE
+    error = f"not exact-id rows of the registry: {', '.join(missing)}" if missing else None
+    if json_output:
+        document = {
+            "results": [
+                {"repo_id": r.repo_id, "status": r.status, "message": r.message, "diff": r.diff, "pr_url": r.pr_url}
+                for r in results
+            ],
+            "not_in_registry": missing,
+            "exit_code": code,
+        }
+        if error:
+            document["error"] = error
+        print(json.dumps(document, indent=2))
+        return code
+    for r in results:
+        print(f"[{r.status}] {r.repo_id}: {r.message}")
+        if not push and r.diff:
+            print(r.diff.rstrip("\n"))
+    if error:
+        print(f"Error: {error}", file=sys.stderr)
+    return code
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Under `--json`, a usage error is one JSON document too (exit 2)."""
+
+    def __init__(self, argv, **kwargs):
+        super().__init__(**kwargs)
+        self.json_output = "--json" in (sys.argv[1:] if argv is None else argv)
+
+    def error(self, message):
+        if self.json_output:
+            print(json.dumps({"error": message, "exit_code": EXIT_BAD_INPUT}, indent=2))
+            sys.exit(EXIT_BAD_INPUT)
+        super().error(message)
+
+
+def main(argv=None, api=None) -> int:
+    """The command line; `api` is the Hub client (`huggingface_hub.HfApi()` by default)."""
+    parser = _ArgumentParser(argv, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("hub_ids", nargs="*", metavar="HUB_ID", help="Exact-id registry rows (default: all of them).")
+    parser.add_argument("--push", action="store_true", help="Open the pull requests (default: a dry run).")
+    parser.add_argument("--force", action="store_true", help="Propose even over another value or an earlier PR.")
+    parser.add_argument("--json", action="store_true", help="Print one JSON document holding `exit_code`.")
+    args = parser.parse_args(argv)
+    results, missing = open_prs(args.hub_ids, push=args.push, force=args.force, api=api)
+    return report(results, missing, push=args.push, json_output=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
