@@ -500,11 +500,19 @@ class StackFailureTest(StackTestBase):
         self.assertEqual(clone_state(clone), before)
 
     def test_strict_refuses_a_stack_with_warnings(self):
-        if not self.plan.warnings:
-            self.skipTest("the current stack has no warnings")
+        # a stack over one entry's budget: refused with STRICT=1 before any branch exists, built without it
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 1')
+        root = tiny_root(self.tmp / "strict", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
         clone = self.new_clone()
-        with self.assertRaisesRegex(upstream_pr.PrError, "STRICT"):
-            self.make_pr(clone, strict=True)
+        before = clone_state(clone)
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)STRICT.*over its budget of 1"):
+            self.make_pr(clone, root=root, strict=True)
+        self.assertEqual(clone_state(clone), before)
+        self.assertEqual([b.number for b in self.make_pr(clone, root=root).branches], [1])
+
+    def test_the_real_stack_is_ready_for_review(self):
+        # every entry within its budget, importing earlier entries only, no word "fork": what STRICT=1 requires
+        self.assertEqual(self.plan.warnings, [])
 
 
 class TrackedOnlyTest(StackTestBase):
