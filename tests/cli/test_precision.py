@@ -602,22 +602,6 @@ class PrecisionCommandSafetyTest(TestCasePlus):
         code, out, _ = self.run_main(directory, "--dtype", "fp16", "--json")
         self.assertEqual((code, json.loads(out)["status"]), (3, "unknown"))
 
-    def test_fp32_stamped_audit_says_which_risk_is_which(self):
-        directory = self.save("fp32", trained_precision="fp32")
-        report = inspect_checkpoint(directory, audit=True)
-        verdict = report.verdict("fp16")
-        self.assertEqual(verdict.status, "risky")
-        self.assertIn("precision loss expected", verdict.summary)
-        self.assertIn("the measured range fits fp16", verdict.summary)
-        self.assertNotIn("overflow expected", verdict.summary)
-        self.assertEqual(report.format().count("fp16: RISKY"), 1)
-
-    def test_unknown_with_audit_is_measured(self):
-        report = inspect_checkpoint(self.save("unknown_audit"), audit=True)
-        self.assertEqual(report.verdict("fp16").status, "safe")
-        self.assertIn("precision loss cannot be ruled out", report.verdict("fp16").summary)
-        self.assertGreater(report.audit.parameters, 0)
-
     @parameterized.expand(
         [("parent", "../../../etc/passwd"), ("absolute", "/etc/passwd"), ("subdir", "a/b.safetensors")]
     )
@@ -638,27 +622,6 @@ class PrecisionCommandSafetyTest(TestCasePlus):
         code, _, err = self.run_main(directory)
         self.assertEqual(code, 2)
         self.assertIn("plain file names", err)
-
-    def test_audit_of_pickled_weights_needs_an_opt_in(self):
-        directory = os.path.join(self.tmp, "pickled")
-        model = tiny_gpt_neo()
-        model.save_pretrained(directory)
-        os.remove(os.path.join(directory, "model.safetensors"))
-        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
-        with self.assertRaisesRegex(CheckpointInspectionError, "--allow-pickle"):
-            inspect_checkpoint(directory, audit=True)
-        report = inspect_checkpoint(directory, audit=True, allow_pickle=True)
-        self.assertIsNotNone(report.audit)
-
-    def test_audit_of_an_uncached_hub_id_needs_download(self):
-        from transformers.trained_precision import inspection
-        from transformers.trained_precision.storage import StorageSummary
-
-        remote = inspection._Resolved(None, "org/model", os.path.join(self.save("remote"), "config.json"))
-        remote.remote_storage = StorageSummary(format="safetensors", bytes=3_000_000_000)
-        with mock.patch.object(inspection, "_resolve", return_value=remote):
-            with self.assertRaisesRegex(CheckpointInspectionError, r"download 3.00 GB .*--download"):
-                inspect_checkpoint("org/model", audit=True)
 
     def test_audit_without_torch_says_how_to_install_it(self):
         directory = self.save("no_torch")

@@ -1,0 +1,79 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""`inspect_checkpoint`, the Python API behind `transformers precision`: verdicts with and without the audit."""
+
+import os
+from unittest import mock
+
+from transformers.testing_utils import TestCasePlus, require_torch
+from transformers.utils import is_torch_available
+
+
+if is_torch_available():
+    import torch
+
+    from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
+    from transformers.trained_precision.testing_utils import tiny_gpt_neo
+
+#: The GPT-Neo of the command's tests: 2 layers, hidden 32, 99 tokens.
+TINY = {"vocab_size": 99, "hidden_size": 32, "num_heads": 4, "max_position_embeddings": 64}
+
+
+@require_torch
+class InspectCheckpointTest(TestCasePlus):
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.get_auto_remove_tmp_dir()
+
+    def save(self, name, **config_kwargs):
+        directory = os.path.join(self.tmp, name)
+        tiny_gpt_neo(**TINY, **config_kwargs).save_pretrained(directory)
+        return directory
+
+    def test_fp32_stamped_audit_says_which_risk_is_which(self):
+        directory = self.save("fp32", trained_precision="fp32")
+        report = inspect_checkpoint(directory, audit=True)
+        verdict = report.verdict("fp16")
+        self.assertEqual(verdict.status, "risky")
+        self.assertIn("precision loss expected", verdict.summary)
+        self.assertIn("the measured range fits fp16", verdict.summary)
+        self.assertNotIn("overflow expected", verdict.summary)
+        self.assertEqual(report.format().count("fp16: RISKY"), 1)
+
+    def test_unknown_with_audit_is_measured(self):
+        report = inspect_checkpoint(self.save("unknown_audit"), audit=True)
+        self.assertEqual(report.verdict("fp16").status, "safe")
+        self.assertIn("precision loss cannot be ruled out", report.verdict("fp16").summary)
+        self.assertGreater(report.audit.parameters, 0)
+
+    def test_audit_of_pickled_weights_needs_an_opt_in(self):
+        directory = os.path.join(self.tmp, "pickled")
+        model = tiny_gpt_neo(**TINY)
+        model.save_pretrained(directory)
+        os.remove(os.path.join(directory, "model.safetensors"))
+        torch.save(model.state_dict(), os.path.join(directory, "pytorch_model.bin"))
+        with self.assertRaisesRegex(CheckpointInspectionError, "--allow-pickle"):
+            inspect_checkpoint(directory, audit=True)
+        report = inspect_checkpoint(directory, audit=True, allow_pickle=True)
+        self.assertIsNotNone(report.audit)
+
+    def test_audit_of_an_uncached_hub_id_needs_download(self):
+        from transformers.trained_precision import inspection
+        from transformers.trained_precision.storage import StorageSummary
+
+        remote = inspection._Resolved(None, "org/model", os.path.join(self.save("remote"), "config.json"))
+        remote.remote_storage = StorageSummary(format="safetensors", bytes=3_000_000_000)
+        with mock.patch.object(inspection, "_resolve", return_value=remote):
+            with self.assertRaisesRegex(CheckpointInspectionError, r"download 3.00 GB .*--download"):
+                inspect_checkpoint("org/model", audit=True)
