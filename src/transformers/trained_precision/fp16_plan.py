@@ -926,14 +926,9 @@ def set_plan_member(text: str, plan: dict) -> str:
     `text` (a `config.json`) with its top-level `fp16_plan` set to `plan`, changing nothing else: an existing member
     is replaced in place, a new one goes where sorted keys put it (else last), laid out like its neighbours.
     """
-    from .populate import ConfigEditError
+    from .populate import ConfigEditError, _parse_object
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigEditError(f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
-    if not isinstance(data, dict):
-        raise ConfigEditError(f"the top level is a JSON {type(data).__name__}, not an object")
+    data = _parse_object(text)
     if data.get(FP16_PLAN_FIELD) == plan:
         return text
     members, open_brace, close_brace = _top_level_members(text)
