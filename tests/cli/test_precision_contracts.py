@@ -177,26 +177,6 @@ class CommandContractTest(IsolatedHomeTestCase):
         self.assertEqual(run_main("set", directory, "--precision", "bf16")[0], 0)
         self.assertEqual(run_main("set", directory, "--precision", "fp32", "--force", "--dry-run")[0], 0)
 
-    def test_hub_pr_points_to_the_maintainer_script(self):
-        # proposing the registry on the Hub is a repo script now: the old subcommand says where it went, not "not cached"
-        for json_args in ((), ("--json",)):
-            code, out, err = run_main("hub-pr", "EleutherAI/gpt-neo-1.3B", *json_args)
-            self.assertEqual(code, cli.EXIT_BAD_INPUT)
-            message = json.loads(out)["error"] if json_args else err
-            self.assertIn("utils/open_trained_precision_prs.py", message)
-            self.assertNotIn("cache", message)
-        self.assertEqual(run_main("hub-pr", "--push", "--json")[0], cli.EXIT_BAD_INPUT)  # no --push option anymore
-        # a checkpoint directory that happens to be named hub-pr is still reported on
-        self.checkpoint(name="hub-pr")
-        cwd = os.getcwd()
-        os.chdir(self.tmp)
-        try:
-            code, out, _ = run_main("hub-pr", "--json")
-        finally:
-            os.chdir(cwd)
-        self.assertEqual(code, 0, out)
-        self.assertEqual(json.loads(out)["exit_code"], 0)  # a report, not the pointer to the script
-
     def test_every_json_output_parses(self):
         directory = self.checkpoint()
         for args in (
@@ -208,8 +188,8 @@ class CommandContractTest(IsolatedHomeTestCase):
             ("set", directory, "--precision", "bf16", "--json"),
             ("set", directory, "--json"),
             ("set", "--precision", "bf16", "--json"),
-            ("hub-pr", "a/b", "--json"),
-            ("hub-pr", "a/b", "--push", "--dry-run", "--json"),
+            ("plan", directory, "--dtype", "bf16", "--json"),
+            ("plan", directory, "--push", "--json"),
             (directory, directory, "--json"),
             (directory, "--top", "x", "--format", "json"),
         ):

@@ -55,8 +55,6 @@ logger = logging.get_logger(__name__)
 REPORT = "report"
 SET = "set"
 PLAN = "plan"
-#: Once a subcommand, now the repo's `utils/open_trained_precision_prs.py`: named so that it fails with a pointer there.
-MOVED_HUB_PR = "hub-pr"
 
 #: Where an internal error asks to be reported.
 ISSUES_URL = "https://github.com/huggingface/transformers/issues"
@@ -306,11 +304,6 @@ def run_command(args: list[str], options: Options, *, json_output: bool = False,
 
 def _subcommand_of(args: list[str]) -> tuple[str, list[str]]:
     """The subcommand and its arguments; a local path named like a subcommand is a checkpoint to report on."""
-    if args and args[0] == MOVED_HUB_PR and not os.path.exists(args[0]):
-        raise CommandError(
-            f"`{MOVED_HUB_PR}` is not a subcommand: proposing the registry's values on the Hub is a maintainer script "
-            "of the transformers repository, `python utils/open_trained_precision_prs.py [HUB_ID...] [--push]`."
-        )
     if args and args[0] in SUBCOMMANDS and args[0] != REPORT and (len(args) > 1 or not os.path.exists(args[0])):
         return args[0], args[1:]
     return REPORT, args
