@@ -280,6 +280,14 @@ class Fp16PlanApplyTest(TestCasePlus):
             self.assertEqual(model.transformer.h[0].mlp.c_proj.weight.dtype, torch.float16)
             self.assertTrue(torch.isfinite(first_output(model, IDS)).all())
 
+    def test_from_config_in_fp16_honours_the_plan(self):
+        config = GPT2LMHeadModel.from_pretrained(self.dir).config
+        model = GPT2LMHeadModel._from_config(config, dtype=torch.float16)
+        self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+        self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float16)
+        model.load_state_dict(self.model.state_dict())  # the trained weights, loaded as each module's dtype
+        self.assertTrue(torch.isfinite(first_output(model, IDS)).all())
+
     def test_names_are_relative_to_the_model_of_the_config(self):
         base = GPT2Model.from_pretrained(self.dir, dtype=torch.float16)  # the plan says `transformer.h.1.mlp`
         self.assertEqual(base.h[1].mlp.c_fc.weight.dtype, torch.float32)
