@@ -14,9 +14,12 @@
 """
 The loading and casting check: warn, or raise on request, when a model runs in a precision its training makes risky.
 
-`modeling_utils.py` calls into this module from four places: `from_pretrained` (right after the runtime dtype is
-resolved, so `dtype="auto"` is checked against what it resolved to), `_from_config`, and the casts `.half()`,
-`.bfloat16()` and `.to(dtype)`. `.float()` never warns: fp32 is always safe.
+`modeling_utils.py` calls into this module from three places: `from_pretrained` (right after the runtime dtype is
+resolved, so `dtype="auto"` is checked against what it resolved to), `_from_config`, and `PreTrainedModel._apply`,
+which every cast reaches: `.half()`, `.bfloat16()`, `.to(dtype)`, `.type(dtype)`, and the casts of a parent module
+(a PEFT model's `.half()`, `nn.ModuleList([model]).to(torch.float16)`, accelerate's `prepare`), which recurse into
+`_apply` and never call the model's own `.to`. Only a change of the floating dtype is checked (a device move is not),
+once, for the outermost model being cast. `.float()` never warns: fp32 is always safe.
 
 What to do about a risky pair is chosen per call (`from_pretrained(..., trained_precision_check="error")`) or for the
 whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`); the per-call value wins, also for
@@ -53,7 +56,7 @@ from typing import Any
 from ..utils import logging
 from .resolver import Assessment, persist_registry_precision, resolve_trained_precision
 from .risk import Risk
-from .vocabulary import FP32, TENSOR_TYPE_DTYPES, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
+from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
 
 logger = logging.get_logger(__name__)
@@ -96,13 +99,17 @@ class _ConstructionScope:
     model_name: str | None
     action: str
     registry_row: Any = None
+    deferred: bool = False
 
 
 # The registry row the latest `from_pretrained` check wrote into its config, with the model name, until its
 # construction scope picks it up (see `model_construction_scope`).
-_PERSISTED: contextvars.ContextVar[tuple[str | None, Any] | None] = contextvars.ContextVar(
+_PERSISTED: contextvars.ContextVar[tuple[str | None, Any, bool] | None] = contextvars.ContextVar(
     "trained_precision_persisted", default=None
 )
+
+# Set while the outermost model of a cast is cast: the `PreTrainedModel`s inside it (sub-models) are judged with it.
+_IN_CAST: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precision_in_cast", default=False)
 
 
 # Set while `from_pretrained` / `_from_config` constructs a model. The sub-models a composite model builds in its
@@ -192,6 +199,7 @@ def format_risk_message(
     mitigation: str | None = None,
     runtime_note: str | None = None,
     sub_model: str = "",
+    evidence_note: str | None = None,
 ) -> str:
     """
     The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
@@ -211,6 +219,8 @@ def format_risk_message(
         runtime_note (`str`, *optional*): why this runtime applies, e.g. for a quantized model whose compute dtype
             differs from its load dtype.
         sub_model (`str`, *optional*): the sub-model of a composite model the risk is about (its `model_type`).
+        evidence_note (`str`, *optional*): why evidence the checkpoint stores is no evidence on this path (a stale
+            fp16 plan), said before the fix.
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
@@ -224,9 +234,10 @@ def format_risk_message(
     reason = risk.reason
     if mitigation:
         reason = f"{reason}; {mitigation}"
+    note = f"{evidence_note} " if evidence_note else ""
     return (
         f"{_who(model_name, sub_model)} was trained in {risk.trained} ({source}) but {verb}: {reason}. "
-        f"{_fix_text(risk, action, mode, per_call)}"
+        f"{note}{_fix_text(risk, action, mode, per_call)}"
     )
 
 
@@ -293,6 +304,10 @@ def check_trained_precision(
     action: str = LOAD,
     model_class=None,
     registry_row=None,
+    fp16_plan: dict | None = None,
+    fp16_plan_problem: str | None = None,
+    sub_model: str | None = None,
+    deferred: bool = False,
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
@@ -315,6 +330,16 @@ def check_trained_precision(
             first `architectures` entry.
         registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision
             loading wrote into `config` (so a cast names the registry, as the load did).
+        fp16_plan (`dict`, *optional*): the fp16 plan this path applies and has verified against the model's weights
+            ([`~trained_precision.fp16_plan.decide_fp16_plan`]): evidence for an fp16 runtime. A plan stored in the
+            config is never evidence by itself.
+        fp16_plan_problem (`str`, *optional*): why the config's stored plan is no evidence on this path (stale, not
+            applied, not validated on the model's lengths); a remaining risk's message says it.
+        sub_model (`str`, *optional*): the sub-model of a composite model being judged (its `model_type`); by default
+            the construction scope decides.
+        deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
+            (a stored fp16 plan needs them): the registry precision is still recorded, nothing is said now, and the
+            sub-models built in this call are not judged while they are constructed.
 
     Returns:
         The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
@@ -324,18 +349,24 @@ def check_trained_precision(
         `ValueError`: for an invalid per-call mode. [`TrainedPrecisionRiskError`]: for a risky pair in `"error"` mode.
     """
     scope = _SCOPE.get()
-    sub_model = _sub_model_label(config, scope)
+    if sub_model is None:
+        sub_model = _sub_model_label(config, scope)
     if scope is not None and action in (FROM_CONFIG, CAST):
+        if scope.deferred:  # judged with the whole model once its weights are loaded
+            return None
         mode = mode if mode is not None else scope.mode
         model_name = scope.model_name or model_name
         action = scope.action
         registry_row = registry_row or scope.registry_row
     per_call = mode is not None
     mode = resolve_check_mode(mode)
-    info = resolve_trained_precision(config, model_name, persisted_from=registry_row)
-    if action == LOAD and not sub_model:
-        persisted = persist_registry_precision(config, info)
-        _PERSISTED.set((os.fspath(model_name) if model_name else None, info.entry if persisted else None))
+    info = resolve_trained_precision(config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan)
+    if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
+        persisted = persist_registry_precision(config, info) if action == LOAD else False
+        who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
+        _PERSISTED.set((who, info.entry if persisted else None, deferred))
+    if deferred:
+        return None
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:
@@ -374,6 +405,11 @@ def check_trained_precision(
         per_call=per_call,
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
+        evidence_note=(
+            f"Its stored fp16 plan is no evidence here: {fp16_plan_problem}."
+            if fp16_plan_problem and prior.runtime == "fp16"
+            else None
+        ),
     )
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
@@ -382,62 +418,163 @@ def check_trained_precision(
     return risk
 
 
-def _dtype_of_to_call(args: tuple, kwargs: dict):
-    """The dtype a `nn.Module.to(*args, **kwargs)` call casts to, or `None` (a device move)."""
-    if not kwargs and all(isinstance(a, (str, int)) or type(a).__name__ == "device" for a in args):
-        return None
+def cast_target_dtype(model, fn):
+    """
+    The floating dtype that `model._apply(fn)` casts `model` to, or `None` when it changes no floating dtype (a
+    device move, `.float()` of an fp32 model, a cast of a model with no floating weights). `fn` is tried on an empty
+    CPU tensor of the model's first floating weight's dtype; when that fails (a function only meant for parameters),
+    `None` is returned and [`trained_precision_cast_scope`] compares the dtypes after the cast instead.
+    """
     import torch
 
+    before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+    if before is None:
+        return None
     try:
-        return torch._C._nn._parse_to(*args, **kwargs)[1]
-    except (TypeError, RuntimeError):
-        return None  # let `nn.Module.to` raise its own error
+        after = fn(torch.empty(0, dtype=before))
+    except Exception:
+        return None
+    if not isinstance(after, torch.Tensor) or not after.is_floating_point() or after.dtype == before:
+        return None
+    return after.dtype
 
 
-def check_trained_precision_on_cast(model, *args, **kwargs) -> Risk | None:
+def _sub_model_configs(model) -> list[tuple[str, Any]]:
+    """`(sub-config key, sub-config)` for each sub-model of a composite model that is built as a module of it."""
+    config = getattr(model, "config", None)
+    keys = {}
+    for key in getattr(config, "sub_configs", None) or {}:
+        sub_config = getattr(config, key, None)
+        if sub_config is not None and sub_config is not config:
+            keys[id(sub_config)] = (key, sub_config)
+    found, seen = [], set()
+    if keys:
+        for name, module in model.named_modules():
+            item = keys.get(id(getattr(module, "config", None))) if name else None
+            if item is not None and item[0] not in seen:
+                seen.add(item[0])
+                found.append(item)
+    return found
+
+
+def check_trained_precision_on_cast(
+    model,
+    dtype,
+    *,
+    action: str = CAST,
+    fp16_plans: dict[str, dict | None] | None = None,
+    fp16_plan_problems: dict[str, str] | None = None,
+) -> Risk | None:
     """
-    The cast hook of `PreTrainedModel.half`, `.bfloat16` and `.to`: takes the arguments of `nn.Module.to`
-    (`model.half()` is checked as `(model, torch.float16)`) and checks the target dtype, if any, against the model's
-    trained precision. The mode is the `trained_precision_check` the model was loaded (or built with `from_config`)
-    with, when one was given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
+    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`,
+    and the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
+    The mode is the `trained_precision_check` the model was loaded (or built with `from_config`) with, when one was
+    given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
 
     Args:
         model ([`PreTrainedModel`]): the model being cast.
-        args, kwargs: as for `torch.nn.Module.to`: `(dtype)`, `(device, dtype)`, `(tensor)`, `dtype=...`.
+        dtype (`torch.dtype`): the dtype it is cast to.
+        action (`str`, *optional*, defaults to `"cast"`): `"cast"`, or `"load"` / `"from_config"` for the check
+            after loading.
+        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own config), the fp16 plan this path
+            applies and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
+        fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
+
+    Returns:
+        The first [`~trained_precision.risk.Risk`] found, or `None`.
     """
-    dtype = _dtype_of_to_call(args, kwargs)
     if dtype is None or getattr(model, "is_quantized", False):  # upstream refuses to cast a quantized model
         return None
     config = getattr(model, "config", None)
     if config is None:
         return None
     name = getattr(config, "name_or_path", None) or type(model).__name__
-    mode = vars(model).get(MODE_ATTRIBUTE)
-    return check_trained_precision(
+    plans, problems = fp16_plans or {}, fp16_plan_problems or {}
+    common = {
+        "mode": vars(model).get(MODE_ATTRIBUTE),
+        "model_name": name,
+        "action": action,
+        "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
+    }
+    found = check_trained_precision(
         config,
         dtype,
-        mode=mode,
-        model_name=name,
-        action=CAST,
         model_class=type(model),
-        registry_row=vars(model).get(REGISTRY_ATTRIBUTE),
+        fp16_plan=plans.get(""),
+        fp16_plan_problem=problems.get(""),
+        sub_model="",
+        **common,
     )
+    for key, sub_config in _sub_model_configs(model):
+        risk = check_trained_precision(
+            sub_config,
+            dtype,
+            fp16_plan=plans.get(key),
+            fp16_plan_problem=problems.get(key),
+            sub_model=getattr(sub_config, "model_type", None) or key,
+            **common,
+        )
+        found = found or risk
+    return found
 
 
-def check_trained_precision_on_type(model, dst_type) -> Risk | None:
+def is_outermost_cast(model) -> bool:
+    """Whether `model._apply` runs for the outermost model of a cast (not for a sub-model inside one)."""
+    return not _IN_CAST.get() and not getattr(model, "is_quantized", False)
+
+
+@contextlib.contextmanager
+def trained_precision_cast_scope(model, fn, **check_kwargs):
     """
-    The cast hook of `PreTrainedModel.type`: `dst_type` is a `torch.dtype` or a tensor-type name
-    (`"torch.HalfTensor"`, `"torch.cuda.BFloat16Tensor"`); it is checked like [`check_trained_precision_on_cast`].
-    Names of other tensor types (integers, float64) are never risky.
-    """
-    if isinstance(dst_type, str):
-        dtype = TENSOR_TYPE_DTYPES.get(dst_type.rsplit(".", 1)[-1])
-        if dtype is None:
-            return None
-        import torch
+    Around `PreTrainedModel._apply(fn)`: when `fn` changes the model's floating dtype and the model is the outermost
+    one being cast, checks the new dtype against its trained precision before the cast (so `"error"` mode raises with
+    the model unchanged). When the dtype cannot be told beforehand, the dtypes are compared after the cast. The
+    `PreTrainedModel`s inside it are judged with it (per sub-model), not again on their own.
 
-        dst_type = getattr(torch, dtype)
-    return check_trained_precision_on_cast(model, dst_type)
+    Args:
+        model ([`PreTrainedModel`]): the model whose `_apply` runs.
+        fn (`Callable`): the function `_apply` maps over the tensors.
+        check_kwargs: passed to [`check_trained_precision_on_cast`] (the verified fp16 plans).
+    """
+    if not is_outermost_cast(model):
+        yield
+        return
+    target = cast_target_dtype(model, fn)
+    before = None
+    if target is not None:
+        check_trained_precision_on_cast(model, target, **check_kwargs)
+    else:
+        before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+    token = _IN_CAST.set(True)
+    try:
+        yield
+    finally:
+        _IN_CAST.reset(token)
+    if before is not None:
+        after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+        if after is not None and after != before:
+            check_trained_precision_on_cast(model, after, **check_kwargs)
+
+
+@contextlib.contextmanager
+def quiet_casts():
+    """Casts inside this block are not checked (a search's own fp16 copies of a model)."""
+    token = _IN_CAST.set(True)
+    try:
+        yield
+    finally:
+        _IN_CAST.reset(token)
+
+
+def in_deferred_construction() -> bool:
+    """Whether a model is being constructed inside a `from_pretrained` call whose check waits for the weights."""
+    scope = _SCOPE.get()
+    return scope is not None and scope.deferred
+
+
+def in_construction() -> bool:
+    """Whether a model is being constructed inside a `from_pretrained` / `_from_config` call (a sub-model)."""
+    return _SCOPE.get() is not None
 
 
 @contextlib.contextmanager
@@ -458,9 +595,10 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
         return
     name = os.fspath(model_name) if model_name else None
     persisted = _PERSISTED.get()
-    row = persisted[1] if persisted is not None and action == LOAD and persisted[0] == name else None
+    mine = persisted is not None and persisted[0] == name
+    row = persisted[1] if mine and action == LOAD else None
     _PERSISTED.set(None)
-    token = _SCOPE.set(_ConstructionScope(mode, name, action, row))
+    token = _SCOPE.set(_ConstructionScope(mode, name, action, row, deferred=mine and persisted[2]))
     try:
         yield
     finally:
@@ -500,6 +638,7 @@ __all__ = [
     "check_trained_precision",
     "check_trained_precision_on_cast",
     "format_risk_message",
+    "trained_precision_cast_scope",
     "reset_warning_cache",
     "resolve_check_mode",
 ]

@@ -21,15 +21,18 @@ decides:
 | order | evidence | where it is read | what it covers |
 |-------|----------|------------------|----------------|
 | 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for that Hub checkpoint |
-| 2 | a validated fp16 plan | the config's `fp16_plan`, when its `validation.passed` is true | fp16, with the plan's modules kept in fp32 |
+| 2 | a validated fp16 plan | the config's `fp16_plan`, once the loader or cast verified it (see below) | fp16, with the plan's modules kept in fp32, for the input lengths it was validated on |
 | 3 | a finished training run | the config's `trained_precision_run == "finished"` | the precision of that run (`trained_precision`) |
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
 A stored dtype alone is never evidence (anyone can save bf16 weights as fp16), and neither is a run that diverged
 (`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during the run).
 
-This module is also where the fp16 plan is read ([`read_fp16_plan`]): the loader, the casts, the Trainer and
-`transformers precision` all ask it.
+This module is also where the fp16 plan is read ([`read_fp16_plan`]). A stored plan is only a claim: it is evidence
+once [`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model (applied there,
+not quantized, every module name resolves, its fingerprint matches these weights and its own record, validated up to
+the model's usable length). `transformers precision` reads `config.json` without the weights: there a stored plan is
+reported as unverified and clears nothing.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ FP16_PLAN = "fp16_plan"
 FINISHED_RUN = "finished_run"
 EVIDENCE_ORDER: tuple[str, ...] = (REFERENCE_RUNTIME, FP16_PLAN, FINISHED_RUN)
 
-#: The version of the fp16 plan schema [`read_fp16_plan`] accepts.
-FP16_PLAN_VERSION = 1
+#: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Version 1 plans (no fingerprint, no record of
+#: their inputs) are still read and applied, but are never evidence.
+FP16_PLAN_VERSION = 2
+FP16_PLAN_VERSIONS = (1, 2)
 
 # The fixed schema of a stored fp16 plan: member -> accepted types (`bool` is never a number here).
 _PLAN_SCHEMA: dict[str, tuple[type, ...]] = {
@@ -62,6 +67,18 @@ _PLAN_SCHEMA: dict[str, tuple[type, ...]] = {
     "fp32_weight_share": (int, float),
     "calibration_sha256": (str,),
     "validation": (dict,),
+}
+# Version 2 adds the binding to the weights and to the inputs.
+_PLAN_SCHEMA_V2: dict[str, tuple[type, ...]] = {
+    "fingerprint": (str,),
+    "validated_on": (dict,),
+}
+_VALIDATED_ON_SCHEMA: dict[str, tuple[type, ...]] = {
+    "sequences": (int,),
+    "lengths": (list,),
+    "max_tokens": (int,),
+    "device": (str,),
+    "backend": (str,),
 }
 _VALIDATION_SCHEMA: dict[str, tuple[type, ...]] = {
     "passed": (bool,),
@@ -123,15 +140,21 @@ def _schema_problem(value: Any, schema: dict[str, tuple[type, ...]], where: str)
 
 def fp16_plan_problem(plan: Any) -> str | None:
     """
-    What is wrong with a stored fp16 plan, or `None` when it matches the fixed schema (`version` 1, `dtype` `"fp16"`,
-    `modules` a list of dotted module names, `headroom`, `fp32_weight_share`, `calibration_sha256`, and `validation`
-    with `passed`, `max_abs_error`, `cosine`, `top1_agreement` and `texts`).
+    What is wrong with a stored fp16 plan, or `None` when it matches the fixed schema (`version` 1 or 2, `dtype`
+    `"fp16"`, `modules` a list of dotted module names, `headroom`, `fp32_weight_share`, `calibration_sha256`, and
+    `validation` with `passed`, `max_abs_error`, `cosine`, `top1_agreement` and `texts`; version 2 adds the
+    `fingerprint` of the weights and the plan, and `validated_on`: `sequences`, `lengths`, `max_tokens`, `device`,
+    `backend`).
     """
     problem = _schema_problem(plan, _PLAN_SCHEMA, FP16_PLAN_FIELD)
     if problem is None:
         problem = _schema_problem(plan["validation"], _VALIDATION_SCHEMA, f"{FP16_PLAN_FIELD}.validation")
-    if problem is None and plan["version"] != FP16_PLAN_VERSION:
-        problem = f"{FP16_PLAN_FIELD}.version is {plan['version']!r}; this version reads {FP16_PLAN_VERSION}"
+    if problem is None and plan["version"] not in FP16_PLAN_VERSIONS:
+        problem = f"{FP16_PLAN_FIELD}.version is {plan['version']!r}; this version reads {FP16_PLAN_VERSIONS}"
+    if problem is None and plan["version"] >= 2:
+        problem = _schema_problem(plan, _PLAN_SCHEMA_V2, FP16_PLAN_FIELD) or _schema_problem(
+            plan["validated_on"], _VALIDATED_ON_SCHEMA, f"{FP16_PLAN_FIELD}.validated_on"
+        )
     if problem is None and plan["dtype"] != FP16:
         problem = f"{FP16_PLAN_FIELD}.dtype is {plan['dtype']!r}, expected {FP16!r}"
     if problem is None and not all(isinstance(m, str) and m for m in plan["modules"]):
@@ -141,9 +164,10 @@ def fp16_plan_problem(plan: Any) -> str | None:
 
 def read_fp16_plan(config: Any) -> dict | None:
     """
-    The measured fp16 plan stored in a config, when it is evidence: it matches the fixed schema and its
+    The measured fp16 plan stored in a config, when it claims to work: it matches the fixed schema and its
     `validation.passed` is true. A malformed plan logs one warning and is treated as absent; a plan that failed its
-    validation is absent without a warning (it is a measurement, not an error).
+    validation is absent without a warning (it is a measurement, not an error). A claim, not evidence: see
+    [`~trained_precision.fp16_plan.decide_fp16_plan`].
 
     Args:
         config (`PreTrainedConfig` or `dict`): the config (or `config.json` content) the plan belongs to; the plan's
@@ -212,7 +236,8 @@ def find_evidence(
     Args:
         runtime (`str` or `torch.dtype`): the runtime precision.
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint's Hub id.
-        plan (`dict`, *optional*): the config's fp16 plan, as [`read_fp16_plan`] returns it.
+        plan (`dict`, *optional*): the fp16 plan that this path applies and verified
+            ([`~trained_precision.fp16_plan.decide_fp16_plan`]); never the config's claim alone.
         trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
         run_status (`str`, *optional*): how that run ended, as [`read_run_status`] returns it.
     """
@@ -229,12 +254,19 @@ def find_evidence(
         )
     if runtime == FP16 and plan is not None:
         validation = plan["validation"]
+        domain = plan.get("validated_on") or {}
+        inputs = f"{validation['texts']} sequences"
+        if domain:
+            inputs = (
+                f"{domain['sequences']} sequences of up to {domain['max_tokens']} tokens on {domain['device']} "
+                f"({domain['backend']})"
+            )
         return Evidence(
             FP16_PLAN,
             runtime,
-            f"a measured fp16 plan keeps {len(plan['modules'])} module(s) in fp32 and passed its validation "
-            f"(cosine {validation['cosine']:.4f}, top-1 agreement {validation['top1_agreement']:.2%} on "
-            f"{validation['texts']} texts)",
+            f"a measured fp16 plan, verified against these weights, keeps {len(plan['modules'])} module(s) in fp32 "
+            f"and passed its validation against fp32 (cosine {validation['cosine']:.4f}, top-1 agreement "
+            f"{validation['top1_agreement']:.2%} on {inputs})",
             f"config: {FP16_PLAN_FIELD}",
         )
     if trained == runtime and run_status == RUN_FINISHED:

@@ -15,8 +15,11 @@
 The fp16 plan: the smallest set of modules that must run in fp32 for a model to run safely in fp16, found by
 measurement, proven against fp32, stored in the checkpoint and applied by every later fp16 load, cast and fine-tune.
 
-The search ([`search_fp16_plan`]):
+The search ([`search_fp16_plan`]) runs on a sweep of input lengths up to the model's usable length
+([`usable_length`]: `max_position_embeddings` / `n_positions`, at most [`DEFAULT_MAX_LENGTH`]), since some overflows
+appear only at long inputs (late positions, long attention sums):
 
+0. every weight outside fp16's range divided by the headroom keeps its module in fp32.
 1. one fp32 calibration pass, watched by the audit's [`ActivationRecorder`], measures every module's largest input and
    output. A module is *hot* when one of them passes fp16's 65504 divided by the headroom (default 2).
 2. A hot tensor leaves its module into the code of the module that called it, so that caller must run in fp32: for
@@ -30,6 +33,14 @@ The search ([`search_fp16_plan`]):
    at least [`MIN_TOP1_AGREEMENT`]. When it fails, the plan grows: the first module whose fp16 output turned
    non-finite, else the module with the least headroom not yet in fp32; then it validates again.
 4. A plan that would keep more than [`MAX_FP32_SHARE`] of the weights in fp32 is refused as well.
+
+A stored plan records what it promises: the `fingerprint` of the weights it was measured on (a strided sample of
+every weight tensor) and of its own content, and `validated_on` (the number of sequences, their lengths, the device
+and its backend). [`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in
+fp32 and whether the plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not
+`False`, the model is not quantized), every module name resolves, the fingerprint matches these weights and the plan,
+and it was validated up to the model's usable length. Anything else is no evidence: the trained-precision warning (or
+error) stands and says why ("the plan is stale: re-run `transformers precision plan`").
 
 A stored plan (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) is applied by [`apply_fp16_plan`]: the planned modules
 keep fp32 weights and run with fp32 inputs and autocast disabled; their outputs go back to the dtype their inputs came
@@ -59,17 +70,35 @@ from typing import Any
 
 from ..utils import logging
 from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs, load_audit_model
-from .check import _dtype_of_to_call
+from .check import (
+    FROM_CONFIG,
+    LOAD,
+    cast_target_dtype,
+    check_trained_precision_on_cast,
+    in_construction,
+    is_outermost_cast,
+    quiet_casts,
+    trained_precision_cast_scope,
+)
 from .evidence import read_fp16_plan
 from .populate import _top_level_members, atomic_write_text, config_lock
+from .resolver import sub_config_items
 from .risk import FP16_MAX
 from .vocabulary import FP16, FP16_PLAN_FIELD
 
 
 logger = logging.get_logger(__name__)
 
-#: The version of the stored plan's schema.
-PLAN_VERSION = 1
+#: The version of the stored plan's schema (2: bound to its weights and to its inputs).
+PLAN_VERSION = 2
+#: The longest input the search calibrates and validates on by default, and the length a plan must cover to be
+#: evidence, when the model takes longer inputs (its `max_position_embeddings`) or states no limit: a forward at
+#: this length costs seconds on a CPU for a model of a few hundred million parameters.
+DEFAULT_MAX_LENGTH = 2048
+#: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
+SWEEP_START = 32
+#: Values sampled per weight tensor for the fingerprint (evenly strided, at a different offset in each stride).
+FINGERPRINT_SAMPLES = 256
 #: The default headroom: a module is hot when a value reaches fp16's max divided by this.
 DEFAULT_HEADROOM = 2.0
 #: A plan that keeps more than this share of the weights in fp32 is refused: run the model in bf16 or fp32 instead.
@@ -258,41 +287,238 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
     return found
 
 
-def _model_plan(model, enabled: bool = True) -> tuple[list[tuple[str, dict]], list[str]] | None:
+def usable_length(config) -> int:
     """
-    The validated stored plans of `model` (its config's, and each sub-config's for a composite model, names relative
-    to the sub-model) as `(sub-config key or "", plan)`, and all their module names resolved in `model`; or `None`.
+    The longest input a model takes, for the plan's length sweep and coverage: its config's `max_position_embeddings`
+    (or `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs, at most
+    [`DEFAULT_MAX_LENGTH`]; [`DEFAULT_MAX_LENGTH`] when no config states one (relative positions, as T5's).
     """
-    if not enabled or vars(model).get(_DISABLED):
+    found = []
+    for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx"):
+            value = getattr(item, key, None) if not isinstance(item, dict) else item.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                found.append(value)
+                break
+    return min([*found, DEFAULT_MAX_LENGTH])
+
+
+def length_sweep(max_length: int) -> list[int]:
+    """The input lengths a plan is calibrated and validated on: 32, 128, 512, 2048, ... below `max_length`, and it."""
+    lengths, length = [], SWEEP_START
+    while length < max_length:
+        lengths.append(length)
+        length *= 4
+    return [*lengths, max_length]
+
+
+def _backend(device) -> str:
+    """The device's backend, as a plan records it: the CPU's vector extension, or the accelerator's name."""
+    import torch
+
+    if device.type == "cpu":
+        return f"cpu {torch.backends.cpu.get_cpu_capability()}"
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(device)
+    return device.type
+
+
+def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | None:
+    """
+    A SHA-256 over the name, shape and a strided sample ([`FINGERPRINT_SAMPLES`] values) of every floating weight of
+    `model`, or `None` when a weight is not materialised (on the meta device: offloaded). The values of the modules
+    `fp32_modules` are taken in fp32, the others rounded to fp16 first, so that a model gives the same fingerprint in
+    fp32 (when the plan is measured) and in fp16 with the plan applied (when it is loaded). Names are taken without
+    the `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights.
+    """
+    import torch
+
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    planned = tuple(f"{name}." for name in fp32_modules)
+    digest = hashlib.sha256()
+    halves, singles = [], []
+    for name, tensor in model.named_parameters():
+        if not tensor.is_floating_point():
+            continue
+        if tensor.device.type == "meta":
+            return None
+        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
+        digest.update(f"{key}:{tuple(tensor.shape)};".encode())
+        flat = tensor.detach().reshape(-1)
+        count = flat.numel()
+        if count > FINGERPRINT_SAMPLES:
+            segment = count // FINGERPRINT_SAMPLES
+            steps = torch.arange(FINGERPRINT_SAMPLES, device=flat.device)
+            flat = flat[steps * count // FINGERPRINT_SAMPLES + (steps * 7919) % segment]
+        if name.startswith(planned):
+            singles.append(flat.to(torch.float32))
+        else:
+            halves.append(flat.to(torch.float16))
+    for values in (halves, singles):
+        if values:
+            digest.update(torch.cat(values).cpu().numpy().tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()
+
+
+def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
+    """
+    The `fingerprint` a plan stores: [`weights_fingerprint`] of `model` with the plan's modules (`fp32_modules`: as
+    named in `model`, by default the plan's own) and the plan's own content (all but the fingerprint), so that new
+    weights (a fine-tune), another checkpoint and a hand edit of the plan all change it.
+    """
+    weights = weights_fingerprint(model, plan["modules"] if fp32_modules is None else fp32_modules)
+    if weights is None:
         return None
+    content = {key: value for key, value in plan.items() if key != "fingerprint"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(f"{weights}:{text}".encode()).hexdigest()
+
+
+STALE = "the plan is stale: re-run `transformers precision plan`"
+
+
+@dataclasses.dataclass
+class Fp16PlanDecision:
+    """
+    What [`decide_fp16_plan`] decided for a model on a path.
+
+    Args:
+        modules (`list[str]`): the modules that run in fp32 on this path, named in the model (empty: none).
+        plans (`list[tuple[str, dict]]`): the stored plans that are applied, as `(sub-config key or "", plan)`.
+        evidence (`dict[str, dict]`): per sub-config key, the plan that is evidence that fp16 is safe.
+        problems (`dict[str, str]`): per sub-config key, why its stored plan is no evidence.
+    """
+
+    modules: list[str] = dataclasses.field(default_factory=list)
+    plans: list = dataclasses.field(default_factory=list)
+    evidence: dict = dataclasses.field(default_factory=dict)
+    problems: dict = dataclasses.field(default_factory=dict)
+
+
+def _is_quantized(model) -> bool:
     config = getattr(model, "config", None)
-    if config is None:
-        return None
-    plans, names = [], []
+    return bool(
+        getattr(model, "is_quantized", False)
+        or getattr(config, "_is_quantized", False)
+        or getattr(config, "quantization_config", None) is not None
+    )
+
+
+def _evidence_problem(owner, plan: dict, resolved: list[str], coverage: int) -> str | None:
+    """Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is."""
+    if plan["version"] < 2 or "fingerprint" not in plan:
+        return f"it was made by an older version and is bound to no weights; {STALE}"
+    if isinstance(plan.get("stale"), str):
+        return f"{plan['stale']}; {STALE}"
+    recorded = plan["validation"].get("modules")
+    if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
+        return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
+    found = plan_fingerprint(owner, plan, resolved)
+    if found is None:
+        return "its fingerprint cannot be checked: the weights are not all in memory (offloaded)"
+    if found != plan["fingerprint"]:
+        return (
+            "it was measured on other weights or edited since (a fine-tune, another checkpoint, a hand edit); "
+            f"{STALE}"
+        )
+    longest = plan["validated_on"]["max_tokens"]
+    if longest < coverage:
+        return (
+            f"it was validated on inputs of up to {longest} tokens, and this model takes {coverage}; "
+            f"{STALE} (it sweeps up to {coverage} by default)"
+        )
+    return None
+
+
+def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True):
+    """
+    The one decision about a stored fp16 plan on a path: which modules stay in fp32, and whether the plan is evidence
+    that fp16 is safe. Loading, `_from_config`, every cast, the Trainer and the checks all ask it.
+
+    A plan is applied when `dtype` is fp16, `use_fp16_plan` is not `False` (at loading, or for a model loaded with
+    it), the model is not quantized and every module name resolves in the model. It is evidence when it is applied
+    and also bound to this model: its fingerprint matches these weights and the plan itself, its modules are the ones
+    its validation record names, and it was validated on inputs up to the model's [`usable_length`].
+
+    Args:
+        model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
+        dtype (`torch.dtype`): the dtype it runs in.
+        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
+        hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
+        verify (`bool`, *optional*, defaults to `True`): compute the fingerprint (`False`: only which modules).
+
+    Returns:
+        [`Fp16PlanDecision`]
+    """
+    import torch
+
+    decision = Fp16PlanDecision()
+    if dtype != torch.float16:
+        return decision
+    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
+        model = model.get_base_model()
+    if getattr(model, "config", None) is None:
+        return decision
+    stored = []
     for key, prefix, owner in [("", "", model), *sub_models(model)]:
         plan = read_fp16_plan(owner.config)
-        if plan is None:
-            continue
+        if plan is not None:
+            stored.append((key, prefix, owner, plan))
+    if not stored:
+        return decision
+
+    def refuse(reason: str) -> Fp16PlanDecision:
+        decision.problems = {key: reason for key, _, _, _ in stored}
+        return decision
+
+    if not use_fp16_plan or vars(model).get(_DISABLED):
+        return refuse("it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32")
+    if hf_quantizer is not None or _is_quantized(model):
+        # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
+        logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
+        return refuse("a quantized model does not apply it (its layers keep their own storage and compute dtype)")
+    resolved_by_key, names = {}, []
+    for key, prefix, owner, plan in stored:
         resolved = resolve_plan_modules(owner, plan["modules"])
         if resolved is None:
             missing = sorted(set(plan["modules"]) - _module_names(owner))
             where = f"`{key}` sub-config" if key else "config"
             logger.warning_once(
                 f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
-                f"{getattr(config, 'name_or_path', '') or type(model).__name__} names modules that "
+                f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
                 f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Run "
                 "`transformers precision plan PATH --dtype fp16 --write` again for this model."
             )
-            return None
-        plans.append((key, plan))
+            return refuse(f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}")
+        resolved_by_key[key] = resolved
         names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
-    if not plans:
-        return None
-    if getattr(config, "_is_quantized", False) or getattr(config, "quantization_config", None) is not None:
-        # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
-        logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
-        return None
-    return plans, sorted(set(names))
+    decision.modules = sorted(set(names))
+    decision.plans = [(key, plan) for key, _, _, plan in stored]
+    if not verify:
+        return decision
+    coverage = usable_length(model.config)
+    for key, _, owner, plan in stored:
+        problem = _evidence_problem(owner, plan, resolved_by_key[key], coverage)
+        if problem is None:
+            decision.evidence[key] = plan
+        else:
+            decision.problems[key] = problem
+    return decision
+
+
+def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=None) -> bool:
+    """
+    Whether a load's check must wait for the weights: `dtype` is fp16, the plan is not switched off, the model is not
+    quantized, and its config (or a sub-config) stores a plan, which only the loaded weights can verify.
+    """
+    import torch
+
+    if dtype != torch.float16 or not use_fp16_plan or hf_quantizer is not None or config is None:
+        return False
+    if getattr(config, "quantization_config", None) is not None:
+        return False
+    return any(read_fp16_plan(item) is not None for item in [config, *(sub for _, sub in sub_config_items(config))])
 
 
 def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
@@ -302,83 +528,119 @@ def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
     """
     import torch
 
-    if dtype != torch.float16:
-        return {}
-    found = _model_plan(model, use_fp16_plan)
-    if found is None:
-        return {}
-    return {"^" + re.escape(name) + r"\.": torch.float32 for name in found[1]}
+    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
+    return {"^" + re.escape(name) + r"\.": torch.float32 for name in decision.modules}
 
 
-def apply_fp16_plan(model, dtype, use_fp16_plan: bool = True, training: bool = False) -> list[str]:
+def mark_fp16_plan_stale(model, reason: str) -> bool:
     """
-    Applies the model's stored fp16 plan when `dtype` is fp16: each planned module runs through
-    [`keep_module_in_fp32`]. Called by `from_pretrained`, `.half()`, `.to(torch.float16)` and, with `training=True`,
-    by the Trainer with `fp16=True` (where the weights stay fp32 and autocast runs the rest in fp16).
-
-    Args:
-        model ([`PreTrainedModel`]): the model.
-        dtype (`torch.dtype`): the dtype the model runs in.
-        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` ignores the stored plan, now and in later
-            `.half()` / `.to(torch.float16)` casts of this model.
-        training (`bool`, *optional*, defaults to `False`): for a mixed-precision fine-tune.
-
-    Returns:
-        `list[str]`: the modules kept in fp32 (empty when there is no plan or `dtype` is not fp16).
+    Marks the stored fp16 plans of `model` (and of its sub-configs) stale with `reason`: they stay applied, and are
+    no evidence any more (a training run changes the weights they were measured on). Returns whether one was marked.
     """
-    import torch
-
-    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
+    if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
-    if not use_fp16_plan:
-        model.__dict__[_DISABLED] = True
-    if dtype != torch.float16:
-        return []
-    found = _model_plan(model, use_fp16_plan)
-    if found is None:
-        return []
-    plans, names = found
-    modules = dict(model.named_modules())
-    for name in names:
-        keep_module_in_fp32(modules[name])
+    marked = False
+    for _, _, owner in [("", "", model), *sub_models(model)]:
+        plan = getattr(owner.config, FP16_PLAN_FIELD, None)
+        if isinstance(plan, dict) and plan.get("stale") != reason:
+            setattr(owner.config, FP16_PLAN_FIELD, {**plan, "stale": reason})
+            marked = True
+    return marked
+
+
+def _log_applied(model, decision: Fp16PlanDecision, training: bool) -> None:
+    names = decision.modules
     share = _weight_share(model, names)
-    validation = plans[0][1]["validation"]
+    validation = decision.plans[0][1]["validation"]
     what = "fp16 mixed-precision training" if training else "fp16"
     listed = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     name = getattr(model.config, "name_or_path", "") or type(model).__name__
     logger.info(
         f"{name} runs in {what} with its stored fp16 plan: "
         + (f"{listed} kept in fp32 ({share:.1%} of the weights)" if names else "no module in fp32")
-        + f"; validated against fp32 on {validation['texts']} texts (cosine {validation['cosine']:.5f}, top-1 "
+        + f"; validated against fp32 on {validation['texts']} sequences (cosine {validation['cosine']:.5f}, top-1 "
         f"agreement {validation['top1_agreement']:.1%})."
     )
-    return names
+
+
+def apply_fp16_plan(
+    model, dtype, use_fp16_plan: bool = True, training: bool = False, check: str | None = None
+) -> list[str]:
+    """
+    Applies the model's stored fp16 plan when `dtype` is fp16, as [`decide_fp16_plan`] decides: each planned module
+    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`), and, with
+    `training=True`, by the Trainer (with `fp16=True`, `dtype` is fp16: the weights stay fp32 and autocast runs the
+    rest in fp16). Casts apply it through [`fp16_plan_cast_scope`].
+
+    Args:
+        model ([`PreTrainedModel`]): the model.
+        dtype (`torch.dtype`): the dtype the model runs in.
+        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` ignores the stored plan, now and in later
+            casts of this model.
+        training (`bool`, *optional*, defaults to `False`): for a training run. The run changes the weights the plan
+            was measured on, so the stored plan is marked stale ([`mark_fp16_plan_stale`]): still applied, no longer
+            evidence.
+        check (`str`, *optional*): `"load"` or `"from_config"`: also run the trained-precision check that the call
+            deferred until the weights could verify the plan (see [`fp16_plan_pending`]).
+
+    Returns:
+        `list[str]`: the modules kept in fp32 (empty when there is no plan or `dtype` is not fp16).
+    """
+    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
+        model = model.get_base_model()
+    if not use_fp16_plan:
+        model.__dict__[_DISABLED] = True
+    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=check is not None)
+    modules = dict(model.named_modules())
+    for name in decision.modules:
+        keep_module_in_fp32(modules[name])
+    if check in (LOAD, FROM_CONFIG) and not in_construction():
+        if fp16_plan_pending(model.config, dtype, use_fp16_plan) and not _is_quantized(model):
+            check_trained_precision_on_cast(
+                model, dtype, action=check, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
+            )
+    if training:
+        mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
+    if decision.modules:
+        _log_applied(model, decision, training)
+    return decision.modules
 
 
 @contextlib.contextmanager
-def fp16_plan_cast_scope(model, *args, **kwargs):
+def fp16_plan_cast_scope(model, fn):
     """
-    Around `.half()` / `.to(...)` (the arguments of `nn.Module.to`): when the cast goes to fp16 and the model stores a
-    validated plan, the planned modules keep their exact weights (the tensors from before the cast, in fp32) and run
-    as planned modules afterwards.
+    Around `PreTrainedModel._apply(fn)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
+    parent module's cast): checks the trained precision (see
+    [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`] verified as
+    evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact weights (the
+    tensors from before the cast, in fp32) and run as planned modules afterwards.
     """
     import torch
 
-    dtype = _dtype_of_to_call(args, kwargs)
-    found = _model_plan(model) if dtype == torch.float16 else None
-    if found is None:
+    if not is_outermost_cast(model):
         yield
         return
-    modules = dict(model.named_modules())
+    target = cast_target_dtype(model, fn)
+    decision = decide_fp16_plan(model, target) if target == torch.float16 else Fp16PlanDecision()
     kept = {}
-    for name in found[1]:
-        for tensor in (*modules[name].parameters(), *modules[name].buffers()):
-            if tensor.is_floating_point():
-                kept[tensor] = tensor.data
-    yield
+    if decision.modules:
+        modules = dict(model.named_modules())
+        for name in decision.modules:
+            for tensor in (*modules[name].parameters(), *modules[name].buffers()):
+                if tensor.is_floating_point():
+                    kept[tensor] = tensor.data
+    with trained_precision_cast_scope(
+        model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
+    ):
+        yield
+    if not decision.modules:
+        return
     for tensor, data in kept.items():
         tensor.data = data.to(device=tensor.device, dtype=torch.float32)
-    apply_fp16_plan(model, dtype)
+    modules = dict(model.named_modules())
+    for name in decision.modules:
+        keep_module_in_fp32(modules[name])
+    _log_applied(model, decision, training=False)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -398,13 +660,17 @@ class PlanResult:
         headroom_required (`float`): the headroom asked for.
         headroom (`float`): the measured headroom of what runs in fp16 (fp16's max over the largest value there).
         fp32_weight_share (`float`): the share of the weights kept in fp32.
-        calibration_sha256 (`str`): the SHA-256 of the calibration texts (or of the random token ids).
-        validation (`dict`): `passed`, `max_abs_error`, `cosine`, `top1_agreement`, `texts`.
+        calibration_sha256 (`str`): the SHA-256 of the calibration texts and token ids.
+        validation (`dict`): `passed`, `max_abs_error`, `cosine`, `top1_agreement`, `texts` (the number of
+            sequences) and `modules` (the modules it validated in fp32).
         hot (`list[tuple[str, float]]`): the modules whose measured values passed the limit, with their max.
         attempts (`int`): how many validations ran.
         seconds (`dict`): time spent measuring and validating.
         parts (`dict`): for a passed plan, what each config stores (see [`split_plan`]): `""` the model's own config,
             else a sub-config's key.
+        validated_on (`dict`): what the plan was validated on: `sequences`, `lengths` (the distinct token lengths),
+            `max_tokens`, `tokens` (in all), `device`, `backend` and `torch`.
+        fingerprint (`str`): [`plan_fingerprint`] of the measured model and this plan.
     """
 
     modules: list[str]
@@ -419,6 +685,8 @@ class PlanResult:
     attempts: int = 0
     seconds: dict = dataclasses.field(default_factory=dict)
     parts: dict = dataclasses.field(default_factory=dict)
+    validated_on: dict = dataclasses.field(default_factory=dict)
+    fingerprint: str = ""
 
     def to_config_dict(self) -> dict:
         """The plan as `config.fp16_plan` stores it (the fixed schema of [`FP16_PLAN_FIELD`])."""
@@ -430,6 +698,8 @@ class PlanResult:
             "fp32_weight_share": round(self.fp32_weight_share, 6),
             "calibration_sha256": self.calibration_sha256,
             "validation": dict(self.validation),
+            "validated_on": dict(self.validated_on),
+            "fingerprint": self.fingerprint,
         }
 
     def to_dict(self) -> dict:
@@ -458,8 +728,12 @@ class PlanResult:
             lines.append("  keep in fp32: nothing (every module fits fp16)")
         lines.append(f"  measured headroom of the fp16 part: {self.headroom:.3g}x")
         status = "passed" if self.passed else "FAILED"
+        domain = self.validated_on
+        on = f"{v['texts']} sequences"
+        if domain:
+            on += f" of {', '.join(map(str, domain['lengths']))} tokens on {domain['backend']}"
         lines.append(
-            f"  validation vs fp32 on {v['texts']} texts: {status}: max error {v['max_abs_error']:.3g}, cosine "
+            f"  validation vs fp32 on {on}: {status}: max error {v['max_abs_error']:.3g}, cosine "
             f"{v['cosine']:.5f} (>= {MIN_COSINE}), top-1 agreement {v['top1_agreement']:.2%} (>= {MIN_TOP1_AGREEMENT:.0%})"
         )
         return "\n".join(lines)
@@ -598,21 +872,48 @@ def _minimal(names, order: dict[str, int]) -> list[str]:
 
 def _calibration_hash(texts: list[str] | None, batches: list[dict]) -> str:
     digest = hashlib.sha256()
-    if texts is not None:
-        for text in texts:
-            digest.update(text.encode("utf-8") + b"\0")
-    else:
-        for batch in batches:
-            digest.update(batch["input_ids"].numpy().tobytes())
+    for text in texts or ():
+        digest.update(text.encode("utf-8") + b"\0")
+    for batch in batches:
+        digest.update(batch["input_ids"].cpu().numpy().tobytes())
     return digest.hexdigest()
+
+
+def sweep_inputs(model, tokenizer=None, texts: list[str] | None = None, lengths=(), seed: int = 0) -> list[dict]:
+    """
+    One sequence per length in `lengths`: with a tokenizer, windows of the `texts` joined and repeated (natural text
+    at every length); without one, random token ids drawn with `seed`.
+    """
+    import torch
+
+    device = next((t.device for t in model.parameters()), torch.device("cpu"))
+    if tokenizer is not None:
+        stream = tokenizer("\n\n".join(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        if not stream:
+            raise ValueError("The calibration texts are empty after tokenization.")
+        stream = torch.tensor(stream)
+        longest = max(lengths)
+        stream = stream.repeat(longest // len(stream) + 2)
+        batches = []
+        for i, length in enumerate(lengths):
+            start = (i * 97) % max(1, len(stream) - length)
+            batches.append({"input_ids": stream[None, start : start + length]})
+    else:
+        vocab = model.get_input_embeddings().num_embeddings
+        generator = torch.Generator().manual_seed(seed)
+        batches = [{"input_ids": torch.randint(0, vocab, (1, length), generator=generator)} for length in lengths]
+    for batch in batches:
+        batch["input_ids"] = batch["input_ids"].to(device)
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+    return batches
 
 
 def _fp16_copy(model, names: list[str]):
     """A copy of `model` in fp16 with the modules `names` kept in fp32 (their exact weights), as a load applies it."""
     import torch
 
-    # `nn.Module.to`, not the model's own: no trained-precision warning, no stored plan applied
-    candidate = torch.nn.Module.to(copy.deepcopy(model), torch.float16)
+    with quiet_casts():  # no trained-precision check, no stored plan applied: this copy is the plan's own candidate
+        candidate = torch.nn.Module.to(copy.deepcopy(model), torch.float16)
     modules, sources = dict(candidate.named_modules()), dict(model.named_modules())
     for name in names:
         keep_module_in_fp32(modules[name])
@@ -651,7 +952,7 @@ def search_fp16_plan(
     texts: list[str] | None = None,
     held_out_texts: list[str] | None = None,
     headroom: float = DEFAULT_HEADROOM,
-    max_length: int = 128,
+    max_length: int | None = None,
     seed: int = 0,
     inputs: list[dict] | None = None,
     held_out_inputs: list[dict] | None = None,
@@ -663,9 +964,13 @@ def search_fp16_plan(
         model (`PreTrainedModel`): the model, in fp32 (it is not modified; validation runs on fp16 copies).
         tokenizer (*optional*): tokenizes the texts; without one, random token ids are used.
         texts (`list[str]`, *optional*): calibration texts (default: the audit's built-in texts).
-        held_out_texts (`list[str]`, *optional*): validation-only texts (default: [`HELD_OUT_TEXTS`]).
+        held_out_texts (`list[str]`, *optional*): validation-only texts (default: [`HELD_OUT_TEXTS`]). The search
+            validates on them and grows the plan against them: a test set must be kept apart from both.
         headroom (`float`, *optional*, defaults to 2.0): a module is hot when a value reaches 65504 / `headroom`.
-        max_length (`int`, *optional*, defaults to 128): tokens per text.
+        max_length (`int`, *optional*): the longest input calibrated and validated on; defaults to the model's
+            [`usable_length`] (at most [`DEFAULT_MAX_LENGTH`]). The search runs on the texts (each truncated to it)
+            and on one sequence per length of [`length_sweep`], for calibration and for validation alike. A plan is
+            evidence only for models whose usable length it covers.
         seed (`int`, *optional*, defaults to 0): for random token ids (the held-out ones use `seed + 1`).
         inputs, held_out_inputs (`list[dict]`, *optional*): ready-made forward kwargs instead of texts.
 
@@ -678,27 +983,47 @@ def search_fp16_plan(
 
     if not (isinstance(headroom, (int, float)) and math.isfinite(headroom) and headroom >= 1):
         raise Fp16PlanError(f"the headroom must be a number >= 1 (1 = up to fp16's max itself), got {headroom!r}")
+    if max_length is None:
+        max_length = usable_length(getattr(model, "config", None))
+    if not (isinstance(max_length, int) and max_length >= 2):
+        raise Fp16PlanError(f"max_length must be an integer >= 2, got {max_length!r}")
+    sweep = length_sweep(max_length)
+    from .audit import DEFAULT_TEXTS
+
+    calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
+    held_texts = list(held_out_texts or HELD_OUT_TEXTS)
     if inputs is None:
-        inputs, _ = calibration_inputs(model, tokenizer, texts, max_length=max_length, seed=seed)
+        short = min(max_length, 64) if tokenizer is None else max_length
+        inputs, _ = calibration_inputs(model, tokenizer, texts, max_length=short, seed=seed)
+        inputs = inputs + sweep_inputs(model, tokenizer, calibration_texts, sweep, seed=seed + 100)
     if held_out_inputs is None:
         if tokenizer is not None:
-            held_out_inputs, _ = calibration_inputs(
-                model, tokenizer, list(held_out_texts or HELD_OUT_TEXTS), max_length=max_length
-            )
+            held_out_inputs, _ = calibration_inputs(model, tokenizer, held_texts, max_length=max_length)
         else:
-            held_out_inputs, _ = calibration_inputs(model, None, None, max_length=max_length, seed=seed + 1)
-    calibration_texts = None
-    if tokenizer is not None:
-        from .audit import DEFAULT_TEXTS
-
-        calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
-    digest = _calibration_hash(calibration_texts, inputs)
+            held_out_inputs, _ = calibration_inputs(model, None, None, max_length=min(max_length, 64), seed=seed + 1)
+        held_out_inputs = held_out_inputs + sweep_inputs(model, tokenizer, held_texts, sweep, seed=seed + 101)
+    digest = _calibration_hash(calibration_texts if tokenizer is not None else None, inputs)
     was_training = model.training
     model.eval()
     try:
         result = _search(model, inputs, held_out_inputs, headroom, digest)
     finally:
         model.train(was_training)
+    lengths = [int(batch["input_ids"].shape[-1]) for batch in (*inputs, *held_out_inputs) if "input_ids" in batch]
+    device = next((t.device for t in model.parameters()), None)
+    import torch
+
+    result.validated_on = {
+        "sequences": len(inputs) + len(held_out_inputs),
+        "lengths": sorted(set(lengths)),
+        "max_tokens": max(lengths, default=0),
+        "tokens": sum(lengths),
+        "device": device.type if device is not None else "cpu",
+        "backend": _backend(device) if device is not None else "cpu",
+        "torch": torch.__version__.split("+")[0],
+    }
+    result.validation["modules"] = list(result.modules)
+    result.fingerprint = plan_fingerprint(model, result.to_config_dict()) or ""
     if result.passed:
         result.parts = split_plan(model, result.to_config_dict())
     return result
@@ -713,7 +1038,14 @@ def split_plan(model, plan: dict) -> dict[str, dict]:
     parts = {"": plan}
     for key, prefix, owner in sub_models(model):
         inside = [name[len(prefix) + 1 :] for name in plan["modules"] if name.startswith(prefix + ".")]
-        parts[key] = {**plan, "modules": inside, "fp32_weight_share": round(_weight_share(owner, inside), 6)}
+        part = {
+            **plan,
+            "modules": inside,
+            "fp32_weight_share": round(_weight_share(owner, inside), 6),
+            "validation": {**plan["validation"], "modules": inside},
+        }
+        part["fingerprint"] = plan_fingerprint(owner, part) or ""
+        parts[key] = part
     return parts
 
 
@@ -743,6 +1075,15 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
             "are broken, fp16 is not the problem"
         )
     hot = sorted(((n, v) for n, v in boundary.items() if v > limit), key=lambda item: order.get(item[0], 0))
+    # a weight that fp16 cannot hold within the headroom keeps its module in fp32, whatever the inputs
+    heavy = []
+    for name, module in model.named_modules():
+        largest = max(
+            (float(t.detach().abs().amax()) for t in module.parameters(recurse=False) if t.is_floating_point() and t.numel()),
+            default=0.0,
+        )
+        if largest > limit:
+            heavy.append((name or _ROOT, largest))
     all_inputs, all_reference = inputs + held_out_inputs, reference + held_reference
     stats = _reference_stats(all_reference, is_logits)
     result = PlanResult(
@@ -754,7 +1095,7 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
         fp32_weight_share=0.0,
         calibration_sha256=digest,
         validation={"passed": False, "max_abs_error": 0.0, "cosine": 0.0, "top1_agreement": 0.0, "texts": 0},
-        hot=hot,
+        hot=hot + [(f"{name} (weights)", value) for name, value in heavy],
     )
     modules = dict(model.named_modules())
 
@@ -771,7 +1112,12 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
         return isinstance(modules.get(parent), torch.nn.ModuleList)
 
     planned = set()
-    for name, value in hot:
+    for name, value in heavy:
+        if name == _ROOT:
+            result.refusal = _residual_refusal(name, value)
+            break
+        planned.add(name)
+    for name, value in [] if result.refusal else hot:
         if name == _ROOT or is_block(name):
             result.refusal = _residual_refusal(name, value)
             break
@@ -885,7 +1231,7 @@ def plan_checkpoint(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
     headroom: float = DEFAULT_HEADROOM,
-    max_length: int = 128,
+    max_length: int | None = None,
     local_files_only: bool = True,
     use_safetensors: bool = True,
     cache_dir: str | os.PathLike | None = None,
@@ -958,18 +1304,23 @@ def set_plan_member(text: str, plan: dict) -> str:
     return new_text
 
 
-def write_fp16_plan(config_path: str | os.PathLike, plan: dict, parts: dict[str, dict] | None = None) -> bool:
+def write_fp16_plan(
+    config_path: str | os.PathLike, plan: dict, parts: dict[str, dict] | None = None, force: bool = False
+) -> bool:
     """
     Stores `plan` as `fp16_plan` in a `config.json` (and, with `parts` from [`split_plan`], each sub-config's part in
     that sub-config's object), with `set`'s guarantees: only those members change (indentation, key order and a
     byte-order mark are kept), the file is replaced atomically, once, under the lock file `set` uses, and keeps its
-    mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) becomes a regular file.
+    mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) is refused unless `force`: the snapshot
+    would then differ from the Hub revision it names; with `force`, its link is replaced by a regular file (the shared
+    blob is not touched).
 
     Returns:
         `bool`: whether the file changed (`False`: it already held this plan).
 
     Raises:
-        [`ConfigEditError`]: a malformed or non-object file, or a sub-config it lacks (nothing is modified).
+        [`ConfigEditError`]: a malformed or non-object file, a sub-config it lacks, or a Hub cache snapshot without
+            `force` (nothing is modified).
         `OSError`: it cannot be written.
     """
     from .hub_ids import cache_snapshot_of
@@ -977,6 +1328,12 @@ def write_fp16_plan(config_path: str | os.PathLike, plan: dict, parts: dict[str,
 
     path = Path(config_path)
     in_cache = cache_snapshot_of(path.parent) is not None
+    if in_cache and not force:
+        raise ConfigEditError(
+            f"{path.parent} is a Hub cache snapshot: writing the plan would make it differ from the Hub revision it "
+            "names. Save the model to a directory of your own (`save_pretrained`) and plan that, or pass --force to "
+            "replace the snapshot's config.json link with a regular file holding the plan"
+        )
     # as `set` does: the cache's link itself is replaced (its blob may be shared), a user's own link is written through
     target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
     with config_lock(target, timeout=30):
@@ -1005,9 +1362,17 @@ __all__ = [
     "Fp16PlanError",
     "HELD_OUT_TEXTS",
     "PlanResult",
+    "Fp16PlanDecision",
     "apply_fp16_plan",
+    "decide_fp16_plan",
     "fp16_plan_cast_scope",
     "fp16_plan_dtype_plan",
+    "fp16_plan_pending",
+    "length_sweep",
+    "mark_fp16_plan_stale",
+    "plan_fingerprint",
+    "usable_length",
+    "weights_fingerprint",
     "keep_module_in_fp32",
     "plan_checkpoint",
     "release_module",

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
-from .evidence import Evidence, find_evidence, keep_in_fp32_mitigation, read_fp16_plan, read_run_status
+from .evidence import Evidence, find_evidence, keep_in_fp32_mitigation, read_run_status
 from .hub_ids import hub_id_for
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
@@ -126,7 +126,8 @@ class TrainedPrecisionInfo:
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
         row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
             (its reference runtime is evidence even when the config states the precision itself).
-        plan (`dict`, *optional*): the config's validated fp16 plan ([`~trained_precision.evidence.read_fp16_plan`]).
+        plan (`dict`, *optional*): the fp16 plan verified on this path (see `resolve_trained_precision`'s
+            `fp16_plan`); a plan the config merely stores is not evidence.
         run_status (`str`, *optional*): how the run that stamped the config's `trained_precision` ended.
         architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
     """
@@ -203,7 +204,11 @@ def _architectures(config: Any) -> tuple[str, ...]:
 
 
 def resolve_trained_precision(
-    config: Any, name_or_path: str | os.PathLike | None = None, *, persisted_from: RegistryEntry | None = None
+    config: Any,
+    name_or_path: str | os.PathLike | None = None,
+    *,
+    persisted_from: RegistryEntry | None = None,
+    fp16_plan: dict | None = None,
 ) -> TrainedPrecisionInfo:
     """
     A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
@@ -217,6 +222,9 @@ def resolve_trained_precision(
         persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
             wrote into this config ([`persist_registry_precision`]); while the config still holds that value, it is
             reported as the registry's, so a later cast names the same source as the load.
+        fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the model's weights
+            (`trained_precision.fp16_plan.decide_fp16_plan`). The plan a config stores is evidence only through it:
+            without the weights (the torch-free report), a stored plan is unverified and clears nothing.
     """
     if not name_or_path:
         name_or_path = (
@@ -229,7 +237,7 @@ def resolve_trained_precision(
         "hub_id": hub_id,
         "pretraining": config_precision(config, PRETRAINING_FIELD),
         "row": row,
-        "plan": read_fp16_plan(config) if config is not None else None,
+        "plan": fp16_plan,
         "architectures": _architectures(config) if config is not None else (),
     }
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
