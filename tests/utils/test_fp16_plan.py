@@ -51,6 +51,7 @@ if is_torch_available():
         set_plan_member,
         write_fp16_plan,
     )
+    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
     from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
 
@@ -112,13 +113,16 @@ class Fp16PlanSearchTest(unittest.TestCase):
         with mock.patch.object(T5PreTrainedModel, "_keep_in_fp32_modules", None):
             model = overflowing_t5()
         self.assertFalse(torch.isfinite(first_output(plain_fp16(model), IDS)).all(), "plain fp16 must overflow")
-        result = search_fp16_plan(model)
+        result = search_fp16_plan(model, max_length=64)
         self.assertTrue(result.passed, result.format())
         self.assertEqual(result.modules, [T5_FEED_FORWARD])  # the block of `wo` (its input overflows)
         self.assertIn(f"{T5_FEED_FORWARD}.wo", [name for name, _ in result.hot])
         self.assertLess(result.fp32_weight_share, 0.2)
         self.assertGreaterEqual(result.headroom, result.headroom_required)
-        self.assertEqual(result.validation["texts"], 8)  # no tokenizer: 4 random calibration + 4 held-out sequences
+        # no tokenizer: 4 short random sequences and the sweep (32 and 64 tokens), for calibration and held out alike
+        self.assertEqual(result.validation["texts"], 12)
+        self.assertEqual(result.validated_on["lengths"], [32, 64])
+        self.assertEqual(result.validated_on["device"], "cpu")
         self.assertTrue(result.validation["passed"])
         self.assert_matches_fp32(model, result)
 
@@ -137,11 +141,23 @@ class Fp16PlanSearchTest(unittest.TestCase):
         stored = result.to_config_dict()
         self.assertEqual(
             sorted(stored),
-            ["calibration_sha256", "dtype", "fp32_weight_share", "headroom", "modules", "validation", "version"],
+            [
+                "calibration_sha256",
+                "dtype",
+                "fingerprint",
+                "fp32_weight_share",
+                "headroom",
+                "modules",
+                "validated_on",
+                "validation",
+                "version",
+            ],
         )
         self.assertEqual(
-            sorted(stored["validation"]), ["cosine", "max_abs_error", "passed", "texts", "top1_agreement"]
+            sorted(stored["validation"]), ["cosine", "max_abs_error", "modules", "passed", "texts", "top1_agreement"]
         )
+        self.assertEqual(stored["validated_on"]["max_tokens"], 64)  # the model's n_positions: its usable length
+        self.assertEqual(stored["fingerprint"], fp16_plan.plan_fingerprint(model, stored))
         json.dumps(stored, allow_nan=False)  # valid JSON: no inf or NaN
 
     def test_residual_stream_past_fp16_is_refused(self):
@@ -149,7 +165,7 @@ class Fp16PlanSearchTest(unittest.TestCase):
             model = tiny_t5()
         with torch.no_grad():  # `wo`'s output itself is huge: it is added to the residual stream
             model.encoder.block[0].layer[1].DenseReluDense.wo.weight.mul_(1e5)
-        result = search_fp16_plan(model)
+        result = search_fp16_plan(model, max_length=64)
         self.assertFalse(result.passed)
         self.assertEqual(result.modules, [])
         self.assertIn("residual stream", result.refusal)
@@ -208,6 +224,7 @@ class Fp16PlanApplyTest(TestCasePlus):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp()
         cls.model = overflowing_gpt2()
+        cls.model.config.trained_precision = "bf16"  # fp16 is risky for it: only a verified plan clears it
         cls.plan = search_fp16_plan(cls.model).to_config_dict()
         cls.dir = os.path.join(cls.tmp, "gpt2")
         cls.model.save_pretrained(cls.dir)
@@ -248,22 +265,113 @@ class Fp16PlanApplyTest(TestCasePlus):
         self.assertEqual(logits.dtype, torch.float16)
         self.assertTrue(torch.isfinite(logits).all())
 
-    def test_use_fp16_plan_false_ignores_it(self):
-        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, use_fp16_plan=False)
+    def setUp(self):
+        super().setUp()
+        reset_warning_cache()
+
+    def test_use_fp16_plan_false_ignores_it_and_the_check_says_so(self):
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, r"switched off on this path \(`use_fp16_plan=False`\)"):
+            GPT2LMHeadModel.from_pretrained(
+                self.dir, dtype=torch.float16, use_fp16_plan=False, trained_precision_check="error"
+            )
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, use_fp16_plan=False)  # warns
         self.assertTrue(all(p.dtype == torch.float16 for p in model.parameters()))
         self.assertFalse(torch.isfinite(first_output(model, IDS)).all())
-        model.half()  # later casts ignore it too
-        self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float16)
+        model = GPT2LMHeadModel.from_pretrained(self.dir, use_fp16_plan=False, trained_precision_check="error")
+        with self.assertRaises(TrainedPrecisionRiskError):  # later casts ignore the plan too, and raise
+            model.half()
+        with self.assertRaises(TrainedPrecisionRiskError):
+            model.type(torch.float16)
+
+    def test_a_verified_plan_clears_error_mode_and_the_output_is_finite(self):
+        logger = logging.get_logger("transformers.trained_precision.check")
+        with CaptureLogger(logger) as cl:
+            logging.set_verbosity_info()
+            try:
+                model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
+            finally:
+                logging.set_verbosity_warning()
+        self.assertIn("verified against these weights", cl.out)
+        self.assertIn("sequences of up to 64 tokens on cpu", cl.out)
+        self.assertTrue(torch.isfinite(first_output(model, IDS)).all())
+        for cast in (lambda m: m.half(), lambda m: m.type(torch.float16), lambda m: m.to("cpu", torch.float16)):
+            model = GPT2LMHeadModel.from_pretrained(self.dir, trained_precision_check="error")
+            cast(model)  # checked in `_apply`, with the plan as evidence: no error
+            self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+            self.assertTrue(torch.isfinite(first_output(model, IDS)).all())
+
+    def save_variant(self, edit_config=None, edit_model=None):
+        """A copy of the checkpoint with its weights or its config's plan changed; returns its directory."""
+        model = GPT2LMHeadModel.from_pretrained(self.dir)
+        if edit_model is not None:
+            with torch.no_grad():
+                edit_model(model)
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "variant")
+        model.save_pretrained(path)
+        if edit_config is not None:
+            config_path = os.path.join(path, "config.json")
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+            edit_config(config)
+            with open(config_path, "w", encoding="utf-8") as f:
+                json.dump(config, f)
+        return path
+
+    def assert_no_evidence(self, path, message="the plan is stale: re-run `transformers precision plan`"):
+        """In error mode the fp16 load raises and names why the plan is no evidence."""
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        self.assertIn("Its stored fp16 plan is no evidence here", str(raised.exception))
+        self.assertIn(message, str(raised.exception))
+
+    def test_a_stale_plan_is_no_evidence(self):
+        def fine_tune(model):  # new weights after planning: a larger late-position embedding moves the values
+            model.transformer.wpe.weight[40:].mul_(3.0)
+
+        self.assert_no_evidence(self.save_variant(edit_model=fine_tune), "measured on other weights")
+
+    def test_an_edited_plan_is_no_evidence(self):
+        def empty(config):
+            config[FP16_PLAN_FIELD]["modules"] = []
+
+        self.assert_no_evidence(self.save_variant(empty), "not the ones its own validation record names")
+
+        def consistent_edit(config):  # the record edited too: the fingerprint covers the plan itself
+            config[FP16_PLAN_FIELD]["modules"] = []
+            config[FP16_PLAN_FIELD]["validation"]["modules"] = []
+
+        path = self.save_variant(consistent_edit)
+        self.assert_no_evidence(path, "measured on other weights or edited")
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)  # warn mode: the edited plan runs as is
+        self.assertFalse(torch.isfinite(first_output(model, IDS)).all())
+
+    def test_another_checkpoints_plan_is_no_evidence(self):
+        foreign = os.path.join(self.get_auto_remove_tmp_dir(), "foreign")
+        other = plant_fp16_overflow(tiny_gpt2(seed=1), "transformer.h.0.mlp.c_fc", "transformer.h.0.mlp.c_proj")
+        other.config.trained_precision = "bf16"
+        other.config.fp16_plan = self.plan  # model A's plan: A's overflow sits in block 1, this one's in block 0
+        other.save_pretrained(foreign)
+        self.assert_no_evidence(foreign, "measured on other weights")
+
+    def test_a_fine_tune_marks_the_plan_stale(self):
+        model = GPT2LMHeadModel.from_pretrained(self.dir)
+        args = TrainingArguments(
+            self.get_auto_remove_tmp_dir(), max_steps=1, use_cpu=True, report_to=[], save_strategy="no"
+        )
+        Trainer(model, args, train_dataset=random_token_dataset(4, 8, 64)).train()
+        self.assertIn("before a training run", getattr(model.config, FP16_PLAN_FIELD)["stale"])
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "tuned")
+        model.save_pretrained(path)
+        self.assert_no_evidence(path, "before a training run changed the weights")
+
+    def test_from_config_with_fresh_weights_is_no_evidence(self):
+        config = GPT2LMHeadModel.from_pretrained(self.dir).config
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "measured on other weights"):
+            GPT2LMHeadModel._from_config(config, dtype=torch.float16, trained_precision_check="error")
 
     def test_no_risk_warning_on_a_plan_backed_fp16_load(self):
-        # Needs the evidence module's rule (a validated plan is evidence that fp16 works for this checkpoint).
-        target = os.path.join(self.get_auto_remove_tmp_dir(), "bf16-trained")
-        model = GPT2LMHeadModel.from_pretrained(self.dir)
-        model.config.trained_precision = "bf16"
-        model.save_pretrained(target)
-        from transformers.trained_precision.check import reset_warning_cache
-
-        reset_warning_cache()
+        target = os.path.join(self.get_auto_remove_tmp_dir(), "saved-again")
+        GPT2LMHeadModel.from_pretrained(self.dir).save_pretrained(target)  # the same weights: the plan still holds
         logger = logging.get_logger("transformers.trained_precision.check")
         with CaptureLogger(logger) as cl:
             loaded = GPT2LMHeadModel.from_pretrained(target, dtype=torch.float16)
@@ -295,28 +403,99 @@ class Fp16PlanApplyTest(TestCasePlus):
         self.assertEqual(resolve_plan_modules(base, [GPT2_MLP]), ["h.1.mlp"])
         self.assertIsNone(resolve_plan_modules(base, ["h.7.mlp"]))
 
-    def test_a_plan_for_other_modules_is_not_applied(self):
-        model = GPT2LMHeadModel.from_pretrained(self.dir)
-        model.config.fp16_plan = {**self.plan, "modules": ["transformer.h.9.mlp"]}
-        logger = logging.get_logger("transformers.trained_precision.fp16_plan")
-        with CaptureLogger(logger) as cl:
-            self.assertEqual(apply_fp16_plan(model, torch.float16), [])
-        self.assertIn("does not have (transformer.h.9.mlp)", cl.out)
+    def test_a_plan_for_other_modules_is_not_applied_and_is_no_evidence(self):
+        def other_modules(config):
+            config[FP16_PLAN_FIELD]["modules"] = config[FP16_PLAN_FIELD]["validation"]["modules"] = ["transformer.h.9.mlp"]
 
-    def test_a_quantized_fp16_load_does_not_apply_it(self):
+        path = self.save_variant(other_modules)
+        self.assert_no_evidence(path, "names modules that GPT2LMHeadModel does not have (transformer.h.9.mlp)")
+        model = GPT2LMHeadModel.from_pretrained(path)
+        self.assertEqual(apply_fp16_plan(model, torch.float16), [])
+
+    def test_a_quantized_fp16_load_does_not_apply_it_and_raises_in_error_mode(self):
         from transformers import BitsAndBytesConfig
 
-        quantized = GPT2LMHeadModel.from_pretrained(
-            self.dir, dtype=torch.float16, quantization_config=BitsAndBytesConfig(load_in_8bit=True)
-        )
+        quantization = BitsAndBytesConfig(load_in_8bit=True)
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "a quantized model does not apply it"):
+            GPT2LMHeadModel.from_pretrained(
+                self.dir, dtype=torch.float16, quantization_config=quantization, trained_precision_check="error"
+            )
+        quantized = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, quantization_config=quantization)
         mlp = quantized.transformer.h[1].mlp
         self.assertEqual(mlp.c_fc.weight.dtype, torch.int8)  # quantized as asked, not cast to fp32
         self.assertNotIn("forward", vars(mlp))
 
+    def test_casts_through_wrappers_are_checked_and_get_the_plan(self):
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(target_modules=["c_attn"], r=4, fan_in_fan_out=True)
+        # adapters are weights the plan was not measured on: checked, no evidence, so error mode raises first...
+        model = GPT2LMHeadModel.from_pretrained(self.dir, trained_precision_check="error")
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "measured on other weights"):
+            get_peft_model(model, lora).half()
+        self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float32)  # raised before the cast
+        # ... and warn mode warns, and still keeps the planned modules in fp32: the output is finite
+        model = GPT2LMHeadModel.from_pretrained(self.dir)
+        peft_model = get_peft_model(model, lora).half()
+        self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+        self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float16)
+        with torch.no_grad():
+            self.assertTrue(torch.isfinite(peft_model(input_ids=IDS).logits).all())
+        # a container of the unchanged model: the plan is evidence, no error, and it is applied
+        holder = torch.nn.ModuleList([GPT2LMHeadModel.from_pretrained(self.dir, trained_precision_check="error")])
+        holder.to(torch.float16)
+        self.assertTrue(torch.isfinite(first_output(holder[0], IDS)).all())
+
+        off = GPT2LMHeadModel.from_pretrained(self.dir, use_fp16_plan=False, trained_precision_check="error")
+        with self.assertRaises(TrainedPrecisionRiskError):
+            get_peft_model(off, lora).half()
+        with self.assertRaises(TrainedPrecisionRiskError):
+            torch.nn.ModuleList([off]).to(torch.float16)
+        self.assertEqual(off.transformer.h[0].mlp.c_fc.weight.dtype, torch.float32)  # raised before the cast
+
+    def test_a_device_move_is_not_a_cast(self):
+        model = GPT2LMHeadModel.from_pretrained(self.dir, use_fp16_plan=False, trained_precision_check="error")
+        model.to("cpu")
+        torch.nn.ModuleList([model]).to("cpu").float()
+
     def test_a_plan_that_did_not_pass_is_not_applied(self):
+        # a failed plan is no claim at all: no module is kept in fp32
         model = GPT2LMHeadModel.from_pretrained(self.dir)
         model.config.fp16_plan = {**self.plan, "validation": {**self.plan["validation"], "passed": False}}
         self.assertEqual(apply_fp16_plan(model, torch.float16), [])
+
+
+@require_torch
+class Fp16PlanInputLengthTest(TestCasePlus):
+    def test_an_overflow_that_only_long_inputs_reach(self):
+        # positions 80 and later carry values past fp16's range: inputs of up to 64 tokens never see them
+        model = tiny_gpt2(n_positions=128)
+        model.config.trained_precision = "bf16"
+        with torch.no_grad():
+            model.transformer.wpe.weight[80:].mul_(1e6)
+        short, long = IDS[:1, :24], torch.randint(0, 64, (1, 128), generator=torch.Generator().manual_seed(2))
+        self.assertTrue(torch.isfinite(first_output(plain_fp16(model), short)).all())
+        self.assertFalse(torch.isfinite(first_output(plain_fp16(model), long)).all())
+
+        # by default the search sweeps up to the model's 128 positions: there is no plan
+        default = search_fp16_plan(model)
+        self.assertFalse(default.passed, default.format())
+        self.assertEqual(default.validated_on["max_tokens"], 128)
+
+        # a search limited to 64 tokens passes (the out-of-range embedding rows keep `wpe` in fp32)...
+        limited = search_fp16_plan(model, max_length=64)
+        self.assertTrue(limited.passed, limited.format())
+        self.assertIn("transformer.wpe", limited.modules)
+        path = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(path)
+        write_fp16_plan(os.path.join(path, "config.json"), limited.to_config_dict())
+        # ... and is no evidence for a model that takes 128 tokens: error mode raises, warn mode warns and NaNs
+        reset_warning_cache()
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "validated on inputs of up to 64 tokens"):
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        loaded = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)
+        self.assertTrue(torch.isfinite(first_output(loaded, short)).all())
+        self.assertFalse(torch.isfinite(first_output(loaded, long)).all())
 
 
 @require_torch

@@ -652,7 +652,7 @@ class TypeCastAndStorageDtypeTest(unittest.TestCase):
             model.type(torch.float64)
         self.assertEqual(cl.out, "")
 
-    @parameterized.expand([("dtype", torch.float16), ("cuda_tensor_type", "torch.cuda.HalfTensor")])
+    @parameterized.expand([("dtype", torch.float16), ("tensor_type", "torch.HalfTensor")])
     def test_type_cast_error_mode(self, _, dst_type):
         model = GPTNeoForCausalLM(tiny_config("bf16"))
         with mockenv_context(**{ENV_VAR: "error"}), self.assertRaises(TrainedPrecisionRiskError):

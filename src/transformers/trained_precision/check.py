@@ -54,6 +54,7 @@ import os
 from typing import Any
 
 from ..utils import logging
+from .evidence import read_fp16_plan
 from .resolver import Assessment, persist_registry_precision, resolve_trained_precision
 from .risk import Risk
 from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
@@ -367,6 +368,13 @@ def check_trained_precision(
         _PERSISTED.set((who, info.entry if persisted else None, deferred))
     if deferred:
         return None
+    if fp16_plan_problem is None and action == LOAD and scope is None and read_fp16_plan(config) is not None:
+        # a load that did not wait for the weights to verify its stored plan does not apply it
+        fp16_plan_problem = (
+            "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
+            if hf_quantizer is not None
+            else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
+        )
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:

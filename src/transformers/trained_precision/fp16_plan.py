@@ -123,6 +123,8 @@ HELD_OUT_TEXTS = (
 _INNER_FORWARD = "_fp16_plan_inner_forward"
 #: The attribute of a model loaded with `use_fp16_plan=False`: later casts ignore the plan too.
 _DISABLED = "_fp16_plan_disabled"
+#: The attribute of a planned module that holds the dtype its outputs go to when it has no floating input.
+_OUTPUT_DTYPE = "_fp16_plan_output_dtype"
 _ROOT = "(model)"
 
 
@@ -196,20 +198,23 @@ def _planned_forward(self, *args, **kwargs):
     # the dtype outputs go back to: the first narrower input (the fp16 around the module), else the first input's
     narrower = [t for t in floating if t.element_size() < torch.finfo(dtype).bits // 8]
     incoming = narrower[0] if narrower else (floating[0] if floating else None)
+    # a module without floating inputs (an embedding): its outputs go to the dtype the rest of the model runs in
+    outgoing = incoming.dtype if incoming is not None else self.__dict__.get(_OUTPUT_DTYPE)
     args = _cast_floating(args, dtype)
     kwargs = _cast_floating(kwargs, dtype)
     device_type = incoming.device.type if incoming is not None else "cpu"
     with torch.autocast(device_type=device_type, enabled=False):
         output = inner(*args, **kwargs)
-    if incoming is not None and incoming.dtype != dtype:
-        output = _cast_floating(output, incoming.dtype, only_from=dtype)
+    if outgoing is not None and outgoing != dtype:
+        output = _cast_floating(output, outgoing, only_from=dtype)
     return output
 
 
-def keep_module_in_fp32(module) -> None:
+def keep_module_in_fp32(module, output_dtype=None) -> None:
     """
     Makes `module` run as a planned module: its weights in fp32, its floating inputs cast to them, autocast disabled
-    inside it, and its outputs cast back to the dtype of its first floating input. Idempotent.
+    inside it, and its outputs cast back to the dtype of its first floating input (for a module without floating
+    inputs, such as an embedding: to `output_dtype`, the dtype the rest of the model runs in). Idempotent.
 
     Works for any module, also those whose code does not cast its inputs the way T5's feed-forward does: the forward
     is wrapped on the instance (a bound method, so `copy.deepcopy` and pickling follow the module).
@@ -219,6 +224,8 @@ def keep_module_in_fp32(module) -> None:
     import torch
 
     module.to(torch.float32)
+    if output_dtype is not None:
+        module.__dict__[_OUTPUT_DTYPE] = output_dtype
     current = module.__dict__.get("forward")
     if getattr(current, "__func__", None) is _planned_forward:
         return
@@ -232,6 +239,7 @@ def release_module(module) -> None:
     current = module.__dict__.get("forward")
     if getattr(current, "__func__", None) is not _planned_forward:
         return
+    module.__dict__.pop(_OUTPUT_DTYPE, None)
     inner = module.__dict__.pop(_INNER_FORWARD, None)
     if inner is not None:
         module.forward = inner
@@ -593,7 +601,7 @@ def apply_fp16_plan(
     decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=check is not None)
     modules = dict(model.named_modules())
     for name in decision.modules:
-        keep_module_in_fp32(modules[name])
+        keep_module_in_fp32(modules[name], None if training else dtype)
     if check in (LOAD, FROM_CONFIG) and not in_construction():
         if fp16_plan_pending(model.config, dtype, use_fp16_plan) and not _is_quantized(model):
             check_trained_precision_on_cast(
@@ -639,7 +647,7 @@ def fp16_plan_cast_scope(model, fn):
         tensor.data = data.to(device=tensor.device, dtype=torch.float32)
     modules = dict(model.named_modules())
     for name in decision.modules:
-        keep_module_in_fp32(modules[name])
+        keep_module_in_fp32(modules[name], torch.float16)
     _log_applied(model, decision, training=False)
 
 
@@ -872,10 +880,12 @@ def _minimal(names, order: dict[str, int]) -> list[str]:
 
 def _calibration_hash(texts: list[str] | None, batches: list[dict]) -> str:
     digest = hashlib.sha256()
-    for text in texts or ():
-        digest.update(text.encode("utf-8") + b"\0")
-    for batch in batches:
-        digest.update(batch["input_ids"].cpu().numpy().tobytes())
+    if texts is not None:  # the texts decide the token ids
+        for text in texts:
+            digest.update(text.encode("utf-8") + b"\0")
+    else:
+        for batch in batches:
+            digest.update(batch["input_ids"].cpu().numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -916,7 +926,7 @@ def _fp16_copy(model, names: list[str]):
         candidate = torch.nn.Module.to(copy.deepcopy(model), torch.float16)
     modules, sources = dict(candidate.named_modules()), dict(model.named_modules())
     for name in names:
-        keep_module_in_fp32(modules[name])
+        keep_module_in_fp32(modules[name], torch.float16)
         modules[name].load_state_dict(sources[name].state_dict())  # the exact fp32 weights, not an fp16 round trip
     return candidate.eval()
 
@@ -937,7 +947,7 @@ def _as_planned_fp16(model, names: list[str]):
             if id(tensor) not in planned:
                 tensor.data = data.to(torch.float16)
         for name in names:
-            keep_module_in_fp32(modules[name])
+            keep_module_in_fp32(modules[name], torch.float16)
         yield model
     finally:
         for name in names:
