@@ -141,7 +141,34 @@ class PrecisionPlanCommandTest(TestCasePlus):
         calibration = texts[:6]  # 8 texts: 6 calibrate, 2 are held out for validation only
         expected = hashlib.sha256(b"".join(t.encode("utf-8") + b"\0" for t in calibration)).hexdigest()
         self.assertEqual(plan["calibration_sha256"], expected)
-        self.assertEqual(plan["validation"]["texts"], 8)
+        # 6 texts and the length sweep (32 and the model's 64 positions) calibrate; 2 texts and the sweep of the
+        # held-out texts validate
+        self.assertEqual(plan["validation"]["texts"], 12)
+        self.assertEqual(plan["validated_on"]["lengths"][-1], 64)
+
+    def test_write_into_a_hub_cache_snapshot_needs_force(self):
+        root = os.path.join(self.get_auto_remove_tmp_dir(), "models--someone--tiny-gpt2")
+        snapshot = os.path.join(root, "snapshots", "0" * 40)
+        shutil.copytree(self.sources["overflow"], snapshot)
+        blob = os.path.join(root, "blobs", "config")
+        os.makedirs(os.path.dirname(blob))
+        shutil.move(os.path.join(snapshot, "config.json"), blob)
+        os.symlink(os.path.relpath(blob, snapshot), os.path.join(snapshot, "config.json"))
+        with open(blob, encoding="utf-8") as f:
+            original = f.read()
+
+        result = self.run_cli(snapshot, "--dtype", "fp16", "--write")
+        self.assertEqual(result.exit_code, 4, result.output)
+        self.assertIn("is a Hub cache snapshot", result.output)
+        self.assertIn("--force", result.output)
+        self.assertTrue(os.path.islink(os.path.join(snapshot, "config.json")))  # nothing modified
+
+        result = self.run_cli(snapshot, "--dtype", "fp16", "--write", "--force")
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertFalse(os.path.islink(os.path.join(snapshot, "config.json")))
+        self.assertEqual(json.loads(self.read_config(snapshot))["fp16_plan"]["modules"], [MLP])
+        with open(blob, encoding="utf-8") as f:
+            self.assertEqual(f.read(), original)  # the shared blob is untouched
 
     def test_bad_input_exits_2(self):
         path = self.checkpoint("clean")

@@ -72,7 +72,7 @@ cache):
   transformers precision set PATH... --precision unknown --force     (removes the field)
 \b
 Find the modules fp16 overflows in, keep only those in fp32, validate against fp32, and store the plan (--write):
-  transformers precision plan PATH_OR_ID --dtype fp16 [--write] [--texts FILE] [--headroom 2]
+  transformers precision plan PATH_OR_ID --dtype fp16 [--write [--force]] [--texts FILE] [--headroom 2]
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
@@ -233,7 +233,13 @@ def precision(
         str | None,
         typer.Option("--model-id", help="`set --from-registry`: the Hub id of local checkpoints outside the cache."),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="`set`: replace or remove a value a config holds.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="`set`: replace or remove a value a config holds. `plan --write`: write into a Hub cache snapshot.",
+        ),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
     write: Annotated[
         bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
@@ -433,7 +439,7 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
         if config_path is None or not os.path.isfile(config_path):
             raise CommandError(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_NOT_DONE)
         try:
-            write_fp16_plan(config_path, result.to_config_dict(), result.parts)
+            write_fp16_plan(config_path, result.to_config_dict(), result.parts, force=options.force)
         except (OSError, ValueError) as e:
             raise CommandError(
                 f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_NOT_DONE
@@ -546,7 +552,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     REPORT: Subcommand(_run_report, _REPORT_OPTIONS),
     SET: Subcommand(_run_set, frozenset({"precision", "from_registry", "model_id", "force", "dry_run", "cache_dir"})),
     PLAN: Subcommand(
-        _run_plan, frozenset({"dtype", "write", "texts", "headroom", "download", "allow_pickle", "cache_dir"})
+        _run_plan, frozenset({"dtype", "write", "force", "texts", "headroom", "download", "allow_pickle", "cache_dir"})
     ),
 }
 
