@@ -14,7 +14,9 @@
 """
 fp16 made safe by a measured plan, side by side with the other ways of running a model that overflows fp16.
 
-For each model, in one process on the same held-out texts (none of them used to make the plan):
+For each model, in one process on the same test split: texts and a sweep of lengths up to the model's usable length
+that the search never sees (it calibrates on the audit's texts and validates, and grows the plan, on
+`HELD_OUT_TEXTS`; the test split is a third set, `TEST_TEXTS`, windowed at the same lengths from another stream):
 
 - `fp32` (the reference), `bf16`, plain `fp16`;
 - `fp16+clamp`: T5's `clamp_value` generalised: every module's fp16 output is clamped to fp16's max - 1000 (the
@@ -52,6 +54,14 @@ from transformers.trained_precision.testing_utils import plant_fp16_overflow
 
 
 SEARCH_GOAL = 3.0
+
+#: The test split: texts neither the calibration (the audit's texts) nor the validation (`HELD_OUT_TEXTS`) uses.
+TEST_TEXTS = (
+    "The committee postponed its decision until the auditors had reviewed every invoice from the last quarter.",
+    "SELECT name, COUNT(*) FROM orders WHERE shipped_at IS NULL GROUP BY name HAVING COUNT(*) > 3;",
+    "Il pleuvait depuis trois jours, et la rivière avait déjà recouvert le chemin qui mène au moulin.",
+    "Q: How many legs does a spider have? A: Eight, unlike insects, which have six.",
+)
 CLAMP = torch.finfo(torch.float16).max - 1000
 
 
@@ -141,13 +151,18 @@ def end_to_end(model, tokenizer, repeats):
 def measure(model, tokenizer, repeats, device):
     """
     One model: the plan search and the audit it is compared with (interleaved, `repeats` times each, medians), then
-    the five variants on the held-out texts, their forward timings interleaved round-robin so that a busy machine
+    the five variants on the test split, their forward timings interleaved round-robin so that a busy machine
     slows them alike.
     """
     model = model.to(device).eval()
-    inputs, _ = calibration_inputs(model, tokenizer, list(DEFAULT_TEXTS))
-    held, _ = calibration_inputs(model, tokenizer, list(fp16_plan.HELD_OUT_TEXTS))
-    inputs, held = on(inputs, device), on(held, device)
+    sweep = fp16_plan.length_sweep(fp16_plan.usable_length(model.config))
+
+    def split(texts, seed):  # the texts, and one window per sweep length, as the search builds its own inputs
+        short, _ = calibration_inputs(model, tokenizer, list(texts), max_length=sweep[-1])
+        return on(short + fp16_plan.sweep_inputs(model, tokenizer, list(texts), sweep, seed=seed), device)
+
+    inputs, held = split(DEFAULT_TEXTS, 100), split(fp16_plan.HELD_OUT_TEXTS, 101)
+    test = split(TEST_TEXTS, 102)  # never passed to the search
     fp16_plan._run(model, inputs[:1])  # warm-up, so neither timing pays for first-call setup
     audit_times, search_times = [], []
     for _ in range(repeats):
@@ -155,6 +170,7 @@ def measure(model, tokenizer, repeats, device):
         result, seconds = timed(lambda: fp16_plan.search_fp16_plan(model, inputs=inputs, held_out_inputs=held))
         search_times.append(seconds)
     modules = result.modules if result.passed else []
+    held = test  # every figure below is on the test split
     reference, is_logits, _ = fp16_plan._run(model, held)
     scale = max(float(r.abs().max()) for r in reference)
     built = [
@@ -202,7 +218,9 @@ def models():
             tokenizer,
         )
     torch.manual_seed(0)
-    config = T5Config(vocab_size=tokenizer.vocab_size, d_model=128, d_ff=512, d_kv=32, num_layers=4, num_heads=4)
+    config = T5Config(
+        vocab_size=tokenizer.vocab_size, d_model=128, d_ff=512, d_kv=32, num_layers=4, num_heads=4, n_positions=512
+    )
     config.decoder_start_token_id = 0
     T5ForConditionalGeneration._keep_in_fp32_modules = None  # upstream's hand-written fix, off: the plan finds it
     model = T5ForConditionalGeneration(config).eval()
@@ -224,6 +242,7 @@ def main():
         result, audit_seconds, search_seconds, rows = measure(model, tokenizer, args.repeats, args.device)
         plan = ", ".join(result.modules) if result.passed else f"none ({result.refusal})"
         print(f"\n### {name}\nplan: {plan or '(empty)'}; validation: {result.validation}")
+        print(f"validated on: {result.validated_on}; test split: {len(TEST_TEXTS)} texts + the same length sweep")
         print(
             f"| {'variant':<11} | non-finite | max err/max | top-1 vs fp32 | fp32 weights | weights MiB | peak MiB |"
             " forward ms |"

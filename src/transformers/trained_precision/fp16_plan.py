@@ -345,26 +345,27 @@ def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | No
     planned = tuple(f"{name}." for name in fp32_modules)
     digest = hashlib.sha256()
     halves, singles = [], []
-    for name, tensor in model.named_parameters():
+    for index, (name, tensor) in enumerate(model.named_parameters()):
         if not tensor.is_floating_point():
             continue
         if tensor.device.type == "meta":
             return None
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
         digest.update(f"{key}:{tuple(tensor.shape)};".encode())
-        flat = tensor.detach().reshape(-1)
-        count = flat.numel()
-        if count > FINGERPRINT_SAMPLES:
-            segment = count // FINGERPRINT_SAMPLES
-            steps = torch.arange(FINGERPRINT_SAMPLES, device=flat.device)
-            flat = flat[steps * count // FINGERPRINT_SAMPLES + (steps * 7919) % segment]
-        if name.startswith(planned):
-            singles.append(flat.to(torch.float32))
-        else:
-            halves.append(flat.to(torch.float16))
-    for values in (halves, singles):
+        data = tensor.detach()
+        if not data.is_contiguous():
+            data = data.contiguous()
+        count = data.numel()
+        stride = max(1, count // FINGERPRINT_SAMPLES)
+        offset = (index * 7919) % stride  # a different position in each stride from tensor to tensor
+        size = min(FINGERPRINT_SAMPLES, (count - offset + stride - 1) // stride)
+        # one strided view per tensor, gathered by a single `cat` below: the load pays for this, per tensor
+        sample = data.as_strided((size,), (stride,), data.storage_offset() + offset)
+        (singles if name.startswith(planned) else halves).append(sample)
+    for values, dtype in ((halves, torch.float16), (singles, torch.float32)):
         if values:
-            digest.update(torch.cat(values).cpu().numpy().tobytes())
+            digest.update(torch.cat([v.to(dtype) for v in values] if len({v.dtype for v in values}) > 1 else values)
+                          .to(dtype).cpu().numpy().tobytes())
         digest.update(b"|")
     return digest.hexdigest()
 
