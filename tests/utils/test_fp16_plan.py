@@ -41,6 +41,7 @@ if is_torch_available():
         _forward_kwargs,
         audit_activations,
     )
+    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan import (
         MAX_RELATIVE_ERROR,
         MIN_COSINE,
@@ -51,7 +52,6 @@ if is_torch_available():
         set_plan_member,
         write_fp16_plan,
     )
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
     from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
 
@@ -405,7 +405,9 @@ class Fp16PlanApplyTest(TestCasePlus):
 
     def test_a_plan_for_other_modules_is_not_applied_and_is_no_evidence(self):
         def other_modules(config):
-            config[FP16_PLAN_FIELD]["modules"] = config[FP16_PLAN_FIELD]["validation"]["modules"] = ["transformer.h.9.mlp"]
+            config[FP16_PLAN_FIELD]["modules"] = config[FP16_PLAN_FIELD]["validation"]["modules"] = [
+                "transformer.h.9.mlp"
+            ]
 
         path = self.save_variant(other_modules)
         self.assert_no_evidence(path, "names modules that GPT2LMHeadModel does not have (transformer.h.9.mlp)")

@@ -364,8 +364,13 @@ def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | No
         (singles if name.startswith(planned) else halves).append(sample)
     for values, dtype in ((halves, torch.float16), (singles, torch.float32)):
         if values:
-            digest.update(torch.cat([v.to(dtype) for v in values] if len({v.dtype for v in values}) > 1 else values)
-                          .to(dtype).cpu().numpy().tobytes())
+            digest.update(
+                torch.cat([v.to(dtype) for v in values] if len({v.dtype for v in values}) > 1 else values)
+                .to(dtype)
+                .cpu()
+                .numpy()
+                .tobytes()
+            )
         digest.update(b"|")
     return digest.hexdigest()
 
@@ -428,8 +433,7 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], coverage: int) -> 
         return "its fingerprint cannot be checked: the weights are not all in memory (offloaded)"
     if found != plan["fingerprint"]:
         return (
-            "it was measured on other weights or edited since (a fine-tune, another checkpoint, a hand edit); "
-            f"{STALE}"
+            f"it was measured on other weights or edited since (a fine-tune, another checkpoint, a hand edit); {STALE}"
         )
     longest = plan["validated_on"]["max_tokens"]
     if longest < coverage:
@@ -499,7 +503,9 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
                 f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Run "
                 "`transformers precision plan PATH --dtype fp16 --write` again for this model."
             )
-            return refuse(f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}")
+            return refuse(
+                f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
+            )
         resolved_by_key[key] = resolved
         names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
     decision.modules = sorted(set(names))
@@ -638,9 +644,7 @@ def fp16_plan_cast_scope(model, fn):
             for tensor in (*modules[name].parameters(), *modules[name].buffers()):
                 if tensor.is_floating_point():
                     kept[tensor] = tensor.data
-    with trained_precision_cast_scope(
-        model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
-    ):
+    with trained_precision_cast_scope(model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems):
         yield
     if not decision.modules:
         return
@@ -1090,7 +1094,11 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
     heavy = []
     for name, module in model.named_modules():
         largest = max(
-            (float(t.detach().abs().amax()) for t in module.parameters(recurse=False) if t.is_floating_point() and t.numel()),
+            (
+                float(t.detach().abs().amax())
+                for t in module.parameters(recurse=False)
+                if t.is_floating_point() and t.numel()
+            ),
             default=0.0,
         )
         if largest > limit:
