@@ -556,7 +556,7 @@ def mark_fp16_plan_stale(model, reason: str) -> bool:
         model = model.get_base_model()
     marked = False
     for _, _, owner in [("", "", model), *sub_models(model)]:
-        plan = getattr(owner.config, FP16_PLAN_FIELD, None)
+        plan = getattr(getattr(owner, "config", None), FP16_PLAN_FIELD, None)
         if isinstance(plan, dict) and plan.get("stale") != reason:
             setattr(owner.config, FP16_PLAN_FIELD, {**plan, "stale": reason})
             marked = True
@@ -603,6 +603,8 @@ def apply_fp16_plan(
     """
     if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
         model = model.get_base_model()
+    if getattr(model, "config", None) is None:  # a plain `nn.Module` (a Trainer can train one): no plan to read
+        return []
     if not use_fp16_plan:
         model.__dict__[_DISABLED] = True
     decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=check is not None)
