@@ -51,7 +51,7 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .resolver import Assessment, persist_registry_precision, resolve_trained_precision
+from .resolver import Assessment, forget_changed_reference, persist_registry_precision, resolve_trained_precision
 from .risk import Risk
 from .vocabulary import FP32, TENSOR_TYPE_DTYPES, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
@@ -336,6 +336,8 @@ def check_trained_precision(
     if action == LOAD and not sub_model:
         persisted = persist_registry_precision(config, info)
         _PERSISTED.set((os.fspath(model_name) if model_name else None, info.entry if persisted else None))
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:
