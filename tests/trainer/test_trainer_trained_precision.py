@@ -50,6 +50,7 @@ if is_torch_available():
 
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.evidence import MIN_RUN_STEPS
     from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
 
 
@@ -321,6 +322,20 @@ class TrainerStampTest(TrainerStampTestBase):
         with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
         self.assertIn("but is being loaded in fp16", cl.out)
+
+    def test_a_long_enough_pure_fp16_run_is_evidence_for_fp16_loads(self):
+        """MIN_RUN_STEPS real optimizer steps with fp16 weights: the saved model loads in fp16 without a warning."""
+        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no")
+        self.assertIn(f"after {MIN_RUN_STEPS} optimizer step(s)", cl.out)
+        self.assertIn("evidence that fp16 works for this model", cl.out)
+        clear_warning_caches()
+        check_logger = logging.get_logger("transformers.trained_precision.check")
+        with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
+            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+                GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", cl.out)
 
     def test_fp16_warning_modes_and_registry(self):
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
