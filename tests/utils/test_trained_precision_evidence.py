@@ -442,7 +442,7 @@ class RealWorldCasesTest(TestCasePlus):
                 "kwargs": {},  # dtype="auto": the stored fp16
                 "runtime": "fp16",
                 "risky": False,
-                "says": ["its publisher runs 'facebook/galactica-*' in fp16", lookup(GALACTICA).reference_source],
+                "says": [f"its publisher runs '{GALACTICA}' in fp16", lookup(GALACTICA).reference_source],
             },
         }[name]
 

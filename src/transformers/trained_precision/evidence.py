@@ -336,6 +336,7 @@ def find_evidence(
     run: RunRecord | None = None,
     compute: str = RUN_PURE,
     copied_from: str | None = None,
+    hub_id: str | None = None,
 ) -> Evidence | None:
     """
     The first evidence, in [`EVIDENCE_ORDER`], that `runtime` works for a checkpoint; `None` when there is none.
@@ -350,6 +351,7 @@ def find_evidence(
             into it, `"amp"` for a mixed-precision training run over wider weights (the Trainer's check).
         copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from
             the copy's `trained_precision_reference` rather than from its own Hub id.
+        hub_id (`str`, *optional*): the checkpoint's Hub id, named instead of a family glob's pattern.
     """
     runtime = dtype_to_precision(runtime)
     if runtime == UNKNOWN:
@@ -357,10 +359,11 @@ def find_evidence(
     reference = getattr(entry, "reference_runtime", None) if entry is not None else None
     if reference is not None and dtype_to_precision(reference) == runtime and entry.reference_source:
         copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})" if copied_from else ""
+        name = (copied_from or hub_id or entry.model_id) if entry.is_glob else entry.model_id
         return Evidence(
             REFERENCE_RUNTIME,
             runtime,
-            f"its publisher runs '{entry.model_id}' in {runtime}{copy}",
+            f"its publisher runs '{name}' in {runtime}{copy}",
             f"stated at {entry.reference_source}",
         )
     if runtime == FP16 and plan is not None:

@@ -207,6 +207,7 @@ class TrainedPrecisionInfo:
             run=self.run,
             compute=compute,
             copied_from=self.copied_from,
+            hub_id=self.hub_id,
         )
         if evidence is not None:
             return Assessment(runtime, prior, evidence)
