@@ -50,6 +50,7 @@ if is_torch_available():
 
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.evidence import MIN_RUN_STEPS
     from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
 
 
@@ -308,9 +309,33 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assert_saved("fp16")  # the stamp records what this run computed in
         with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
             saved = json.load(f)
-        self.assertEqual((saved["pretraining_precision"], saved["trained_precision_run"]), ("bf16", "finished"))
+        self.assertEqual(saved["pretraining_precision"], "bf16")
+        # fp16 weights, no autocast: a pure fp16 run; both of its optimizer steps updated the weights
+        self.assertEqual(
+            saved["trained_precision_run"],
+            {"status": "finished", "compute": "pure", "optimizer_steps": 2, "skipped_steps": 0, "fp16_plan": False},
+        )
         with open(os.path.join(self.output_dir, "checkpoint-2", "config.json"), encoding="utf-8") as f:
-            self.assertEqual(json.load(f)["trained_precision_run"], "started")  # saved before the run ended
+            self.assertEqual(json.load(f)["trained_precision_run"]["status"], "started")  # saved before the run ended
+        # two steps are a smoke test, not evidence: loading it in fp16 still warns
+        clear_warning_caches()
+        with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
+            GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        self.assertIn("but is being loaded in fp16", cl.out)
+
+    def test_a_long_enough_pure_fp16_run_is_evidence_for_fp16_loads(self):
+        """MIN_RUN_STEPS real optimizer steps with fp16 weights: the saved model loads in fp16 without a warning."""
+        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no")
+        self.assertIn(f"after {MIN_RUN_STEPS} optimizer step(s)", cl.out)
+        self.assertIn("evidence that fp16 works for this model", cl.out)
+        clear_warning_caches()
+        check_logger = logging.get_logger("transformers.trained_precision.check")
+        with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
+            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+                GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", cl.out)
 
     def test_fp16_warning_modes_and_registry(self):
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
@@ -340,9 +365,13 @@ class TrainerStampTest(TrainerStampTestBase):
             trainer.train()
             trainer.save_model()
         self.assertEqual(trainer.accelerator.mixed_precision, "fp16")
-        self.assertIn("is being trained in fp16", cl.out)
+        self.assertIn("is being trained in fp16 mixed precision (autocast)", cl.out)
         self.assert_saved("fp16")
-        self.assertEqual(trainer.model.config.trained_precision_run, "finished")
+        record = trainer.model.config.trained_precision_run
+        self.assertEqual((record["status"], record["compute"]), ("finished", "amp"))
+        # accelerate's GradScaler skips the steps whose scaled gradients overflow: they are not counted
+        self.assertEqual(record["optimizer_steps"] + record["skipped_steps"], 2)
+        self.assertEqual(record["optimizer_steps"], trainer.state.global_step - record["skipped_steps"])
 
     def test_safe_and_mild_runs_do_not_warn(self):
         with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
@@ -383,7 +412,7 @@ class TrainerStampTest(TrainerStampTestBase):
         """A loss that goes NaN (hidden as 0 by the Trainer's nan filter) records "diverged"; fp16 still warns."""
         with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             trainer = self.train(tiny_gpt_neo(torch.float16, trained_precision="bf16"), optim="sgd", learning_rate=1e4)
-        self.assertEqual(trainer.model.config.trained_precision_run, "diverged")
+        self.assertEqual(trainer.model.config.trained_precision_run["status"], "diverged")
         self.assertIn("diverged (a training loss or a weight became inf/NaN)", cl.out)
         check_logger = logging.get_logger("transformers.trained_precision.check")
         clear_warning_caches()
@@ -400,7 +429,7 @@ class TrainerStampTest(TrainerStampTestBase):
         trainer.add_callback(Interrupt())
         with self.assertRaises(KeyboardInterrupt):
             trainer.train()
-        self.assertEqual(trainer.model.config.trained_precision_run, "started")
+        self.assertEqual(trainer.model.config.trained_precision_run["status"], "started")
 
     def test_fp32_fine_tuning_of_a_bf16_model_keeps_its_lineage(self):
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
@@ -417,8 +446,9 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assertEqual(cl.out, "")  # no false alarm: most of its training ran in bf16
         with CaptureLogger(check_logger) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
-        self.assertIn("was trained in bf16", cl.out)
-        self.assertIn("pretrained in bf16", cl.out)
+        self.assertIn(
+            "was trained in bf16 (from its config's `pretraining_precision`; fine-tuned in fp32 since", cl.out
+        )
 
     def test_resume_keeps_the_stamp(self):
         self.train(tiny_gpt_neo(), bf16=True, max_steps=2)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 from parameterized import parameterized
 
@@ -34,16 +35,19 @@ from transformers.trained_precision import cli
 from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
+    MIN_RUN_STEPS,
     REFERENCE_RUNTIME,
+    RunRecord,
     find_evidence,
     fp16_plan_problem,
     read_fp16_plan,
+    read_run_record,
 )
 from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
 from transformers.trained_precision.resolver import resolve_trained_precision, sub_config_items
 from transformers.trained_precision.risk import assess_lineage_risk
-from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
+from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 from transformers.utils import is_bitsandbytes_available, is_torch_available, logging
 
 
@@ -58,6 +62,8 @@ if is_torch_available():
         EncoderDecoderModel,
         LlamaConfig,
         LlamaForCausalLM,
+        OPTConfig,
+        OPTForCausalLM,
         T5Config,
         T5ForConditionalGeneration,
         Trainer,
@@ -65,12 +71,19 @@ if is_torch_available():
     )
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan import search_fp16_plan
-    from transformers.trained_precision.stamp import check_run_precision, stamp_trained_precision
+    from transformers.trained_precision.stamp import (
+        check_run_precision,
+        finish_trained_precision_run,
+        note_optimizer_step,
+        note_training_loss,
+        stamp_trained_precision,
+    )
     from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
 
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 LLAMA2 = "meta-llama/Llama-2-7b-hf"
+GALACTICA = "facebook/galactica-125m"
 CHECK_LOGGER = "transformers.trained_precision.check"
 STAMP_LOGGER = "transformers.trained_precision.stamp"
 
@@ -85,6 +98,11 @@ VALID_PLAN = {
 }
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+# what the messages say of a bf16-pretrained model whose config records an fp16 fine-tune
+FINE_TUNED_IN_FP16 = (
+    "was trained in bf16 (from its config's `pretraining_precision`; fine-tuned in fp16 since, by its "
+    "`trained_precision`)"
+)
 
 
 QUANTIZED = ("t5_4bit_default_compute_at_fp16", "t5_8bit_at_fp16", "t5_4bit_bf16_fp16_compute", "t5_4bit_bf16")
@@ -98,7 +116,14 @@ CASES = [
     ("llama2_at_fp16",),
     ("llama2_at_bf16",),
     ("bf16_pretrain_finished_fp16_fine_tune",),
+    ("bf16_pretrain_short_fp16_fine_tune",),
     ("bf16_pretrain_diverged_fp16_fine_tune",),
+    ("bf16_pretrain_finished_fp16_autocast_fine_tune",),
+    ("llama2_saved_copy_default_load",),
+    ("llama2_saved_copy_at_fp16",),
+    ("llama2_bf16_copy_at_fp16",),
+    ("llama2_fine_tuned_copy_at_fp16",),
+    ("galactica_default_load",),
 ]
 
 
@@ -119,14 +144,19 @@ def tiny_encoder_decoder():
     return EncoderDecoderModel(config=config)
 
 
-def fine_tune_in_fp16(output_dir, learning_rate):
+def fine_tune_in_fp16(output_dir, learning_rate, max_steps=MIN_RUN_STEPS):
     """A bf16-pretrained GPT-Neo fine-tuned with fp16 weights: a run that really computes in fp16 on the CPU."""
     torch.manual_seed(0)
     model = tiny_gpt_neo(trained_precision="bf16").to(torch.float16)
+    fine_tune(model, output_dir, learning_rate, max_steps)
+
+
+def fine_tune(model, output_dir, learning_rate=1e-3, max_steps=3):
+    """A real Trainer run of `model` on random tokens, saved to `output_dir`."""
     args = TrainingArguments(
         output_dir,
         use_cpu=True,
-        max_steps=3,
+        max_steps=max_steps,
         per_device_train_batch_size=4,
         learning_rate=learning_rate,
         optim="sgd",
@@ -140,6 +170,33 @@ def fine_tune_in_fp16(output_dir, learning_rate):
     from accelerate.state import AcceleratorState
 
     AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def fine_tune_with_fp16_autocast(output_dir, steps=MIN_RUN_STEPS, init_scale=2.0**16):
+    """
+    A bf16-pretrained GPT-Neo fine-tuned with fp16 AMP, the way `fp16=True` trains on a GPU: fp32 weights,
+    `torch.autocast` in fp16 and a `GradScaler` (accelerate applies neither on the CPU, so this is a custom loop with
+    the stamp's hooks). An `init_scale` far too large makes the scaler skip its first steps, as on a GPU.
+    """
+    torch.manual_seed(0)
+    model = tiny_gpt_neo(trained_precision="bf16")
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
+    stamp_trained_precision(model, "fp16", check=False)  # fp32 weights: an autocast run
+    data = random_token_dataset(size=16)
+    for step in range(steps):
+        batch = data[step % len(data)]
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = model(input_ids=batch["input_ids"][None], labels=batch["labels"][None]).loss
+        note_training_loss(model, loss)
+        scaler.scale(loss).backward()
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        note_optimizer_step(model, skipped=scaler.get_scale() < scale)
+    finish_trained_precision_run(model)
+    model.save_pretrained(output_dir)
 
 
 @require_torch
@@ -181,6 +238,21 @@ class RealWorldCasesTest(TestCasePlus):
             )
         )
         llama.to(torch.float16).save_pretrained(os.path.join(repo, "snapshots", REVISION))
+        # Galactica as Meta publishes it: bf16-trained, stored in fp16 (an OPT)
+        cls.snapshot(
+            GALACTICA,
+            OPTForCausalLM(
+                OPTConfig(
+                    vocab_size=64,
+                    hidden_size=16,
+                    word_embed_proj_dim=16,
+                    ffn_dim=32,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    max_position_embeddings=32,
+                )
+            ).to(torch.float16),
+        )
 
         encdec = tiny_encoder_decoder()
         stamp_trained_precision(encdec, "bf16", check=False)  # what a bf16 Trainer run leaves on every sub-config
@@ -188,7 +260,19 @@ class RealWorldCasesTest(TestCasePlus):
 
         with LoggingLevel(logging.ERROR):
             fine_tune_in_fp16(cls.path("finished"), learning_rate=1e-3)
-            fine_tune_in_fp16(cls.path("diverged"), learning_rate=1e4)
+            fine_tune_in_fp16(cls.path("short"), learning_rate=1e-3, max_steps=3)
+            fine_tune_in_fp16(cls.path("diverged"), learning_rate=1e4, max_steps=3)
+            fine_tune_with_fp16_autocast(cls.path("amp"))
+            fine_tune_with_fp16_autocast(cls.path("amp_skipped"), init_scale=2.0**40)
+            # `save_pretrained` copies of the Llama 2 snapshot: unchanged, rounded to bf16, fine-tuned
+            AutoModelForCausalLM.from_pretrained(LLAMA2, cache_dir=cls.cache).save_pretrained(cls.path("llama_copy"))
+            AutoModelForCausalLM.from_pretrained(LLAMA2, cache_dir=cls.cache, dtype=torch.bfloat16).save_pretrained(
+                cls.path("llama_bf16_copy")
+            )
+            fine_tune(
+                AutoModelForCausalLM.from_pretrained(cls.path("llama_copy"), dtype=torch.float32),
+                cls.path("llama_fine_tuned"),
+            )
 
     @classmethod
     def tearDownClass(cls):
@@ -198,6 +282,15 @@ class RealWorldCasesTest(TestCasePlus):
     @classmethod
     def path(cls, name):
         return os.path.join(cls.tmp, name)
+
+    @classmethod
+    def snapshot(cls, model_id, model):
+        """Saves `model` as the cache snapshot of `model_id` (what `from_pretrained(model_id)` finds offline)."""
+        repo = os.path.join(cls.cache, "models--" + model_id.replace("/", "--"))
+        os.makedirs(os.path.join(repo, "refs"), exist_ok=True)
+        with open(os.path.join(repo, "refs", "main"), "w", encoding="utf-8") as f:
+            f.write(REVISION)
+        model.save_pretrained(os.path.join(repo, "snapshots", REVISION))
 
     def setUp(self):
         super().setUp()
@@ -287,13 +380,21 @@ class RealWorldCasesTest(TestCasePlus):
                 "risky": False,
                 "says": [],
             },
-            "bf16_pretrain_finished_fp16_fine_tune": {
+            "bf16_pretrain_finished_fp16_fine_tune": {  # fp16 weights: pure fp16, MIN_RUN_STEPS real steps
                 "cls": AutoModelForCausalLM,
                 "checkpoint": self.path("finished"),
                 "kwargs": {"dtype": torch.float16},
                 "runtime": "fp16",
                 "risky": False,
-                "says": ["a training run in fp16 finished with finite losses"],
+                "says": [f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps with finite losses"],
+            },
+            "bf16_pretrain_short_fp16_fine_tune": {  # 3 steps: a smoke test, not evidence
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("short"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": [FINE_TUNED_IN_FP16],
             },
             "bf16_pretrain_diverged_fp16_fine_tune": {
                 "cls": AutoModelForCausalLM,
@@ -301,7 +402,55 @@ class RealWorldCasesTest(TestCasePlus):
                 "kwargs": {"dtype": torch.float16},
                 "runtime": "fp16",
                 "risky": True,
-                "says": ["was trained in bf16", "pretrained in bf16"],
+                "says": [FINE_TUNED_IN_FP16],
+            },
+            "bf16_pretrain_finished_fp16_autocast_fine_tune": {  # AMP proves AMP training, not fp16 weights
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("amp"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": [FINE_TUNED_IN_FP16],
+            },
+            "llama2_saved_copy_default_load": {  # the publisher's weights, saved again: its evidence stays
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("llama_copy"),
+                "kwargs": {},
+                "runtime": "fp16",
+                "risky": False,
+                "says": [f"its publisher runs '{LLAMA2}' in fp16, and this is an unchanged copy of '{LLAMA2}'"],
+            },
+            "llama2_saved_copy_at_fp16": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("llama_copy"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": False,
+                "says": [f"its publisher runs '{LLAMA2}' in fp16", lookup(LLAMA2).reference_source],
+            },
+            "llama2_bf16_copy_at_fp16": {  # rounded to bf16: no longer the publisher's fp16 weights
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("llama_bf16_copy"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["was trained in bf16 (from its config's `trained_precision`)"],
+            },
+            "llama2_fine_tuned_copy_at_fp16": {  # a fine-tune is a new run: judged as one (3 fp32 steps)
+                "cls": AutoModelForCausalLM,
+                "checkpoint": self.path("llama_fine_tuned"),
+                "kwargs": {"dtype": torch.float16},
+                "runtime": "fp16",
+                "risky": True,
+                "says": ["was trained in bf16 (from its config's `pretraining_precision`; fine-tuned in fp32 since"],
+            },
+            "galactica_default_load": {
+                "cls": AutoModelForCausalLM,
+                "checkpoint": GALACTICA,
+                "kwargs": {},  # dtype="auto": the stored fp16
+                "runtime": "fp16",
+                "risky": False,
+                "says": [f"its publisher runs '{GALACTICA}' in fp16", lookup(GALACTICA).reference_source],
             },
         }[name]
 
@@ -389,6 +538,57 @@ class RealWorldCasesTest(TestCasePlus):
         if case["says"] and not risky:
             self.assertIsNotNone(verdict["evidence"])
             self.assert_says(verdict["summary"], case)
+
+    def run_record(self, name):
+        with open(os.path.join(self.path(name), "config.json"), encoding="utf-8") as f:
+            return json.load(f)[RUN_FIELD]
+
+    def test_an_autocast_run_clears_autocast_training_only(self):
+        """An fp16 AMP run that finished is evidence for another fp16 AMP run, in error mode too, not for fp16 weights."""
+        record = self.run_record("amp")
+        self.assertEqual(
+            record,
+            {
+                "status": "finished",
+                "compute": "amp",
+                "optimizer_steps": MIN_RUN_STEPS,
+                "skipped_steps": 0,
+                "fp16_plan": False,
+            },
+        )
+        model = AutoModelForCausalLM.from_pretrained(self.path("amp"), trained_precision_check="ignore")
+        with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
+            with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+                self.assertIsNone(check_run_precision(model, "fp16", compute="amp"))
+            self.assertIn(f"a mixed-precision (autocast) fp16 training run finished {MIN_RUN_STEPS}", cl.out)
+            with self.assertRaises(TrainedPrecisionRiskError) as raised:
+                check_run_precision(model, "fp16")  # fp16 weights
+        self.assertIn(FINE_TUNED_IN_FP16, str(raised.exception))
+
+    def test_steps_the_scaler_skipped_do_not_count(self):
+        record = self.run_record("amp_skipped")
+        self.assertGreater(record["skipped_steps"], 0)
+        self.assertEqual(record["optimizer_steps"] + record["skipped_steps"], MIN_RUN_STEPS)
+        model = AutoModelForCausalLM.from_pretrained(self.path("amp_skipped"), trained_precision_check="ignore")
+        with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
+            with self.assertRaises(TrainedPrecisionRiskError):
+                check_run_precision(model, "fp16", compute="amp")
+
+    def test_a_saved_copy_keeps_the_publisher_reference_and_a_fine_tune_drops_it(self):
+        with open(os.path.join(self.path("llama_copy"), "config.json"), encoding="utf-8") as f:
+            copy = json.load(f)
+        self.assertEqual(copy["trained_precision"], "bf16")
+        self.assertEqual(copy[REFERENCE_FIELD], {"model_id": LLAMA2, "runtime": "fp16", "stored_dtype": "fp16"})
+        with open(os.path.join(self.path("llama_fine_tuned"), "config.json"), encoding="utf-8") as f:
+            tuned = json.load(f)
+        self.assertNotIn(REFERENCE_FIELD, tuned)
+        self.assertEqual((tuned["trained_precision"], tuned["pretraining_precision"]), ("fp32", "bf16"))
+        # the copy in error mode, through the environment variable too: no warning, no error, the evidence at info
+        reset_warning_cache()
+        with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
+            with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+                model = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"))
+        self.assertEqual((model.dtype, cl.out), (torch.float16, ""))
 
     def test_every_case_agrees_on_every_path(self):
         """The table's answers, seen together: what users meet is the same answer everywhere."""
@@ -512,6 +712,34 @@ class RealWorldCasesTest(TestCasePlus):
         self.assertNotIn("from its config", cl.out)
 
 
+class MalformedConfigTest(TestCasePlus):
+    def test_a_config_nested_too_deeply_is_bad_input(self):
+        """`json` recurses once per level: 100,000 nested arrays are a malformed file (exit 2), not a bug (exit 70)."""
+        directory = self.get_auto_remove_tmp_dir()
+        text = '{"model_type": "gpt2", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+            f.write(text)
+
+        def run(*args):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try:
+                    code = cli.main(list(args))
+                except SystemExit as e:
+                    code = e.code
+            return code or 0, out.getvalue()
+
+        for args in ([directory], [directory, "--dtype", "fp16"], [directory, "--json"]):
+            code, out = run(*args)
+            self.assertEqual(code, 2, out)
+            self.assertIn("nested too deeply", out)
+        code, out = run("set", directory, "--precision", "bf16")
+        self.assertEqual(code, 4, out)  # `set` skips a malformed file, as for any malformed JSON
+        self.assertIn("nested too deeply", out)
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), text)  # nothing modified
+
+
 class EvidenceRulesTest(unittest.TestCase):
     def test_lineage_prior_is_the_oldest_stage(self):
         self.assertIsNotNone(assess_lineage_risk(("bf16", "fp16"), "fp16"))
@@ -519,19 +747,55 @@ class EvidenceRulesTest(unittest.TestCase):
         self.assertIsNotNone(assess_lineage_risk(("bf16", "fp32"), "fp16"))
         self.assertIsNone(assess_lineage_risk(("unknown",), "fp16"))
 
-    @parameterized.expand([("finished", "fp16", False), ("diverged", "fp16", True), ("started", "fp16", True)])
-    def test_a_run_record_counts_only_when_finished(self, status, runtime, risky):
-        config = {"trained_precision": "fp16", "pretraining_precision": "bf16", "trained_precision_run": status}
+    @parameterized.expand(
+        [
+            ("finished", {}, False),
+            ("diverged", {}, True),
+            ("started", {}, True),
+            ("finished", {"optimizer_steps": MIN_RUN_STEPS - 1}, True),
+            ("finished", {"compute": "amp"}, True),  # an AMP run says nothing about fp16 weights
+            ("finished", {"fp16_plan": True}, True),  # it rested on a plan the config no longer holds
+        ]
+    )
+    def test_a_run_record_counts_only_when_finished_long_enough_and_of_the_kind(self, status, changes, risky):
+        record = {"status": status, "compute": "pure", "optimizer_steps": MIN_RUN_STEPS, "fp16_plan": False}
+        config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: {**record, **changes}}
         info = resolve_trained_precision(config)
-        self.assertEqual(info.risk(runtime) is not None, risky)
-        self.assertIsNotNone(info.assess(runtime).prior)
+        self.assertEqual(info.risk("fp16") is not None, risky)
+        self.assertIsNotNone(info.assess("fp16").prior)
+
+    def test_an_amp_run_is_evidence_for_amp_training_only(self):
+        record = {"status": "finished", "compute": "amp", "optimizer_steps": MIN_RUN_STEPS, "fp16_plan": False}
+        info = resolve_trained_precision(
+            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record}
+        )
+        self.assertIsNone(info.assess("fp16", compute="amp").risk)
+        self.assertIsNotNone(info.assess("fp16").risk)  # loads and casts run pure fp16 weights
+        pure = {**record, "compute": "pure"}
+        info = resolve_trained_precision(
+            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: pure}
+        )
+        self.assertIsNone(info.assess("fp16", compute="amp").risk)  # a pure run covers AMP training too
+
+    def test_a_record_without_kind_or_steps_is_no_evidence(self):
+        """A bare `"finished"` (written before the run's kind and steps were recorded) proves nothing."""
+        config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: "finished"}
+        self.assertEqual(read_run_record(config), RunRecord("finished"))
+        self.assertIsNotNone(resolve_trained_precision(config).risk("fp16"))
+
+    def test_a_run_on_a_plan_lasts_as_long_as_the_plan(self):
+        run = RunRecord("finished", "pure", MIN_RUN_STEPS, 0, fp16_plan=True)
+        self.assertIsNone(find_evidence("fp16", trained="fp16", run=run))
+        self.assertEqual(find_evidence("fp16", trained="fp16", run=run, plan=VALID_PLAN).kind, FP16_PLAN)
+        self.assertEqual(find_evidence("bf16", trained="bf16", run=run).kind, FINISHED_RUN)  # a plan is fp16's only
 
     def test_the_evidence_order(self):
         entry = lookup(LLAMA2)
-        found = find_evidence("fp16", entry=entry, plan=VALID_PLAN, trained="fp16", run_status="finished")
+        run = RunRecord("finished", "pure", MIN_RUN_STEPS)
+        found = find_evidence("fp16", entry=entry, plan=VALID_PLAN, trained="fp16", run=run)
         self.assertEqual(found.kind, REFERENCE_RUNTIME)
-        self.assertEqual(find_evidence("fp16", plan=VALID_PLAN, trained="fp16", run_status="finished").kind, FP16_PLAN)
-        self.assertEqual(find_evidence("fp16", trained="fp16", run_status="finished").kind, FINISHED_RUN)
+        self.assertEqual(find_evidence("fp16", plan=VALID_PLAN, trained="fp16", run=run).kind, FP16_PLAN)
+        self.assertEqual(find_evidence("fp16", trained="fp16", run=run).kind, FINISHED_RUN)
         self.assertIsNone(find_evidence("bf16", entry=entry))  # the reference runtime covers its own precision only
         self.assertIsNone(find_evidence("fp16"))
 

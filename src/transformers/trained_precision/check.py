@@ -55,7 +55,7 @@ from typing import Any
 
 from ..utils import logging
 from .evidence import read_fp16_plan
-from .resolver import Assessment, persist_registry_precision, resolve_trained_precision
+from .resolver import Assessment, forget_changed_reference, persist_registry_precision, resolve_trained_precision
 from .risk import Risk
 from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
@@ -366,6 +366,8 @@ def check_trained_precision(
         persisted = persist_registry_precision(config, info) if action == LOAD else False
         who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
         _PERSISTED.set((who, info.entry if persisted else None, deferred))
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
     if deferred:
         return None
     if fp16_plan_problem is None and action == LOAD and scope is None and read_fp16_plan(config) is not None:

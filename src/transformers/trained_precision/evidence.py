@@ -20,13 +20,23 @@ decides:
 
 | order | evidence | where it is read | what it covers |
 |-------|----------|------------------|----------------|
-| 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for that Hub checkpoint |
+| 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`), or of the Hub checkpoint a `save_pretrained` copy was loaded from (`trained_precision_reference`) | that runtime, for the publisher's unchanged weights |
 | 2 | a validated fp16 plan | the config's `fp16_plan`, once the loader or cast verified it (see below) | fp16, with the plan's modules kept in fp32, for the input lengths it was validated on |
-| 3 | a finished training run | the config's `trained_precision_run == "finished"` | the precision of that run (`trained_precision`) |
+| 3 | a finished training run | the config's `trained_precision_run`, `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
 A stored dtype alone is never evidence (anyone can save bf16 weights as fp16), and neither is a run that diverged
 (`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during the run).
+
+A finished run is bound to what it proves ([`RunRecord.proves`]):
+- its kind: an autocast (AMP) run kept the residual stream, the norms and the embeddings in its fp32 weights, so it
+  is evidence only for AMP training (the Trainer's `fp16=True` over fp32 weights), never for a model loaded or cast
+  into fp16 weights. A pure run (the weights themselves in fp16) is evidence for both.
+- its length: at least [`MIN_RUN_STEPS`] optimizer steps that updated the weights; steps a gradient scaler skipped
+  (an inf/NaN gradient) do not count.
+- its plan: a run that kept an fp16 plan's modules in fp32 proves fp16 only together with that plan, so it counts only
+  while the plan itself is evidence (verified on this path, as below).
+A run record written before these were recorded (a bare `"finished"`) is no evidence.
 
 This module is also where the fp16 plan is read ([`read_fp16_plan`]). A stored plan is only a claim: it is evidence
 once [`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model (applied there,
@@ -42,7 +52,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..utils import logging
-from .vocabulary import FP16, FP16_PLAN_FIELD, RUN_FIELD, RUN_FINISHED, RUN_STATUSES, UNKNOWN, dtype_to_precision
+from .vocabulary import (
+    FP16,
+    FP16_PLAN_FIELD,
+    REFERENCE_FIELD,
+    RUN_AMP,
+    RUN_COMPUTES,
+    RUN_FIELD,
+    RUN_FINISHED,
+    RUN_PURE,
+    RUN_STATUSES,
+    UNKNOWN,
+    dtype_to_precision,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -52,6 +74,13 @@ REFERENCE_RUNTIME = "reference_runtime"
 FP16_PLAN = "fp16_plan"
 FINISHED_RUN = "finished_run"
 EVIDENCE_ORDER: tuple[str, ...] = (REFERENCE_RUNTIME, FP16_PLAN, FINISHED_RUN)
+
+#: The optimizer steps a finished run needs before it is evidence for its precision. The first steps of an fp16 run
+#: prove little: a gradient scaler spends them finding its scale (its first steps are often skipped), and a
+#: fine-tune's activations drift from the pretrained ones over hundreds of updates, which is where a model trained in
+#: another precision overflows. 100 steps is about what the Trainer logs in its first `logging_steps=100` and what
+#: the warm-up of most fine-tuning recipes spans; fewer is a smoke test, not evidence.
+MIN_RUN_STEPS = 100
 
 #: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Version 1 plans (no fingerprint, no record of
 #: their inputs) are still read and applied, but are never evidence.
@@ -190,10 +219,110 @@ def read_fp16_plan(config: Any) -> dict | None:
     return dict(plan) if plan["validation"]["passed"] is True else None
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """
+    The latest training run a config records (`trained_precision_run`), as the stamp and the end of `train()` write
+    it.
+
+    Args:
+        status (`str`): `"started"`, `"finished"` or `"diverged"`.
+        compute (`str`, *optional*): `"amp"` (autocast over wider weights) or `"pure"` (the weights in the run's
+            precision); `None` in a record written before it was recorded.
+        optimizer_steps (`int`, *optional*): the optimizer steps that updated the weights (skipped steps excluded).
+        skipped_steps (`int`, *optional*, defaults to 0): the optimizer steps a gradient scaler skipped.
+        fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
+            the run.
+    """
+
+    status: str
+    compute: str | None = None
+    optimizer_steps: int | None = None
+    skipped_steps: int = 0
+    fp16_plan: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as `config.json` stores it."""
+        return dataclasses.asdict(self)
+
+    def why_not_evidence(self, runtime: str, compute: str = RUN_PURE, plan: dict | None = None) -> str | None:
+        """
+        Why this run is no evidence that `runtime`, computed as `compute`, works: `None` when it is. See the module
+        docstring for the rules.
+        """
+        if self.status != RUN_FINISHED:
+            return f"the run recorded in `{RUN_FIELD}` is {self.status!r}, not finished"
+        if self.compute not in RUN_COMPUTES or self.optimizer_steps is None:
+            return f"`{RUN_FIELD}` does not record how the run computed and how many optimizer steps it took"
+        if self.optimizer_steps < MIN_RUN_STEPS:
+            skipped = f" ({self.skipped_steps} more were skipped)" if self.skipped_steps else ""
+            return (
+                f"the run took {self.optimizer_steps} optimizer step(s){skipped}, fewer than the {MIN_RUN_STEPS} "
+                "that make it evidence"
+            )
+        if self.compute == RUN_AMP and compute != RUN_AMP:
+            return (
+                f"the run was {runtime} autocast (AMP), whose residual stream stayed in the wider weights: it is "
+                f"evidence for {runtime} mixed-precision training only, not for {runtime} weights"
+            )
+        if self.fp16_plan and runtime == FP16 and plan is None:
+            return "the run kept a stored fp16 plan's modules in fp32, and that plan is no longer valid evidence"
+        return None
+
+    def proves(self, runtime: str, compute: str = RUN_PURE, plan: dict | None = None) -> bool:
+        """Whether this run is evidence that `runtime`, computed as `compute` (`"pure"` for loads and casts), works."""
+        return self.why_not_evidence(runtime, compute, plan) is None
+
+    def describe(self, runtime: str) -> str:
+        kind = "mixed-precision (autocast)" if self.compute == RUN_AMP else "pure"
+        plan = " with its fp16 plan" if self.fp16_plan else ""
+        return (
+            f"a {kind} {runtime} training run{plan} finished {self.optimizer_steps} optimizer steps with finite losses"
+        )
+
+
+def read_run_record(config: Any) -> RunRecord | None:
+    """
+    The latest training run recorded in a config (`trained_precision_run`), or `None` when there is none or it is
+    malformed. A bare status string (a record written before the run's kind and steps were recorded) reads as a
+    record with only its status, which is no evidence.
+    """
+    value = _member(config, RUN_FIELD)
+    if isinstance(value, str):
+        return RunRecord(value) if value in RUN_STATUSES else None
+    if not isinstance(value, Mapping) or value.get("status") not in RUN_STATUSES:
+        return None
+    compute = value.get("compute") if value.get("compute") in RUN_COMPUTES else None
+    steps, skipped = value.get("optimizer_steps"), value.get("skipped_steps", 0)
+    steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
+    skipped = skipped if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped >= 0 else 0
+    return RunRecord(value["status"], compute, steps, skipped, value.get("fp16_plan") is True)
+
+
 def read_run_status(config: Any) -> str | None:
     """How the latest training run recorded in a config ended (`"started"`, `"finished"`, `"diverged"`), or `None`."""
-    value = _member(config, RUN_FIELD)
-    return value if isinstance(value, str) and value in RUN_STATUSES else None
+    record = read_run_record(config)
+    return record.status if record is not None else None
+
+
+def read_reference_record(config: Any) -> dict | None:
+    """
+    The publisher reference a load persisted into a config (`trained_precision_reference`: the Hub id it was loaded
+    from, the reference runtime and the dtype the publisher stores the weights in), or `None`. It stands for the
+    publisher's unchanged weights, so it is `None` once the config records a training run (the Trainer stamp also
+    removes it) or when the weights were saved in a dtype that rounds the publisher's values (a bf16 copy of fp16
+    weights). The registry row it names must still carry that reference runtime: see the resolver.
+    """
+    value = _member(config, REFERENCE_FIELD)
+    if not isinstance(value, Mapping) or not isinstance(value.get("model_id"), str):
+        return None
+    if read_run_record(config) is not None:
+        return None
+    stored, saved = value.get("stored_dtype"), _member(config, "dtype") or _member(config, "torch_dtype")
+    saved = dtype_to_precision(saved) if saved is not None else UNKNOWN
+    if stored is not None and saved not in (UNKNOWN, "fp32", dtype_to_precision(stored)):
+        return None
+    return dict(value)
 
 
 def keep_in_fp32_modules(
@@ -228,7 +357,10 @@ def find_evidence(
     entry: Any = None,
     plan: dict | None = None,
     trained: str = UNKNOWN,
-    run_status: str | None = None,
+    run: RunRecord | None = None,
+    compute: str = RUN_PURE,
+    copied_from: str | None = None,
+    hub_id: str | None = None,
 ) -> Evidence | None:
     """
     The first evidence, in [`EVIDENCE_ORDER`], that `runtime` works for a checkpoint; `None` when there is none.
@@ -239,17 +371,24 @@ def find_evidence(
         plan (`dict`, *optional*): the fp16 plan that this path applies and verified
             ([`~trained_precision.fp16_plan.decide_fp16_plan`]); never the config's claim alone.
         trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
-        run_status (`str`, *optional*): how that run ended, as [`read_run_status`] returns it.
+        run ([`RunRecord`], *optional*): that run, as [`read_run_record`] returns it.
+        compute (`str`, *optional*, defaults to `"pure"`): how `runtime` computes: `"pure"` for a model loaded or cast
+            into it, `"amp"` for a mixed-precision training run over wider weights (the Trainer's check).
+        copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from
+            the copy's `trained_precision_reference` rather than from its own Hub id.
+        hub_id (`str`, *optional*): the checkpoint's Hub id, named instead of a family glob's pattern.
     """
     runtime = dtype_to_precision(runtime)
     if runtime == UNKNOWN:
         return None
     reference = getattr(entry, "reference_runtime", None) if entry is not None else None
     if reference is not None and dtype_to_precision(reference) == runtime and entry.reference_source:
+        copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})" if copied_from else ""
+        name = (copied_from or hub_id or entry.model_id) if entry.is_glob else entry.model_id
         return Evidence(
             REFERENCE_RUNTIME,
             runtime,
-            f"its publisher runs '{entry.model_id}' in {runtime}",
+            f"its publisher runs '{name}' in {runtime}{copy}",
             f"stated at {entry.reference_source}",
         )
     if runtime == FP16 and plan is not None:
@@ -269,13 +408,9 @@ def find_evidence(
             f"{validation['top1_agreement']:.2%} on {inputs})",
             f"config: {FP16_PLAN_FIELD}",
         )
-    if trained == runtime and run_status == RUN_FINISHED:
-        return Evidence(
-            FINISHED_RUN,
-            runtime,
-            f"a training run in {runtime} finished with finite losses",
-            f"config: {RUN_FIELD}={RUN_FINISHED!r}",
-        )
+    # the plan's own validity decides whether a run that rested on it still counts: `plan` is `read_fp16_plan`'s answer
+    if trained == runtime and run is not None and run.proves(runtime, compute, plan):
+        return Evidence(FINISHED_RUN, runtime, run.describe(runtime), f"config: {RUN_FIELD}")
     return None
 
 
@@ -307,12 +442,16 @@ __all__ = [
     "FINISHED_RUN",
     "FP16_PLAN",
     "KEEP_IN_FP32",
+    "MIN_RUN_STEPS",
     "REFERENCE_RUNTIME",
     "Evidence",
+    "RunRecord",
     "find_evidence",
     "fp16_plan_problem",
     "keep_in_fp32_mitigation",
     "keep_in_fp32_modules",
     "read_fp16_plan",
+    "read_reference_record",
+    "read_run_record",
     "read_run_status",
 ]

@@ -480,6 +480,8 @@ def _read_config(config_path: str, root: str) -> dict[str, Any]:
         raise
     except (OSError, ValueError) as e:
         raise CheckpointInspectionError(f"{config_path} is not a readable JSON file: {e}") from e
+    except RecursionError as e:  # `json` recurses once per nesting level
+        raise CheckpointInspectionError(f"{config_path} is malformed: its JSON is nested too deeply to read.") from e
     if not isinstance(config, dict):
         raise CheckpointInspectionError(f"{config_path} is malformed: a JSON object was expected.")
     return config

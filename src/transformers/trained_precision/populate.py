@@ -183,6 +183,8 @@ def _parse_object(text: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigEditError(f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})") from e
+    except RecursionError as e:  # `json` recurses once per nesting level
+        raise ConfigEditError("malformed JSON (nested too deeply to read)") from e
     if not isinstance(data, dict):
         raise ConfigEditError(f"the top level is a JSON {type(data).__name__}, not an object")
     return data

@@ -349,10 +349,14 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         "facebook/galactica-*",
         BF16,
         "https://github.com/paperswithcode/galai/issues/58",
-        "bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16",
+        "bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16, and its model card runs it in fp16",
         "opt",
         stored_dtype=FP16,
         confidence=STATED,
+        reference_runtime=FP16,
+        # each size's model card loads it with `torch_dtype=torch.float16` ("Running the model on a GPU using
+        # different precisions"); the 125m card stands for all five, which carry the same example
+        reference_source="https://huggingface.co/facebook/galactica-125m",
     ),
     RegistryEntry(
         "facebook/m2m100_418M",

@@ -44,13 +44,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
-from .evidence import Evidence, find_evidence, keep_in_fp32_mitigation, read_run_status
+from .evidence import (
+    Evidence,
+    RunRecord,
+    find_evidence,
+    keep_in_fp32_mitigation,
+    read_reference_record,
+    read_run_record,
+)
 from .hub_ids import hub_id_for
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
 from .vocabulary import (
     FIELD,
     PRETRAINING_FIELD,
+    REFERENCE_FIELD,
+    RUN_PURE,
     UNKNOWN,
     InvalidTrainedPrecisionError,
     dtype_to_precision,
@@ -125,10 +134,13 @@ class TrainedPrecisionInfo:
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
         row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
-            (its reference runtime is evidence even when the config states the precision itself).
+            (its reference runtime is evidence even when the config states the precision itself); for a
+            `save_pretrained` copy of a Hub checkpoint, the row of the id its `trained_precision_reference` names.
+        copied_from (`str`, *optional*): that id, when `row` comes from the copy's `trained_precision_reference`.
         plan (`dict`, *optional*): the fp16 plan verified on this path (see `resolve_trained_precision`'s
             `fp16_plan`); a plan the config merely stores is not evidence.
-        run_status (`str`, *optional*): how the run that stamped the config's `trained_precision` ended.
+        run ([`~trained_precision.evidence.RunRecord`], *optional*): the run that stamped the config's
+            `trained_precision`.
         architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
     """
 
@@ -139,8 +151,14 @@ class TrainedPrecisionInfo:
     pretraining: str = UNKNOWN
     row: RegistryEntry | None = None
     plan: dict | None = dataclasses.field(default=None, compare=False)
-    run_status: str | None = None
+    run: RunRecord | None = None
     architectures: tuple[str, ...] = ()
+    copied_from: str | None = None
+
+    @property
+    def run_status(self) -> str | None:
+        """How the run that stamped the config's `trained_precision` ended, or `None`."""
+        return self.run.status if self.run is not None else None
 
     @property
     def is_known(self) -> bool:
@@ -159,7 +177,9 @@ class TrainedPrecisionInfo:
         stages = [p for p in (self.pretraining, self.precision) if p != UNKNOWN]
         return tuple(dict.fromkeys(stages))
 
-    def assess(self, runtime: Any, model_class: Any = None, import_classes: bool = True) -> Assessment:
+    def assess(
+        self, runtime: Any, model_class: Any = None, import_classes: bool = True, compute: str = RUN_PURE
+    ) -> Assessment:
         """
         The [`Assessment`] of running at `runtime`: the prior of the oldest training stage, then the evidence in the
         documented order, and upstream's mitigation when an fp16 risk remains.
@@ -170,13 +190,25 @@ class TrainedPrecisionInfo:
                 of the config's `architectures`.
             import_classes (`bool`, *optional*, defaults to `True`): whether that default may import the model class
                 (and so torch); the report without `--audit` passes `False`.
+            compute (`str`, *optional*, defaults to `"pure"`): how the runtime computes: `"pure"` (weights in it:
+                loading, casting, reports) or `"amp"` (a mixed-precision training run over wider weights). A finished
+                AMP run is evidence for `"amp"` only.
         """
         runtime = dtype_to_precision(runtime)
         prior = assess_lineage_risk(self.lineage, runtime)
         if prior is None:
             return Assessment(runtime)
         trained = self.precision if self.source == SOURCE_CONFIG else UNKNOWN
-        evidence = find_evidence(runtime, entry=self.row, plan=self.plan, trained=trained, run_status=self.run_status)
+        evidence = find_evidence(
+            runtime,
+            entry=self.row,
+            plan=self.plan,
+            trained=trained,
+            run=self.run,
+            compute=compute,
+            copied_from=self.copied_from,
+            hub_id=self.hub_id,
+        )
         if evidence is not None:
             return Assessment(runtime, prior, evidence)
         mitigation = keep_in_fp32_mitigation(runtime, self.architectures, model_class, import_classes)
@@ -189,10 +221,12 @@ class TrainedPrecisionInfo:
     def describe(self) -> str:
         """Where the precision comes from, as a phrase for messages."""
         if self.source == SOURCE_CONFIG:
-            text = f"from its config's `{FIELD}`"
             if self.pretraining not in (UNKNOWN, self.precision):
-                text += f", pretrained in {self.pretraining}"
-            return text
+                # messages say "trained in <the oldest stage> (<this>)": name both stages and their fields
+                return (
+                    f"from its config's `{PRETRAINING_FIELD}`; fine-tuned in {self.precision} since, by its `{FIELD}`"
+                )
+            return f"from its config's `{FIELD}`"
         if self.source == SOURCE_REGISTRY and self.entry is not None:
             return f"registry: {self.entry.model_id}, {self.entry.citation}"
         return "by an unknown source"
@@ -233,20 +267,75 @@ def resolve_trained_precision(
     hub_id = hub_id_for(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
     precision = config_precision(config, FIELD)
     row = lookup(hub_id) if hub_id else None
+    copied_from = None
+    if row is None and config is not None:
+        row, copied_from = _copied_reference_row(config, precision)
     found = {
         "hub_id": hub_id,
         "pretraining": config_precision(config, PRETRAINING_FIELD),
         "row": row,
+        # the plan verified on this path: the plan's own evidence, and a finished run that rested on it, use it
         "plan": fp16_plan,
         "architectures": _architectures(config) if config is not None else (),
+        "copied_from": copied_from,
     }
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
         return TrainedPrecisionInfo(precision, SOURCE_REGISTRY, entry=persisted_from, **found)
     if precision != UNKNOWN:
-        return TrainedPrecisionInfo(precision, SOURCE_CONFIG, run_status=read_run_status(config), **found)
+        return TrainedPrecisionInfo(precision, SOURCE_CONFIG, run=read_run_record(config), **found)
     if row is None:
         return TrainedPrecisionInfo(UNKNOWN, None, **found)
     return TrainedPrecisionInfo(normalize_precision(row.precision), SOURCE_REGISTRY, entry=row, **found)
+
+
+def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | None, str | None]:
+    """
+    For a `save_pretrained` copy of a Hub checkpoint (no Hub id of its own): the registry row its
+    `trained_precision_reference` names, when that row still documents the same reference runtime and the config's
+    precision is still the row's (nothing retrained it); else `(None, None)`. The evidence is the registry's, never the
+    config's text: the config only says which row it is a copy of.
+    """
+    record = read_reference_record(config)
+    if record is None:
+        return None, None
+    model_id = record["model_id"]
+    row = lookup(model_id)
+    if (
+        row is None
+        or row.reference_runtime is None
+        or record.get("runtime") != row.reference_runtime
+        or precision != normalize_precision(row.precision)
+    ):
+        return None, None
+    return row, model_id
+
+
+def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -> bool:
+    """
+    Removes a persisted publisher reference (`trained_precision_reference`) from a loaded config when the weights are
+    about to stop being the publisher's: loaded or cast into a dtype that rounds them (bf16 from fp16 weights), or
+    quantized. fp32 holds fp16 and bf16 values exactly, so an fp32 load keeps it. Loading and every cast call it
+    before they check, so a later `save_pretrained` does not carry the evidence over to other weights.
+
+    Returns:
+        `bool`: whether the config was changed.
+    """
+    if config is None or isinstance(config, Mapping):
+        return False
+    record = vars(config).get(REFERENCE_FIELD)
+    if not isinstance(record, Mapping):
+        return False
+    runtime = dtype_to_precision(dtype)
+    stored = record.get("stored_dtype")
+    if not quantized and (runtime in (UNKNOWN, "fp32") or stored is None or runtime == dtype_to_precision(stored)):
+        return False
+    del vars(config)[REFERENCE_FIELD]
+    logger.info(
+        f"Dropped `{REFERENCE_FIELD}` from the config of '{getattr(config, 'name_or_path', '')}': its weights "
+        f"{'are quantized' if quantized else f'are rounded to {runtime}'}, so they are no longer the publisher's "
+        f"{stored} weights its reference runtime was stated for."
+    )
+    return True
 
 
 def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -302,9 +391,19 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     if config_precision(config, FIELD) != UNKNOWN:
         return False
     setattr(config, FIELD, info.precision)
+    entry = info.entry
+    written = f"`{FIELD}={info.precision!r}`"
+    if entry.reference_runtime is not None and entry.reference_source and info.hub_id:
+        # the publisher's reference runtime holds for the publisher's weights: an unchanged copy keeps it, a
+        # fine-tune drops it (the Trainer stamp removes the field)
+        reference = {"model_id": info.hub_id, "runtime": entry.reference_runtime}
+        if entry.stored_dtype is not None:
+            reference["stored_dtype"] = entry.stored_dtype
+        setattr(config, REFERENCE_FIELD, reference)
+        written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
     logger.info(
-        f"Set `{FIELD}={info.precision!r}` on the config of '{info.hub_id}' from the trained-precision registry row "
-        f"'{info.entry.model_id}' ({info.entry.citation}); `save_pretrained` will write it."
+        f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
+        f"'{entry.model_id}' ({entry.citation}); `save_pretrained` will write it."
     )
     return True
 
@@ -315,6 +414,7 @@ __all__ = [
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",
     "config_precision",
+    "forget_changed_reference",
     "persist_registry_precision",
     "resolve_sub_models",
     "resolve_trained_precision",

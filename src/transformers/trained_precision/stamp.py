@@ -17,12 +17,19 @@ The training stamp: which precision a training run computes in, written into `mo
 [`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint and the final save
 carry the value. Custom training loops call the same function with their `Accelerator` (or a dtype).
 
-The stamp says what the run computes in, not that it worked. Beside it, `config.trained_precision_run` records how
-the run ended: `"started"` from the stamp on (what an interrupted run and every checkpoint saved during the run keep),
-then, from [`finish_trained_precision_run`] at the end of `train()`, `"finished"` when every training loss
-([`note_training_loss`]) and every trainable weight stayed finite, else `"diverged"`. Only a finished run is evidence
-that its precision works for the checkpoint ([`~trained_precision.evidence.find_evidence`]): a bf16-pretrained T5
-whose fp16 fine-tune diverged still warns in fp16.
+The stamp says what the run computes in, not that it worked. Beside it, `config.trained_precision_run` records the
+run: its `status`, `"started"` from the stamp on (what an interrupted run and every checkpoint saved during the run
+keep), then, from [`finish_trained_precision_run`] at the end of `train()`, `"finished"` when every training loss
+([`note_training_loss`]) and every trainable weight stayed finite, else `"diverged"`; how it computed (`compute`:
+`"amp"` for autocast over wider weights, `"pure"` for weights in the run's precision, see [`resolve_run_compute`]);
+the optimizer steps that updated the weights ([`note_optimizer_step`]; steps a gradient scaler skipped do not count);
+and whether a stored fp16 plan was in use. Only a finished run of at least
+[`~trained_precision.evidence.MIN_RUN_STEPS`] steps is evidence that its precision works for the checkpoint, and only
+for runs of its kind ([`~trained_precision.evidence.RunRecord.proves`]): a bf16-pretrained T5 whose fp16 fine-tune
+diverged still warns in fp16, and so does one fine-tuned with fp16 autocast when it is loaded in fp16.
+
+A stamp is a new run: it removes the publisher's reference runtime a load persisted (`trained_precision_reference`),
+which holds only for the publisher's unchanged weights.
 
 Which precision a run has is decided by [`resolve_run_precision`]: the precision policy the model carries, when the
 run set one (pure bf16, `bf16_full_train`, leaves its policy on the model it casts), else in this order:
@@ -50,6 +57,7 @@ from typing import Any
 
 from ..utils import logging
 from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
+from .evidence import RunRecord, read_fp16_plan, read_run_record
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
 from .vocabulary import (
@@ -59,9 +67,12 @@ from .vocabulary import (
     FP32,
     PRECISION_POLICY_ATTR,
     PRETRAINING_FIELD,
+    REFERENCE_FIELD,
+    RUN_AMP,
     RUN_DIVERGED,
     RUN_FIELD,
     RUN_FINISHED,
+    RUN_PURE,
     RUN_STARTED,
     UNKNOWN,
     dtype_options,
@@ -109,10 +120,31 @@ def resolve_run_precision(
     Returns:
         `str`: the canonical precision.
     """
+    return _resolve_run(model, args, accelerator, deepspeed_config)[0]
+
+
+def resolve_run_compute(
+    model: Any = None,
+    *,
+    args: Any = None,
+    accelerator: Any = None,
+    deepspeed_config: Any = None,
+) -> str:
+    """
+    Decides how a training run computes in its precision ([`resolve_run_precision`]): `"amp"` when autocast runs the
+    matmuls in it over wider weights (accelerate's mixed precision over fp32 weights: the residual stream, the norms
+    and the embeddings stay in the weights' dtype), `"pure"` when the weights themselves are in it (half-precision
+    weights, a precision policy, DeepSpeed's and FSDP's casts, or an fp32 run). Takes the same arguments.
+    """
+    return _resolve_run(model, args, accelerator, deepspeed_config)[1]
+
+
+def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any) -> tuple[str, str]:
+    """`(precision, compute)` of a run: see [`resolve_run_precision`] and [`resolve_run_compute`]."""
     # a run whose model carries a precision policy (pure bf16, `bf16_full_train`) computes in the policy's precision
     policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
     if policy is not None:
-        return normalize_precision(policy.name)
+        return normalize_precision(policy.name), RUN_PURE
 
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
@@ -120,11 +152,11 @@ def resolve_run_precision(
     if ds_config is not None:
         # DeepSpeed casts the model and runs its own mixed precision; accelerate's setting does not apply.
         precision = _deepspeed_precision(ds_config, fallback_mixed_precision)
-        return precision or _parameter_precision(model) or FP32
+        return precision or _parameter_precision(model) or FP32, RUN_PURE
 
     precision = _fsdp_policy_precision(accelerator)
     if precision is not None:
-        return precision
+        return precision, RUN_PURE  # FSDP runs the forward with the parameters cast to `param_dtype`
 
     mixed_precision = fallback_mixed_precision
     if mixed_precision == FP16 and _device_type(accelerator) == "cpu":
@@ -132,9 +164,11 @@ def resolve_run_precision(
         mixed_precision = None
     if mixed_precision is not None:
         # autocast only covers the matmuls: the weights' dtype carries the norms and the residual stream
-        return narrowest_range(mixed_precision, _parameter_precision(model))
+        weights = _parameter_precision(model)
+        precision = narrowest_range(mixed_precision, weights)
+        return precision, RUN_PURE if weights == precision else RUN_AMP
 
-    return _parameter_precision(model) or FP32
+    return _parameter_precision(model) or FP32, RUN_PURE
 
 
 # precisions by the range of their values, narrowest first
@@ -324,7 +358,7 @@ def _training_fix(risk, mode: str) -> str:
     )
 
 
-def check_run_precision(model: Any, precision: str) -> Risk | None:
+def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> Risk | None:
     """
     Warns, or raises [`~trained_precision.check.TrainedPrecisionRiskError`] when
     `TRANSFORMERS_TRAINED_PRECISION_CHECK=error`, if training `model` in `precision` is risky for the precision it was
@@ -339,6 +373,8 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     Args:
         model (`PreTrainedModel`): the unwrapped model, with a `config`.
         precision (`str`): the run's precision, as [`resolve_run_precision`] decides it.
+        compute (`str`, *optional*, defaults to `"pure"`): how the run computes in it, as [`resolve_run_compute`]
+            decides it: evidence from an earlier autocast (`"amp"`) run covers only another `"amp"` run.
 
     Returns:
         The [`~trained_precision.risk.Risk`] found, or `None` when the run is safe or the trained precision unknown.
@@ -346,7 +382,7 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     mode = resolve_check_mode()
     config = getattr(model, "config", None)
     info = resolve_trained_precision(config, persisted_from=getattr(model, "__dict__", {}).get(REGISTRY_ATTRIBUTE))
-    assessment = info.assess(precision, model_class=type(model))
+    assessment = info.assess(precision, model_class=type(model), compute=compute)
     risk = assessment.risk
     if assessment.prior is None or mode == IGNORE:
         return risk
@@ -359,7 +395,8 @@ def check_run_precision(model: Any, precision: str) -> Risk | None:
     reason = risk.reason
     if assessment.mitigation is not None:
         reason += f"; {assessment.mitigation.detail}"
-    message = f"{head} but is being trained in {risk.runtime}: {reason}. {_training_fix(risk, mode)}"
+    how = " mixed precision (autocast)" if compute == RUN_AMP else ""
+    message = f"{head} but is being trained in {risk.runtime}{how}: {reason}. {_training_fix(risk, mode)}"
     if risk.kind != OVERFLOW:
         logger.info_once(message)
     elif mode == ERROR:
@@ -409,26 +446,64 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
 
     if accelerator_or_dtype is None or isinstance(accelerator_or_dtype, str) or _is_dtype(accelerator_or_dtype):
         if accelerator_or_dtype is None:
-            precision = resolve_run_precision(inner)
+            precision, compute = _resolve_run(inner, None, None, None)
         else:
             precision = normalize_precision(accelerator_or_dtype)
+            compute = _given_compute(accelerator_or_dtype, precision, inner)
         if precision == UNKNOWN:
             raise ValueError("Cannot stamp 'unknown' as a trained precision: pass 'fp32', 'bf16' or 'fp16'.")
     else:
-        precision = resolve_run_precision(inner, accelerator=accelerator_or_dtype)
+        precision, compute = _resolve_run(inner, None, accelerator_or_dtype, None)
 
     if check:
-        check_run_precision(inner, precision)
+        check_run_precision(inner, precision, compute)
+    # read before anything changes the configs: whether this run keeps a stored fp16 plan's modules in fp32
+    plan_in_use = precision == FP16 and any(read_fp16_plan(config) is not None for config in configs)
+    record = RunRecord(RUN_STARTED, compute, 0, 0, plan_in_use).to_dict()
     for config in configs:
         _record_stage(config, precision, inner)
-        setattr(config, RUN_FIELD, RUN_STARTED)
-    _LOSSES_FINITE.pop(inner, None)
+        setattr(config, RUN_FIELD, dict(record))
+        # a new run changes the weights: the publisher's reference runtime no longer holds for them
+        vars(config).pop(REFERENCE_FIELD, None)
+    _RUNS[inner] = _RunState()
     logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}.")
     return precision
 
 
-# model -> whether every training loss noted since its stamp was finite (a 0-dim bool tensor: no device sync per step)
-_LOSSES_FINITE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def _given_compute(value: Any, precision: str, model: Any) -> str:
+    """
+    How a run whose precision was given (a dtype or a name) computes: Lightning's `"bf16-mixed"` and Composer's
+    `"amp_bf16"` are autocast, `"bf16-true"` is pure; otherwise the run is pure when the trainable weights are in
+    `precision` (or when there are none to look at), autocast over wider weights when they are not.
+    """
+    if isinstance(value, str):
+        name = value.strip().lower()
+        if "mixed" in name or name.startswith("amp"):
+            return RUN_AMP
+        if name.endswith("true"):
+            return RUN_PURE
+    weights = _parameter_precision(model)
+    return RUN_PURE if weights in (None, precision) else RUN_AMP
+
+
+class _RunState:
+    """What a stamped run has noted so far: whether every loss was finite, and its optimizer steps."""
+
+    def __init__(self):
+        self.losses_finite = None  # a 0-dim bool tensor on the loss's device: no device sync per step
+        self.optimizer_steps = 0
+        self.skipped_steps = 0
+
+
+# model -> the state of the run stamped on it
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _run_state(model: Any) -> _RunState:
+    state = _RUNS.get(model)
+    if state is None:
+        state = _RUNS[model] = _RunState()
+    return state
 
 
 def note_training_loss(model: Any, loss: Any) -> None:
@@ -444,18 +519,51 @@ def note_training_loss(model: Any, loss: Any) -> None:
 
     if not isinstance(loss, torch.Tensor):
         return
-    inner = unwrap_model_for_config(model)
+    state = _run_state(unwrap_model_for_config(model))
     finite = torch.isfinite(loss.detach()).all()
-    previous = _LOSSES_FINITE.get(inner)
-    _LOSSES_FINITE[inner] = finite if previous is None else previous & finite.to(previous.device)
+    previous = state.losses_finite
+    state.losses_finite = finite if previous is None else previous & finite.to(previous.device)
+
+
+def note_optimizer_step(model: Any, skipped: Any = False) -> None:
+    """
+    Notes one optimizer step of the run stamped on `model`, for [`finish_trained_precision_run`]: only steps that
+    updated the weights count towards the [`~trained_precision.evidence.MIN_RUN_STEPS`] a run needs to be evidence.
+    The [`Trainer`] calls it after every `optimizer.step()`.
+
+    Args:
+        model (`torch.nn.Module`): the model being trained (wrapped or not).
+        skipped (`bool`, `accelerate.Accelerator` or an accelerate optimizer, *optional*, defaults to `False`):
+            whether a gradient scaler skipped the step (its gradients held an inf/NaN), or the object that knows it
+            (`Accelerator.optimizer_step_was_skipped`, `AcceleratedOptimizer.step_was_skipped`). With a
+            `torch.amp.GradScaler` in a custom loop, the step was skipped when `scaler.update()` lowered the scale:
+
+            ```python
+            scale = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            note_optimizer_step(model, skipped=scaler.get_scale() < scale)
+            ```
+    """
+    if not isinstance(skipped, bool):
+        for attribute in ("optimizer_step_was_skipped", "step_was_skipped"):
+            if hasattr(skipped, attribute):
+                skipped = getattr(skipped, attribute)
+                break
+    state = _run_state(unwrap_model_for_config(model))
+    if bool(skipped):
+        state.skipped_steps += 1
+    else:
+        state.optimizer_steps += 1
 
 
 def finish_trained_precision_run(model: Any) -> str | None:
     """
-    Records how the run stamped on `model` ended, as `config.trained_precision_run` (and on every sub-config):
+    Records how the run stamped on `model` ended, in `config.trained_precision_run` (and on every sub-config): status
     `"finished"` when every loss noted with [`note_training_loss`] and every trainable weight is finite, else
-    `"diverged"` (with a warning: the checkpoint is then no evidence that its precision works). The [`Trainer`] calls
-    it when its loop ends; call it at the end of a custom loop, after [`stamp_trained_precision`].
+    `"diverged"` (with a warning: the checkpoint is then no evidence that its precision works), and the optimizer
+    steps noted with [`note_optimizer_step`]. The [`Trainer`] calls it when its loop ends; call it at the end of a
+    custom loop, after [`stamp_trained_precision`].
 
     Returns:
         `str` or `None`: the status written, `None` when the model has no stamped config.
@@ -466,26 +574,36 @@ def finish_trained_precision_run(model: Any) -> str | None:
     configs = [c for c in _all_configs(getattr(inner, "config", None)) if getattr(c, RUN_FIELD, None) is not None]
     if not configs:
         return None
-    losses = _LOSSES_FINITE.pop(inner, None)
+    state = _RUNS.pop(inner, None) or _RunState()
+    losses = state.losses_finite
     finite = bool(losses.item()) if losses is not None else True
     if finite:
         finite = all(
             bool(torch.isfinite(p.detach()).all()) for p in inner.parameters() if p.requires_grad and p.numel()
         )
     status = RUN_FINISHED if finite else RUN_DIVERGED
+    started = read_run_record(configs[0]) or RunRecord(RUN_STARTED)
+    record = RunRecord(status, started.compute, state.optimizer_steps, state.skipped_steps, started.fp16_plan)
     for config in configs:
-        setattr(config, RUN_FIELD, status)
+        setattr(config, RUN_FIELD, record.to_dict())
     precision = config_precision(configs[0], FIELD)
     name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
     if finite:
+        why_not = record.why_not_evidence(precision, record.compute or RUN_PURE, plan={} if record.fp16_plan else None)
+        if why_not is None:
+            counts = f"evidence that {precision} works for this model"
+            if record.compute == RUN_AMP:
+                counts += f" in {precision} mixed-precision training (not for {precision} weights)"
+        else:
+            counts = f"not evidence for {precision}: {why_not}"
         logger.info(
-            f"The {precision} run of '{name}' finished with finite losses: `{RUN_FIELD}={status!r}` is recorded, "
-            f"evidence that {precision} works for this model."
+            f"The {precision} run of '{name}' finished with finite losses after {record.optimizer_steps} optimizer "
+            f"step(s): `{RUN_FIELD}` records it, {counts}."
         )
     else:
         logger.warning(
             f"The {precision} run of '{name}' diverged (a training loss or a weight became inf/NaN): "
-            f"`{RUN_FIELD}={status!r}` is recorded, so {precision} is not counted as working for this model."
+            f"`{RUN_FIELD}` records status {status!r}, so {precision} is not counted as working for this model."
         )
     return status
 
@@ -542,7 +660,9 @@ def model_card_precision_entries(trainer: Any) -> dict[str, str]:
 
 __all__ = [
     "finish_trained_precision_run",
+    "note_optimizer_step",
     "note_training_loss",
+    "resolve_run_compute",
     "resolve_run_precision",
     "stamp_trained_precision",
 ]
