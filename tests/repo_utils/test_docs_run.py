@@ -184,13 +184,13 @@ def run_page(page: str, cwd: str) -> tuple[list[str], list[str]]:
             jobs = []
             for at, command in shell_commands(code, line):
                 kind, expected = classify(command)
-                if kind in ("hub", "install"):
-                    log.append(f"{page}:{at}: not run ({'needs the Hub' if kind == 'hub' else 'pip install'})")
-                    continue
                 jobs.append((at, kind, command, expected))
         else:
             continue
         for at, kind, code_or_command, expected in jobs:
+            if kind in ("hub", "install"):
+                log.append(f"{page}:{at}: not run ({'needs the Hub' if kind == 'hub' else 'pip install'})")
+                continue
             start = time.monotonic()
             try:
                 if kind == "python":

@@ -409,7 +409,7 @@ class Bf16CastTest(TestCasePlus):
         self.assertEqual(trainer.model.transformer.h[0].mlp.c_fc.weight.dtype, torch.bfloat16)
         self.assertEqual(trainer.model.transformer.wte.weight.dtype, torch.float32)
 
-    def test_storage_dtype_is_the_dominant_one(self):
+    def test_storage_dtype_is_the_trained_weights_dtype(self):
         model = _tiny_gpt2()
         self.assertEqual(pure_bf16.storage_dtype(model), torch.float32)
         pure_bf16.cast_model_for_bf16_full_train(model)
@@ -419,6 +419,20 @@ class Bf16CastTest(TestCasePlus):
         model.save_pretrained(tmp)
         with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["dtype"], "bfloat16")
+
+    def test_storage_dtype_is_bf16_where_fp32_embeddings_hold_most_parameters(self):
+        # a tiny model with a large vocabulary: most values are the fp32-kept embeddings, the trained weights are bf16
+        model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=2000, n_positions=64))
+        summary = pure_bf16.cast_model_for_bf16_full_train(model)
+        self.assertGreater(summary.fp32_params, summary.bf16_params)
+        tmp = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(tmp)
+        with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["dtype"], "bfloat16")
+        # a model the switch did not cast keeps upstream's `model.dtype`, mixed or not
+        plain = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=2000, n_positions=64))
+        plain.transformer.h[0].to(torch.bfloat16)
+        self.assertEqual(pure_bf16.storage_dtype(plain), torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -613,7 +627,7 @@ class StorageDtypeTest(unittest.TestCase):
     def test_float8_models_keep_upstreams_config_dtype(self):
         model = GPTNeoForCausalLM(tiny_gpt_neo_config())
         pure_bf16.cast_model_for_bf16_full_train(model)  # wte, the first parameter, stays fp32
-        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype
+        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the trained weights' dtype
         model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
             torch.float8_e4m3fn
         )

@@ -516,36 +516,31 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
 
     For every model that [`cast_model_for_bf16_full_train`] did not cast, upstream's choice, unchanged:
     `model.dtype`, the first floating-point parameter's dtype. A model cast for pure-bf16 training keeps its token
-    embeddings (usually the first parameter) and norms in fp32, so `model.dtype` says `float32` although most saved
-    tensors are bf16; for such a model it is the floating-point dtype that holds the most parameter values (tied
-    tensors counted once), measured when it is saved.
+    embeddings (usually the first parameter) and norms in fp32 for the optimizer's sake, so `model.dtype` says
+    `float32`; for such a model it is `bfloat16`, the dtype of the weights it trained, whatever share of the
+    parameters the fp32-kept tensors hold (in a tiny model the embeddings can be most of them). It is the dtype that
+    `dtype="auto"` then loads the whole model in, the precision `config.trained_precision` names.
 
     Only fp32, bf16 and fp16 parameters are counted: a cast model that also stores float8 (or other) weights keeps
-    upstream's choice.
+    upstream's choice, and so does one without any bf16 parameter left.
 
     Args:
         model (`nn.Module`): The model about to be saved.
 
     Returns:
-        `torch.dtype`: `model.dtype`, or for a model cast by `bf16_full_train` the dominant dtype (the first
-        parameter's dtype on a tie).
+        `torch.dtype`: `model.dtype`, or `torch.bfloat16` for a model cast by `bf16_full_train` that holds bf16
+        weights.
     """
     if getattr(model, _MARK, None) is None:
         return model.dtype
+    import torch
+
     from ..trained_precision.vocabulary import PRECISION_DTYPE_NAMES
 
-    counts: dict[Any, int] = {}
-    for param in model.parameters():
-        if not param.is_floating_point():
-            continue
-        if str(param.dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES:
-            return model.dtype
-        counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
-    if not counts:
+    dtypes = {param.dtype for param in model.parameters() if param.is_floating_point()}
+    if any(str(dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES for dtype in dtypes):
         return model.dtype
-    first = model.dtype
-    best = max(counts.values())
-    return first if counts.get(first, 0) == best else max(counts, key=counts.get)
+    return torch.bfloat16 if torch.bfloat16 in dtypes else model.dtype
 
 
 def bf16_full_train_card_entries(trainer) -> dict[str, str]:
