@@ -203,7 +203,9 @@ def run_page(page: str, cwd: str) -> tuple[list[str], list[str]]:
             what = "the block" if kind == "python" else f"`{code_or_command}`"
             log.append(f"{page}:{at}: {kind}, exit {result.returncode}, {time.monotonic() - start:.1f} s")
             if result.returncode != expected:
-                failures.append(f"{page}:{at}: {what} exits {result.returncode}, expected {expected}:\n{_tail(result)}")
+                failures.append(
+                    f"{page}:{at}: {what} exits {result.returncode}, expected {expected}:\n{_tail(result)}"
+                )
     return failures, log
 
 

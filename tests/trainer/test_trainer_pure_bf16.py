@@ -492,6 +492,18 @@ class PureBf16TrainingTest(TestCasePlus):
         for message in messages:
             self.assertIn(message[:60], cl.out)
 
+        self.assertIn("2^-8 (~0.39%)", messages[0])
+
+        # fp16 weights: fp16's own numbers (11 significant bits), not bf16's
+        fp16_model = _tiny_gpt2().to(torch.float16)
+        fp16_groups = [{"params": list(fp16_model.parameters()), "weight_decay": 1e-3}]
+        fp16_messages = self._warnings(fp16_model, torch.optim.AdamW(fp16_groups, lr=1e-4, betas=(0.9, 0.99)))
+        self.assertEqual(len(fp16_messages), 2, fp16_messages)
+        self.assertIn("are float16", fp16_messages[0])
+        self.assertIn("2^-11 (~0.049%)", fp16_messages[0])
+        self.assertNotIn("2^-8", fp16_messages[0])
+        self.assertIn("1e-07 is below 2^-12", fp16_messages[1])
+
         # optimi with Kahan summation, compensated decay and beta2 = 0.99: nothing to say
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
         optimi_adamw = cls(groups(), lr=1e-4, betas=(0.9, 0.99), kahan_sum=True)
