@@ -418,7 +418,10 @@ class ConsoleScriptDispatchTest(IsolatedHomeTestCase):
             "main()\n"
         )
         directory = self.checkpoint(config={**CONFIG, "trained_precision": "bf16"})
-        for args in ([str(directory), "--no-such-option", "--json"], [str(directory), "--top", "x", "--format", "json"]):
+        for args in (
+            [str(directory), "--no-such-option", "--json"],
+            [str(directory), "--top", "x", "--format", "json"],
+        ):
             result = subprocess.run(
                 [sys.executable, "-c", probe, *args],
                 capture_output=True,

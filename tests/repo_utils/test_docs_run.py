@@ -98,7 +98,7 @@ def shell_commands(code: str, first_line: int) -> list[tuple[int, str]]:
             continue
         start = offset if not pending else start
         if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
+            pending += stripped[:-1].rstrip() + " "
             continue
         commands.append((start, pending + stripped))
         pending = ""

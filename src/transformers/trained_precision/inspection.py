@@ -558,7 +558,9 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
                 runtime,
                 SAFE,
                 summary=f"safe: {evidence.describe()}",
-                reasons=["the trained precision is unknown; the evidence shows this runtime works for the checkpoint."],
+                reasons=[
+                    "the trained precision is unknown; the evidence shows this runtime works for the checkpoint."
+                ],
                 evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
             )
     if runtime == FP32 or runtime in info.lineage:
