@@ -84,7 +84,7 @@ demo: install
 # emulated (AVX2-only CPUs), use BENCH_ARGS="--hidden 64 --seq_len 64 --layers 2").
 # BENCH_ARGS="--json a.json", twice, then `benchmarks/benchmark_pure_bf16.py --compare a.json b.json`: do they repeat?
 BENCH_ARGS ?=
-bench: EXTRAS = optimi,trained-precision-demo
+bench: EXTRAS = optimi,torchao,trained-precision-demo
 bench: install
 	$(VPY) benchmarks/benchmark_pure_bf16.py $(BENCH_ARGS)
 

@@ -21,7 +21,7 @@ runtime only with a source of its own, no duplicate ids, no two rows matching th
 row in its `exceptions` (the message says when the two contradict each other), and a `model_type` that upstream's
 `CONFIG_MAPPING` knows (where one is given).
 
-Use from the root of the repo with:
+Use from the root of the repo (or with its path, from any directory) with:
 
 ```bash
 python utils/check_trained_precision.py
@@ -425,7 +425,7 @@ def check_docs_table(registry, doc_path: Path, overwrite: bool = False) -> list[
 def check_trained_precision(overwrite: bool = False, registry=None, doc_path: Path | None = None, model_types=None):
     """
     Checks every registry row and the docs table; with `overwrite`, regenerates the table (only from a valid
-    registry). Raises a `ValueError` listing every problem.
+    registry). Raises a `ValueError` listing every problem; returns `(rows checked, the docs page checked)`.
     """
     vocabulary, registry_module, _ = load_trained_precision()
     registry = registry_module.REGISTRY if registry is None else registry
@@ -439,9 +439,11 @@ def check_trained_precision(overwrite: bool = False, registry=None, doc_path: Pa
             + "\n".join(f"- {p}" for p in row_problems)
             + f"\nFix these rows in {registry_file}, then run `{FIX_COMMAND}` to regenerate the docs table."
         )
-    doc_problems = check_docs_table(registry, doc_path or PATH_TO_DOC, overwrite=overwrite)
+    doc_path = doc_path or PATH_TO_DOC
+    doc_problems = check_docs_table(registry, doc_path, overwrite=overwrite)
     if doc_problems:
         raise ValueError("\n".join(doc_problems))
+    return len(registry), os.path.relpath(doc_path, REPO_ROOT) if Path(doc_path).is_absolute() else str(doc_path)
 
 
 def main(argv=None) -> int:
@@ -450,7 +452,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--fix_and_overwrite", action="store_true", help="Regenerate the docs table.")
     args = parser.parse_args(argv)
-    check_trained_precision(overwrite=args.fix_and_overwrite)
+    rows, doc_name = check_trained_precision(overwrite=args.fix_and_overwrite)
+    registry_file = os.path.relpath(PATH_TO_TRAINED_PRECISION / "registry.py", REPO_ROOT)
+    table = "regenerated" if args.fix_and_overwrite else "up to date"
+    print(f"{REPO_ROOT}: {rows} registry rows in {registry_file} are valid; the table in {doc_name} is {table}.")
     return 0
 
 

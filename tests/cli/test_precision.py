@@ -306,7 +306,7 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertIn("fp32, bf16, fp16", result.stderr)
 
     def test_text_without_audit(self):
-        result = self.run_cli(self.t5_dir, "--text", __file__)
+        result = self.run_cli(self.t5_dir, "--texts", __file__)
         self.assertEqual(result.exit_code, 2)
         self.assertIn("--audit", result.stderr)
 
@@ -516,7 +516,7 @@ class PrecisionCommandTest(TestCasePlus):
         text_file = os.path.join(self.get_auto_remove_tmp_dir(), "calibration.txt")
         with open(text_file, "w", encoding="utf-8") as f:
             f.write("some text\n")
-        result = self.run_cli(self.t5_dir, "--audit", "--text", text_file)
+        result = self.run_cli(self.t5_dir, "--audit", "--texts", text_file)
         self.assertEqual(result.exit_code, 2)
         self.assertIn("tokenizer", result.stderr)
 

@@ -397,17 +397,42 @@ class ConsoleScriptDispatchTest(IsolatedHomeTestCase):
 
         from transformers.cli import transformers as transformers_cli
 
-        directory = self.checkpoint(config={**CONFIG, "trained_precision": "bf16"})
-        argv = ["transformers", "precision", str(directory), "--dtype", "fp16"]
+        # `precision` parses its own arguments (see the next test): another lone command goes through the app
         with (
             mock.patch.object(transformers_cli, "typer_factory", lambda help: typer.Typer(help=help)),
             mock.patch.object(transformers_cli, "check_cli_update"),
-            mock.patch.object(sys, "argv", argv),
+            mock.patch.object(sys, "argv", ["transformers", "version"]),
             contextlib.redirect_stdout(io.StringIO()) as out,
             self.assertRaises(SystemExit) as exit_,
         ):
             transformers_cli.main()
-        self.assertEqual(exit_.exception.code, 1, out.getvalue())
+        self.assertIn(exit_.exception.code, (0, None), out.getvalue())
+        self.assertIn("5.23.0", out.getvalue())
+
+    def test_console_script_usage_error_is_one_json_document(self):
+        """`transformers precision ... --json` answers a usage error with one JSON document, as the module does."""
+        probe = (
+            "import sys\n"
+            "sys.argv = ['transformers', 'precision', *sys.argv[1:]]\n"
+            "from transformers.cli.transformers import main\n"
+            "main()\n"
+        )
+        directory = self.checkpoint(config={**CONFIG, "trained_precision": "bf16"})
+        for args in (
+            [str(directory), "--no-such-option", "--json"],
+            [str(directory), "--top", "x", "--format", "json"],
+        ):
+            result = subprocess.run(
+                [sys.executable, "-c", probe, *args],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1"},
+                timeout=120,
+            )
+            self.assertEqual(result.returncode, 2, result.stderr)
+            document = json.loads(result.stdout)
+            self.assertEqual(document["exit_code"], 2)
+            self.assertIn("--no-such-option" if "--json" in args else "--top", document["error"])
 
 
 if __name__ == "__main__":

@@ -202,6 +202,70 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertEqual(result.exit_code, 2, result.output)
         self.assertIn("--write goes with `transformers precision plan`: not with the report", result.output)
 
+    def report(self, *args):
+        import typer
+        from click.testing import CliRunner
+
+        from transformers.cli.transformers import app
+
+        command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
+        return CliRunner().invoke(command, ["precision", *args])
+
+    def test_a_written_plan_makes_the_reports_fp16_verdict_safe(self):
+        # the trained precision is unknown, so no rule decides: the validated plan does (an empty one here)
+        path = self.checkpoint("clean")
+        self.assertEqual(self.report(path, "--dtype", "fp16").exit_code, 3)
+        self.assertEqual(self.run_cli(path, "--dtype", "fp16", "--write").exit_code, 0)
+        result = self.report(path, "--dtype", "fp16", "--json")
+        self.assertEqual(result.exit_code, 0, result.output)
+        verdict = json.loads(result.stdout)["verdicts"]["fp16"]
+        self.assertEqual(verdict["status"], "safe")
+        self.assertEqual(verdict["evidence"]["kind"], "fp16_plan")
+        self.assertEqual(self.report(path, "--dtype", "bf16").exit_code, 3)  # a plan says nothing about bf16
+
+    def test_texts_has_one_spelling_in_plan_and_audit(self):
+        help_text = self.report("--help").output
+        self.assertIn("--texts", help_text)
+        self.assertNotIn("--text ", help_text)  # the former audit spelling is a hidden alias
+        path = self.checkpoint("clean")
+        texts = os.path.join(self.get_auto_remove_tmp_dir(), "texts.txt")
+        with open(texts, "w", encoding="utf-8") as f:
+            f.write("one text\nanother text\n")
+        for args in (
+            ("plan", path, "--texts", texts),
+            ("plan", path, "--text", texts),
+            (path, "--audit", "--texts", texts),
+        ):
+            with self.subTest(args=args):
+                result = self.report(*args)
+                self.assertEqual(result.exit_code, 2, result.output)
+                self.assertIn("need a tokenizer", result.output)
+        result = self.report(path, "--audit", "--texts", texts, "--text", path)
+        self.assertEqual(result.exit_code, 2, result.output)
+        self.assertIn("another name of --texts", result.output)
+
+    def test_download_of_an_uncached_id_fails_at_once_where_the_hub_cannot_be_reached(self):
+        from unittest import mock
+
+        def no_download(*args, **kwargs):
+            raise AssertionError("the command tried to download")
+
+        with (
+            mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "0"}),
+            mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
+            mock.patch("transformers.trained_precision.inspection._hub_unreachable", return_value="no route"),
+            mock.patch("huggingface_hub.hf_hub_download", no_download),
+            mock.patch("huggingface_hub.snapshot_download", no_download),
+        ):
+            result = self.run_cli("google/flan-t5-small", "--dtype", "fp16", "--download")
+        self.assertEqual(result.exit_code, 2, result.output)
+        self.assertIn("the Hub cannot be reached (no route)", result.output)
+        # offline, the same at once, naming HF_HUB_OFFLINE
+        with mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", True):
+            result = self.run_cli("google/flan-t5-small", "--dtype", "fp16", "--download")
+        self.assertEqual(result.exit_code, 2, result.output)
+        self.assertIn("HF_HUB_OFFLINE is set", result.output)
+
 
 if __name__ == "__main__":
     unittest.main()

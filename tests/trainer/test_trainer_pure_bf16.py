@@ -409,7 +409,7 @@ class Bf16CastTest(TestCasePlus):
         self.assertEqual(trainer.model.transformer.h[0].mlp.c_fc.weight.dtype, torch.bfloat16)
         self.assertEqual(trainer.model.transformer.wte.weight.dtype, torch.float32)
 
-    def test_storage_dtype_is_the_dominant_one(self):
+    def test_storage_dtype_is_the_trained_weights_dtype(self):
         model = _tiny_gpt2()
         self.assertEqual(pure_bf16.storage_dtype(model), torch.float32)
         pure_bf16.cast_model_for_bf16_full_train(model)
@@ -419,6 +419,20 @@ class Bf16CastTest(TestCasePlus):
         model.save_pretrained(tmp)
         with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["dtype"], "bfloat16")
+
+    def test_storage_dtype_is_bf16_where_fp32_embeddings_hold_most_parameters(self):
+        # a tiny model with a large vocabulary: most values are the fp32-kept embeddings, the trained weights are bf16
+        model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=2000, n_positions=64))
+        summary = pure_bf16.cast_model_for_bf16_full_train(model)
+        self.assertGreater(summary.fp32_params, summary.bf16_params)
+        tmp = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(tmp)
+        with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["dtype"], "bfloat16")
+        # a model the switch did not cast keeps upstream's `model.dtype`, mixed or not
+        plain = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=2000, n_positions=64))
+        plain.transformer.h[0].to(torch.bfloat16)
+        self.assertEqual(pure_bf16.storage_dtype(plain), torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -477,6 +491,18 @@ class PureBf16TrainingTest(TestCasePlus):
         self.assertIn("adam_beta2 = 0.999 > 0.99", messages[2])
         for message in messages:
             self.assertIn(message[:60], cl.out)
+
+        self.assertIn("2^-8 (~0.39%)", messages[0])
+
+        # fp16 weights: fp16's own numbers (11 significant bits), not bf16's
+        fp16_model = _tiny_gpt2().to(torch.float16)
+        fp16_groups = [{"params": list(fp16_model.parameters()), "weight_decay": 1e-3}]
+        fp16_messages = self._warnings(fp16_model, torch.optim.AdamW(fp16_groups, lr=1e-4, betas=(0.9, 0.99)))
+        self.assertEqual(len(fp16_messages), 2, fp16_messages)
+        self.assertIn("are float16", fp16_messages[0])
+        self.assertIn("2^-11 (~0.049%)", fp16_messages[0])
+        self.assertNotIn("2^-8", fp16_messages[0])
+        self.assertIn("1e-07 is below 2^-12", fp16_messages[1])
 
         # optimi with Kahan summation, compensated decay and beta2 = 0.99: nothing to say
         cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
@@ -613,7 +639,7 @@ class StorageDtypeTest(unittest.TestCase):
     def test_float8_models_keep_upstreams_config_dtype(self):
         model = GPTNeoForCausalLM(tiny_gpt_neo_config())
         pure_bf16.cast_model_for_bf16_full_train(model)  # wte, the first parameter, stays fp32
-        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the dominant dtype
+        self.assertEqual(pure_bf16.storage_dtype(model), torch.bfloat16)  # the trained weights' dtype
         model.transformer.h[0].mlp.c_fc.weight.data = model.transformer.h[0].mlp.c_fc.weight.data.to(
             torch.float8_e4m3fn
         )

@@ -756,3 +756,8 @@ if __name__ == "__main__":
         modes = {"ddp": _ddp_main, "fsdp2": _fsdp2_main, "trainer_fsdp2": _trainer_fsdp2_main}
         modes["fsdp_on_cpu"] = _fsdp_on_cpu_main
         modes[cli.mode](cli.output_dir)
+    # Leave together: rank 1, which writes nothing, used to exit while rank 0 was still saving, and a gloo process
+    # group torn down by interpreter exit on one side can abort the other (SIGABRT) at the final save.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()

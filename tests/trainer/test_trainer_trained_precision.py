@@ -286,9 +286,20 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assert_saved("bf16")
 
     def test_fp16_flag_on_the_cpu(self):
-        # accelerate ignores fp16 on the CPU: the run is fp32, and the stamp says so.
-        self.train(tiny_gpt_neo(), fp16=True)
+        # accelerate ignores fp16 on the CPU: the run is fp32, one warning says so, and the stamp says why.
+        logging.warning_once.cache_clear()  # once per process: another test may have said it already
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.train(tiny_gpt_neo(), fp16=True)
         self.assert_saved("fp32")
+        self.assertEqual(cl.out.count("accelerate runs no fp16 autocast on the CPU: this run computes in fp32"), 1)
+        self.assertIn("Stamped `trained_precision='fp32'`", cl.out)
+        self.assertIn("(fp16 mixed precision asked for on the CPU, where accelerate runs no fp16 autocast)", cl.out)
+
+    def test_bf16_flag_on_the_cpu_says_nothing_about_fp16(self):
+        logging.warning_once.cache_clear()
+        with CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            self.train(tiny_gpt_neo(), bf16=True)
+        self.assertNotIn("fp16 autocast", cl.out)
 
     def test_accelerate_mixed_precision_environment_variable(self):
         with mockenv_context(ACCELERATE_MIXED_PRECISION="bf16"):

@@ -28,6 +28,21 @@ if is_torch_available():
     from transformers.trained_precision.testing_utils import tiny_gpt_neo
 
 
+class AuditVerdictTest(unittest.TestCase):
+    def test_the_verdict_quotes_the_tables_maximum(self):
+        from transformers.trained_precision.audit import ActivationAudit, ModuleRange
+
+        # the first value to overflow (in execution order, on the first sample) is smaller than the module's largest
+        # over every sample, which the table lists: the verdict quotes the table's number
+        modules = [ModuleRange("block.wo", 3.66e6, 10.0, 4), ModuleRange("block.wi", 12.0, 5.0, 4)]
+        audit = ActivationAudit(modules, ("block.wo", "output", 7.1e4), [], 4, 256, "random")
+        self.assertIn("(max 3.66e+06; fp16 max 65504)", audit.verdict)
+        self.assertIn("3.66e+06", audit.format())
+        # an overflow at a module's input quotes that module's largest input
+        audit = ActivationAudit(modules, ("block.wi", "input", 7.0e4), [], 4, 256, "random")
+        self.assertIn("the input of `block.wi` (max 7e+04;", audit.verdict)
+
+
 @require_torch
 class ActivationAuditTest(unittest.TestCase):
     def test_audit_api_removes_hooks_and_restores_mode(self):

@@ -60,6 +60,10 @@ logger = logging.get_logger(__name__)
 
 #: bf16 keeps 8 significant bits: an update smaller than 2^-8 of a weight can be rounded away.
 BF16_UPDATE_FLOOR = 2.0**-8
+#: fp16 keeps 11 significant bits: an update smaller than 2^-11 of a weight can be rounded away.
+FP16_UPDATE_FLOOR = 2.0**-11
+#: `w * (1 - lr * wd)` rounds back to `w` in fp16 whenever `lr * wd` is below half an fp16 step, 2^-12.
+FP16_DECAY_FLOOR = 2.0**-12
 #: `w * (1 - lr * wd)` rounds back to `w` in bf16 whenever `lr * wd` is below half a bf16 step, 2^-9.
 BF16_DECAY_FLOOR = 2.0**-9
 #: Above this beta2, decreases of a bf16 second moment are smaller than half a bf16 step late in training.
@@ -457,6 +461,12 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     n_half = sum(p.numel() for p in half)
     n_total = sum(p.numel() for p in trainable)
     dtype_name = "bfloat16" if any(p.dtype == torch.bfloat16 for p in half) else "float16"
+    # each format's own numbers: bf16 keeps 8 significant bits, fp16 11
+    update_floor, update_exp, decay_floor, decay_exp = (
+        (BF16_UPDATE_FLOOR, 8, BF16_DECAY_FLOOR, 9)
+        if dtype_name == "bfloat16"
+        else (FP16_UPDATE_FLOOR, 11, FP16_DECAY_FLOOR, 12)
+    )
     inner = getattr(optimizer, "optimizer", optimizer)
     opt_name = type(inner).__name__
     compensated = is_compensated_optimizer(inner)
@@ -465,8 +475,8 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     if compensated is False:
         messages.append(
             f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
-            f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-8 "
-            f"(~{BF16_UPDATE_FLOOR:.2%}) of a weight is rounded away, so training stalls as the learning rate decays. "
+            f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-{update_exp} "
+            f"(~{100 * update_floor:.2g}%) of a weight is rounded away, so training stalls as the learning rate decays. "
             + getattr(
                 inner,
                 "_rounding_hint",
@@ -481,9 +491,9 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     for group in groups:
         wd = group.get("weight_decay", 0.0) or 0.0
         glr = group.get("lr", lr) or lr
-        if wd and glr and _half_params_in(group) and not compensates_decay and glr * wd < BF16_DECAY_FLOOR:
+        if wd and glr and _half_params_in(group) and not compensates_decay and glr * wd < decay_floor:
             messages.append(
-                f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-9 (~{BF16_DECAY_FLOOR:.4f}): "
+                f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-{decay_exp} (~{decay_floor:.3g}): "
                 f"multiplying a {dtype_name} weight by (1 - {glr * wd:.3g}) rounds back to the weight, so weight decay "
                 f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {opt_name}. The optimi "
                 f"optimizers (`optim='adamw_optimi'`, ...) apply decay inside the compensated update."
@@ -516,36 +526,31 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
 
     For every model that [`cast_model_for_bf16_full_train`] did not cast, upstream's choice, unchanged:
     `model.dtype`, the first floating-point parameter's dtype. A model cast for pure-bf16 training keeps its token
-    embeddings (usually the first parameter) and norms in fp32, so `model.dtype` says `float32` although most saved
-    tensors are bf16; for such a model it is the floating-point dtype that holds the most parameter values (tied
-    tensors counted once), measured when it is saved.
+    embeddings (usually the first parameter) and norms in fp32 for the optimizer's sake, so `model.dtype` says
+    `float32`; for such a model it is `bfloat16`, the dtype of the weights it trained, whatever share of the
+    parameters the fp32-kept tensors hold (in a tiny model the embeddings can be most of them). It is the dtype that
+    `dtype="auto"` then loads the whole model in, the precision `config.trained_precision` names.
 
     Only fp32, bf16 and fp16 parameters are counted: a cast model that also stores float8 (or other) weights keeps
-    upstream's choice.
+    upstream's choice, and so does one without any bf16 parameter left.
 
     Args:
         model (`nn.Module`): The model about to be saved.
 
     Returns:
-        `torch.dtype`: `model.dtype`, or for a model cast by `bf16_full_train` the dominant dtype (the first
-        parameter's dtype on a tie).
+        `torch.dtype`: `model.dtype`, or `torch.bfloat16` for a model cast by `bf16_full_train` that holds bf16
+        weights.
     """
     if getattr(model, _MARK, None) is None:
         return model.dtype
+    import torch
+
     from ..trained_precision.vocabulary import PRECISION_DTYPE_NAMES
 
-    counts: dict[Any, int] = {}
-    for param in model.parameters():
-        if not param.is_floating_point():
-            continue
-        if str(param.dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES:
-            return model.dtype
-        counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
-    if not counts:
+    dtypes = {param.dtype for param in model.parameters() if param.is_floating_point()}
+    if any(str(dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES for dtype in dtypes):
         return model.dtype
-    first = model.dtype
-    best = max(counts.values())
-    return first if counts.get(first, 0) == best else max(counts, key=counts.get)
+    return torch.bfloat16 if torch.bfloat16 in dtypes else model.dtype
 
 
 def bf16_full_train_card_entries(trainer) -> dict[str, str]:

@@ -26,7 +26,7 @@ inputs, reads `ModelOutput`s, skips integer inputs (token ids) and removes its h
 >>> from transformers.trained_precision import ActivationRecorder, audit_activations
 >>> audit = audit_activations(model, tokenizer=tokenizer)       # a model already in memory
 >>> print(audit.verdict)
-overflows fp16 at `encoder.block.1.layer.1.DenseReluDense.wo` (max 1.2e+05)
+overflows fp16 at `encoder.block.1.layer.1.DenseReluDense.wo` (max 1.23e+05; fp16 max 65504)
 ```
 """
 
@@ -299,7 +299,7 @@ class ActivationAudit:
 
     @property
     def verdict(self) -> str:
-        """One sentence, e.g. "overflows fp16 at `encoder.block.3.layer.1.DenseReluDense.wo` (max 1.2e+05)"."""
+        """One sentence, e.g. "overflows fp16 at `encoder.block.3.layer.1.DenseReluDense.wo` (max 1.23e+05)"."""
         if self.nonfinite:
             return (
                 f"non-finite activations (inf/NaN) at `{self.nonfinite[0]}` even in the audited dtype: the weights or "
@@ -308,7 +308,13 @@ class ActivationAudit:
         if self.first_overflow is not None:
             name, kind, value = self.first_overflow
             where = f"`{name}`" if kind == "output" else f"the input of `{name}`"
-            return f"overflows fp16 at {where} (max {value:.2g}; fp16 max {FP16_MAX:g})"
+            # the module's largest value over every sample, as the table lists it (the first value to overflow, in
+            # execution order, can be smaller)
+            module = next((m for m in self.modules if m.name == name), None)
+            if module is not None:
+                largest = module.max_abs if kind == "output" else module.max_input
+                value = value if largest is None or math.isnan(largest) else max(value, largest)
+            return f"overflows fp16 at {where} (max {value:.3g}; fp16 max {FP16_MAX:g})"
         if not self.modules:
             return "no floating-point activations were recorded"
         top = self.modules[0]

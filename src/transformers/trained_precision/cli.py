@@ -63,7 +63,7 @@ HELP = f"""What precision a checkpoint was trained in, and whether a runtime dty
 
 \b
 Report (reads config.json and safetensors headers only; never imports torch unless --audit):
-  transformers precision PATH_OR_ID [--dtype fp16] [--audit] [--json]
+  transformers precision PATH_OR_ID [--dtype fp16] [--audit [--texts FILE]] [--json]
 \b
 Write the field into checkpoints (local directories, config.json files, Hub cache snapshots, repo folders or a whole
 cache):
@@ -130,7 +130,6 @@ class Options:
     audit: bool = False
     download: bool = False
     allow_pickle: bool = False
-    text: str | None = None
     top: int = 10
     revision: str | None = None
     cache_dir: str | None = None
@@ -206,10 +205,7 @@ def precision(
             "--allow-pickle", help="With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
         ),
     ] = False,
-    text: Annotated[
-        str | None,
-        typer.Option(help="With --audit: a UTF-8 file of calibration texts (one per paragraph, or per line)."),
-    ] = None,
+    text: Annotated[str | None, typer.Option("--text", hidden=True, help="The former name of --texts.")] = None,
     top: Annotated[int, typer.Option(help="With --audit: how many modules to list.")] = 10,
     output_format: Annotated[str, typer.Option("--format", help="Output format: text or json.")] = "text",
     json_output: Annotated[
@@ -246,19 +242,26 @@ def precision(
     ] = False,
     texts: Annotated[
         str | None,
-        typer.Option("--texts", help="`plan`: a UTF-8 file of calibration texts (one per paragraph, or per line)."),
+        typer.Option(
+            "--texts",
+            help="With --audit, and `plan`: a UTF-8 file of calibration texts (one per paragraph, or per line).",
+        ),
     ] = None,
     headroom: Annotated[
         float | None,
         typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
     ] = None,
 ):
+    try:
+        texts = _one_texts_file(texts, text)
+    except CommandError as e:
+        _Output(json_output or output_format == "json").error(str(e), e.exit_code)
+        raise SystemExit(e.exit_code) from None
     options = Options(
         dtype=dtype,
         audit=audit,
         download=download,
         allow_pickle=allow_pickle,
-        text=text,
         top=top,
         revision=revision,
         cache_dir=cache_dir,
@@ -278,6 +281,13 @@ def precision(
 
 
 precision.__doc__ = HELP
+
+
+def _one_texts_file(texts: str | None, text: str | None) -> str | None:
+    """`--texts FILE`, also spelled `--text FILE` (its former name in the report, kept as a hidden alias)."""
+    if texts is not None and text is not None and texts != text:
+        raise CommandError(f"--texts {texts} and --text {text}: --text is another name of --texts, give one file.")
+    return texts if texts is not None else text
 
 
 def run_command(args: list[str], options: Options, *, json_output: bool = False, output_format: str = "text") -> int:
@@ -355,13 +365,13 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
             dtype = runtime_name(dtype)
         except CheckpointInspectionError as e:
             raise CommandError(f"--dtype: {e}") from e
-    if options.text is not None and not options.audit:
-        raise CommandError("--text only applies with --audit.")
+    if options.texts is not None and not options.audit:
+        raise CommandError("--texts only applies with --audit.")
     if (options.download or options.allow_pickle) and not options.audit:
         raise CommandError("--download and --allow-pickle only apply with --audit.")
     if options.top < 1:
         raise CommandError(f"--top must be a positive integer, got {options.top}.")
-    texts = _read_texts(options.text) if options.text is not None else None
+    texts = _read_texts(options.texts) if options.texts is not None else None
     try:
         report = inspect_checkpoint(
             args[0],
@@ -420,6 +430,15 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
         raise CommandError(
             f"{path_or_id} is neither a checkpoint directory nor a Hub id in the local cache (--download fetches it)."
         )
+    if config_path is None:
+        # the report's resolution: offline, or with the Hub unreachable (one connection, 5 s at most), it fails at
+        # once instead of the download retrying for tens of seconds; online it fetches config.json
+        from .inspection import _resolve
+
+        try:
+            config_path = _resolve(path_or_id, revision=None, cache_dir=options.cache_dir).config_path
+        except CheckpointInspectionError as e:
+            raise CommandError(str(e)) from e
     texts = _read_texts(options.texts) if options.texts is not None else None
     try:
         result = plan_checkpoint(
@@ -545,7 +564,7 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
     return code
 
 
-_REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "text", "top", "revision", "cache_dir"})
+_REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "texts", "top", "revision", "cache_dir"})
 
 #: Subcommand name -> handler and the options it takes. A new subcommand is one entry here and one function.
 SUBCOMMANDS: dict[str, Subcommand] = {

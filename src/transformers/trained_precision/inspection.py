@@ -549,6 +549,22 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             ],
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
         )
+    if not info.is_known:
+        # no rule applies, but the checkpoint may prove the runtime works (a validated fp16 plan, the publisher's
+        # runtime): the same evidence, found by the same function, as for a known trained precision
+        from .evidence import find_evidence
+
+        evidence = find_evidence(runtime, entry=info.row, plan=info.plan)
+        if evidence is not None:
+            return Verdict(
+                runtime,
+                SAFE,
+                summary=f"safe: {evidence.describe()}",
+                reasons=[
+                    "the trained precision is unknown; the evidence shows this runtime works for the checkpoint."
+                ],
+                evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
+            )
     if runtime == FP32 or runtime in info.lineage:
         why = "fp32 is always safe" if runtime == FP32 else f"trained in {runtime}"
         return Verdict(runtime, SAFE, summary=f"safe ({why})")

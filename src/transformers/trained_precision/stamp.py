@@ -162,6 +162,7 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
     if mixed_precision == FP16 and _device_type(accelerator) == "cpu":
         # accelerate silently skips fp16 autocast on the CPU: nothing runs in fp16 unless the weights are fp16.
         mixed_precision = None
+        logger.warning_once(_fp16_on_cpu_message(_parameter_precision(model) or FP32))
     if mixed_precision is not None:
         # autocast only covers the matmuls: the weights' dtype carries the norms and the residual stream
         weights = _parameter_precision(model)
@@ -208,6 +209,15 @@ def _mixed_precision(args: Any = None, accelerator: Any = None) -> str | None:
         if getattr(args, "bf16", False):
             return BF16
     return _read_mixed_precision(os.environ.get("ACCELERATE_MIXED_PRECISION"))
+
+
+def _fp16_on_cpu_message(precision: str) -> str:
+    return (
+        f"fp16 mixed precision was asked for (`fp16=True` or `mixed_precision='fp16'`), but accelerate runs no fp16 "
+        f"autocast on the CPU: this run computes in {precision}, the dtype of the model's weights, and is stamped "
+        f"`trained_precision={precision!r}`. Run on a GPU for fp16 mixed precision; on the CPU, `bf16=True` has an "
+        "autocast."
+    )
 
 
 def _device_type(accelerator: Any) -> str | None:
@@ -466,7 +476,10 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
         # a new run changes the weights: the publisher's reference runtime no longer holds for them
         vars(config).pop(REFERENCE_FIELD, None)
     _RUNS[inner] = _RunState()
-    logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}.")
+    why = ""
+    if _mixed_precision(accelerator=accelerator_or_dtype) == FP16 and _device_type(accelerator_or_dtype) == "cpu":
+        why = " (fp16 mixed precision asked for on the CPU, where accelerate runs no fp16 autocast)"
+    logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}{why}.")
     return precision
 
 
