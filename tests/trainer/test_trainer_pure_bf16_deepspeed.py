@@ -137,7 +137,11 @@ class DeepSpeedBf16FullTrainTest(TestCasePlus):
             self.assertEqual(result["resumed_weights_sha"], result["weights_sha"], rank)
             self.assertEqual(result["resumed_global_step"], 4, rank)
         self.assertEqual(ranks[0]["losses"], ranks[1]["losses"])
-        for directory in [os.path.join(output_dir, "checkpoint-2"), os.path.join(output_dir, "checkpoint-4"), output_dir]:
+        for directory in [
+            os.path.join(output_dir, "checkpoint-2"),
+            os.path.join(output_dir, "checkpoint-4"),
+            output_dir,
+        ]:
             config = read_config(directory)
             self.assertEqual(config["trained_precision"], "bf16", directory)
             self.assertEqual(config["dtype"], "bfloat16", directory)
@@ -363,11 +367,15 @@ def _zero_step_main(output_dir):
                 ds_param, ref_param = ds_params[name], ref_params[name]
                 pairs = [("weight", safe_get_full_fp32_param(ds_param), ref_param)]
                 for key in ("exp_avg", "exp_avg_sq", "kahan_comp"):
-                    pairs.append((key, safe_get_full_optimizer_state(ds_param, key), ref_optimizer.state[ref_param][key]))
+                    pairs.append(
+                        (key, safe_get_full_optimizer_state(ds_param, key), ref_optimizer.state[ref_param][key])
+                    )
                 for what, sharded, unsharded in pairs:
                     if not torch.equal(sharded.reshape(unsharded.shape).to(unsharded.dtype), unsharded):
                         a, b = sharded.reshape(unsharded.shape).float(), unsharded.float()
-                        mismatches.append(f"step {step} {name} {what} {float((a-b).abs().max()):.3g} {float(a.abs().max()):.3g} {float(b.abs().max()):.3g}")
+                        mismatches.append(
+                            f"step {step} {name} {what} {float((a - b).abs().max()):.3g} {float(a.abs().max()):.3g} {float(b.abs().max()):.3g}"
+                        )
         kahan_nonzero = sum(int((ref_optimizer.state[p]["kahan_comp"] != 0).sum()) for p in reference.parameters())
         inner = getattr(optimizer, "optimizer", optimizer)
         dtypes, keys, size = _local_state(inner)

@@ -413,7 +413,9 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
             # itself: embeddings and norms are bf16 too, and the summary says so
             policy = Bf16FullTrainPrecision(cast_all=True)
             if getattr(args, "process_index", 0) == 0:
-                logger.info("bf16_full_train with DeepSpeed: every trainable parameter is cast to bf16 (ZeRO's flat bf16 partitions).")
+                logger.info(
+                    "bf16_full_train with DeepSpeed: every trainable parameter is cast to bf16 (ZeRO's flat bf16 partitions)."
+                )
         summary = policy.convert_module(model)
         if getattr(args, "process_index", 0) == 0:
             # the one line that says what the switch did: visible at the default verbosity

@@ -76,7 +76,7 @@ DEEPSPEED_STAGE_REFUSAL = (
 )
 DEEPSPEED_FP16_REFUSAL = (
     "`bf16_full_train=True` trains bf16 weights and cannot run a DeepSpeed config with `fp16.enabled` true. Set "
-    "`fp16.enabled` to false (or \"auto\"); `bf16` is enabled for you."
+    '`fp16.enabled` to false (or "auto"); `bf16` is enabled for you.'
 )
 DEEPSPEED_BF16_OFF_REFUSAL = (
     "`bf16_full_train=True` needs DeepSpeed's bf16 mode, but the DeepSpeed config sets `bf16.enabled` to {value!r}. "
@@ -90,7 +90,7 @@ DEEPSPEED_MASTER_OFF_REFUSAL = (
 DEEPSPEED_OFFLOAD_REFUSAL = (
     "`bf16_full_train=True` does not support `zero_optimization.{key}` (device {device!r}): with bf16 master weights, "
     "ZeRO-Offload runs the update in DeepSpeed's own CPU Adam (`DeepSpeedCPUAdam`, which has no Kahan compensation) and "
-    "refuses a client optimizer, so the compensated optimizer would be lost. Set its `device` to \"none\" (sharding "
+    'refuses a client optimizer, so the compensated optimizer would be lost. Set its `device` to "none" (sharding '
     "alone keeps about 10/N bytes per parameter on each of N ranks at stage 3), or drop `bf16_full_train` to offload "
     "DeepSpeed's uncompensated bf16 training."
 )
