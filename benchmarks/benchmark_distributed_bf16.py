@@ -348,12 +348,16 @@ def deepspeed_report(args, fsdp2_two_ranks):
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()
-    with tempfile.TemporaryDirectory() as output_dir:
+    with tempfile.TemporaryDirectory() as scratch:
+        output_dir = args.results_dir or scratch  # --results_dir keeps the numbers, and a rerun skips what is there
+        os.makedirs(output_dir, exist_ok=True)
         for kind in ("ddp", "zero2", "zero3"):
-            _launch(args, output_dir, ["--state_kind", kind])
+            if not os.path.exists(os.path.join(output_dir, f"state-{kind}-r0.json")):
+                _launch(args, output_dir, ["--state_kind", kind])
         runs = _trainer_runs(args)
         for name in runs:
-            _launch(args, output_dir, ["--trainer_run", name])
+            if not os.path.exists(os.path.join(output_dir, f"trainer-{name}.json")):
+                _launch(args, output_dir, ["--trainer_run", name])
         states = {}
         for kind in ("ddp", "zero2", "zero3"):
             with open(os.path.join(output_dir, f"state-{kind}-r0.json"), encoding="utf-8") as f:
@@ -399,6 +403,9 @@ def main():
     parser.add_argument("--batch_size", type=int, default=8, help="--deepspeed Trainer runs: per process")
     parser.add_argument("--seq_len", type=int, default=64, help="--deepspeed Trainer runs: bytes per sequence")
     parser.add_argument("--lr", type=float, default=1e-3, help="--deepspeed Trainer runs: peak learning rate")
+    parser.add_argument(
+        "--results_dir", default=None, help="--deepspeed: keep each run's numbers there (and reuse them)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--state_kind", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--trainer_run", default=None, help=argparse.SUPPRESS)

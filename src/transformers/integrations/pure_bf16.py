@@ -472,6 +472,10 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
 
     if model is None or optimizer is None:
         return []
+    if type(optimizer).__name__ == "DummyOptim":
+        # accelerate's placeholder for the optimizer of a DeepSpeed config: DeepSpeed builds the real one, and
+        # `warn_if_uncompensated_deepspeed` speaks for it
+        return []
     check_optimizer_for_sharded_params(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
     half = [p for p in trainable if p.dtype in (torch.bfloat16, torch.float16)]
