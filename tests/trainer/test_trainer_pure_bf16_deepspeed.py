@@ -269,6 +269,13 @@ class DeepSpeedBf16ConfigurationTest(TestCasePlus):
         self.assertIsNone(ds_bf16.warn_if_uncompensated_deepspeed(optimi_args, accelerator_with(plugin)))
         switch_args = types.SimpleNamespace(bf16_full_train=True, optim="adamw_optimi")
         self.assertIsNone(ds_bf16.warn_if_uncompensated_deepspeed(switch_args, accelerator_with(plugin)))
+        # the Trainer's optimizer checks see accelerate's placeholder for a config's optimizer, and leave it alone
+        from accelerate.utils import DummyOptim
+
+        from transformers.integrations.pure_bf16 import check_pure_half_precision_training
+
+        model = tiny_gpt_neo().to(torch.bfloat16)
+        self.assertEqual(check_pure_half_precision_training(model, DummyOptim(model.parameters()), args), [])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
