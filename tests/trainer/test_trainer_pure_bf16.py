@@ -319,9 +319,13 @@ class Bf16FullTrainArgsTest(TestCasePlus):
             pure_bf16.check_bf16_full_train_accelerator(args, fsdp1)
         fsdp2 = accelerator(FullyShardedDataParallelPlugin(fsdp_version=2))
         pure_bf16.check_bf16_full_train_accelerator(args, fsdp2)  # supported
-        deepspeed = accelerator(
+        deepspeed = accelerator(  # ZeRO-2 runs pure bf16; DeepSpeed's own optimizer is refused
             deepspeed_plugin=DeepSpeedPlugin(
-                hf_ds_config={"bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
+                hf_ds_config={
+                    "bf16": {"enabled": True},
+                    "zero_optimization": {"stage": 2},
+                    "optimizer": {"type": "Adam"},
+                }
             )
         )
         with self.assertRaisesRegex(ValueError, "DeepSpeed"):

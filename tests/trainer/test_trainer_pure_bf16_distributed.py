@@ -13,8 +13,8 @@
 # limitations under the License.
 """
 Pure-bf16 training (`bf16_full_train=True`) on several processes: DDP through the `Trainer`, FSDP2 sharding and its
-optimizer step, what the `Trainer` resolves from an FSDP2 configuration, and the refusals (FSDP1, DeepSpeed, 8-bit
-optimizers under FSDP2).
+optimizer step, what the `Trainer` resolves from an FSDP2 configuration, and the refusals (FSDP1, DeepSpeed's own
+optimizer, 8-bit optimizers under FSDP2). DeepSpeed ZeRO has its own file, test_trainer_pure_bf16_deepspeed.py.
 
 This file is also the script of the 2-process tests: `torchrun --nproc_per_node 2 test_trainer_pure_bf16_distributed.py --mode
 {ddp,fsdp2,trainer_fsdp2} --output_dir DIR` runs on the CPU (gloo), except `trainer_fsdp2`, which needs accelerators
@@ -413,18 +413,17 @@ class Fsdp2ConfigurationTest(TestCasePlus):
         with self.assertRaisesRegex(ValueError, "cpu_ram_efficient_loading"):
             self.args(fsdp=True, fsdp_config={"version": 2, "cpu_ram_efficient_loading": True})
 
-    def test_deepspeed_is_refused_with_reason_and_alternative(self):
+    def test_deepspeed_optimizer_is_refused_with_reason_and_alternative(self):
+        # ZeRO 1-3 run pure bf16 (tests/trainer/test_trainer_pure_bf16_deepspeed.py); DeepSpeed's own optimizer is refused
         from accelerate.utils import DeepSpeedPlugin
 
-        plugin = DeepSpeedPlugin(hf_ds_config={"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}})
+        config = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW"}}
+        plugin = DeepSpeedPlugin(hf_ds_config=config)
         with self.assertRaises(ValueError) as cm:
             pure_bf16.check_bf16_full_train_accelerator(self.args(), accelerator_with(deepspeed_plugin=plugin))
         message = str(cm.exception)
-        self.assertIn("fp32 master weights", message)  # the reason
-        self.assertIn("fsdp_config={'version': 2}", message)  # the alternative
-        os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
-        with self.assertRaisesRegex(ValueError, "cannot run under DeepSpeed"):
-            self.args()
+        self.assertIn("do not compensate rounding", message)  # the reason
+        self.assertIn("Remove the `optimizer` section", message)  # the alternative
 
     @require_torch_optimi
     def test_optimi_arguments_for_sharded_parameters(self):

@@ -353,13 +353,64 @@ def _fit_implementation_to_machine(optimizer) -> None:
     make_optimi_dtensor_safe(optimizer)
 
 
+#: The optimizer-state key under which a flat partition keeps its own step count (see `_hold_partition_steps`).
+PARTITION_STEP_KEY = "partition_step"
+
+
+def _hold_partition_steps(optimizer) -> list[tuple]:
+    """
+    Before a step under DeepSpeed ZeRO-3: each param group's step counter set to that of the partition being stepped.
+
+    optimi counts steps per param group (`group["step"]`, which drives its bias correction) and advances every group's
+    counter at every `step()` call. ZeRO-3 calls `step()` once per sub-group of flat partitions, with only that
+    sub-group's parameters in its group and the other groups empty: a run with a decay and a no-decay group (or a group
+    split into several sub-groups) would advance each counter several times per training step, and the bias
+    correction of every later sub-group would be wrong from the first step. Here each flat partition keeps its own
+    count in its optimizer state (saved and restored with the checkpoint), and a group with nothing to step keeps its
+    counter. Returns what [`_release_partition_steps`] needs after the step.
+    """
+    import torch
+
+    held = []
+    for group in optimizer.param_groups:
+        step = group.get("step")
+        stepped = [p for p in group["params"] if p.grad is not None]
+        if not stepped:
+            # optimi sets up and advances even an empty group's counter; a group that never stepped stays at 0
+            held.append((group, None, step.clone() if step is not None else torch.zeros((), dtype=torch.int32)))
+            continue
+        owner = stepped[0]
+        count = optimizer.state[owner].get(PARTITION_STEP_KEY) if owner in optimizer.state else None
+        if count is not None and step is not None:
+            step.copy_(count)
+        elif count is not None:
+            group["step"] = count.clone()
+        held.append((group, owner, None))
+    return held
+
+
+def _release_partition_steps(optimizer, held: list[tuple]) -> None:
+    """After the step: each stepped partition records its count; groups with nothing to step get theirs back."""
+    while held:
+        group, owner, saved = held.pop()
+        if owner is None:
+            if group.get("step") is None:
+                group["step"] = saved
+            else:
+                group["step"].copy_(saved)
+        elif group.get("step") is not None:
+            optimizer.state[owner][PARTITION_STEP_KEY] = group["step"].clone()
+
+
 def compensate_weight_decay_requested(optim_args: dict[str, str] | None) -> bool:
     """`optim_args`' `compensate_weight_decay` (parsed, default `True`)."""
     value = (optim_args or {}).get("compensate_weight_decay", True)
     return parse_optim_bool("compensate_weight_decay", value)
 
 
-def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool | None = None) -> bool:
+def prepare_optimi_optimizer(
+    optimizer, args=None, compensate_weight_decay: bool | None = None, partition_steps: bool | None = None
+) -> bool:
     """
     Adds what the `Trainer` needs on top of an optimi optimizer, with torch's public optimizer hooks
     (`register_step_pre_hook`, `register_step_post_hook`, `register_load_state_dict_post_hook`) on the instance: the
@@ -375,6 +426,8 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
       says (see `_fit_implementation_to_machine`).
     - DTensor (FSDP2-sharded) parameters, which may replace the originals after the optimizer is created, get the
       for-loop implementation at the first step.
+    - Under DeepSpeed, each of ZeRO's flat partitions keeps its own step count, since ZeRO-3 steps the optimizer once
+      per sub-group of partitions (see `_hold_partition_steps`).
 
     Args:
         optimizer (`torch.optim.Optimizer`): An optimi optimizer, or accelerate's `AcceleratedOptimizer` around one.
@@ -382,6 +435,8 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
         args (`TrainingArguments`, *optional*): When given, only a run with an optimi `optim` name
             (`"adamw_optimi"`, ...) is prepared, and `optim_args`' `compensate_weight_decay` is read.
         compensate_weight_decay (`bool`, *optional*): Overrides `optim_args`; defaults to `True`.
+        partition_steps (`bool`, *optional*): Keep a step count per parameter (ZeRO's flat partitions) instead of per
+            group; defaults to whether `args` runs under DeepSpeed.
 
     Returns:
         `bool`: Whether the hooks were registered (`False` for another optimizer, or when they already are).
@@ -397,8 +452,13 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
 
         optim_args = _parse_optim_args(getattr(args, "optim_args", None)) if args is not None else {}
         compensate_weight_decay = compensate_weight_decay_requested(optim_args)
+    if partition_steps is None:
+        from .pure_bf16_distributed import deepspeed_requested
+
+        partition_steps = args is not None and deepspeed_requested(args)
     decay_divides = type(inner).__name__ == "Adan"  # Adan divides by 1 + lr * wd (unless adam_wd=True)
     held: list[tuple] = []
+    held_steps: list[tuple] = []
     pending: list = []  # half-precision parameters whose Kahan buffer optimi creates in this step
     first_step = [True]
 
@@ -415,8 +475,12 @@ def prepare_optimi_optimizer(optimizer, args=None, compensate_weight_decay: bool
         if compensate_weight_decay and not single_param:
             held.extend(_hold_half_precision_decay(opt, decay_divides))
             pending[:] = _fold_decay_into_compensation(opt, held)
+        if partition_steps and not single_param:
+            held_steps[:] = _hold_partition_steps(opt)
 
     def after_step(opt, step_args, step_kwargs):
+        if held_steps:
+            _release_partition_steps(opt, held_steps)
         if held:
             applied = list(held)
             _restore_decay(held)

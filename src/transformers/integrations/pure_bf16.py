@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..trained_precision.vocabulary import BF16, PRECISION_POLICY_ATTR
 from ..utils import logging
 from .optimi import is_compensated_optimizer
-from .pure_bf16_distributed import (  # noqa: F401 - DEEPSPEED_REFUSAL stays importable from here
-    DEEPSPEED_REFUSAL,
+from .pure_bf16_distributed import (
     FSDP1_REFUSAL,
     check_bf16_full_train_accelerator_state,
     check_bf16_full_train_parallelism,
@@ -92,8 +91,9 @@ def apply_bf16_full_train_args(args) -> None:
       dataclass default itself (what `--help` shows) stays upstream's.
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
-    - It refuses `fp16`, FSDP1, DeepSpeed and 8-bit optimizers under FSDP2, explaining why (see
-      [`~integrations.pure_bf16_distributed.check_bf16_full_train_parallelism`]). DDP and FSDP2 are supported.
+    - It refuses `fp16`, FSDP1, 8-bit optimizers under FSDP2 and DeepSpeed configs that cannot train compensated pure
+      bf16, explaining why (see [`~integrations.pure_bf16_distributed.check_bf16_full_train_parallelism`]). DDP, FSDP2
+      and DeepSpeed ZeRO 1-3 are supported.
 
     Args:
         args (`TrainingArguments`): Mutated in place.
@@ -118,8 +118,9 @@ def apply_bf16_full_train_args(args) -> None:
 def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
     """
     The same decisions as [`apply_bf16_full_train_args`], on the resolved accelerate state (covers `accelerate launch`
-    configs: FSDP1 and DeepSpeed are refused, FSDP2 passes), plus a warning for a bf16 model under FSDP with mixed
-    precision without the switch. For every run, with or without the switch: one warning when FSDP was asked for but
+    configs: FSDP1 is refused, FSDP2 passes, a DeepSpeed config is checked and completed for pure bf16), plus, without
+    the switch, a warning for a bf16 model under FSDP with mixed precision and one for DeepSpeed's uncompensated
+    `bf16_master_weights_and_grads` (see [`~integrations.pure_bf16_deepspeed.warn_if_uncompensated_deepspeed`]). For every run, with or without the switch: one warning when FSDP was asked for but
     accelerate did not enable it (CPU processes run as DDP; see
     [`~integrations.pure_bf16_distributed.warn_if_fsdp_not_enabled`]).
 
@@ -137,6 +138,10 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
         if fsdp or deepspeed:
             check_bf16_full_train_accelerator_state(accelerator)
         return
+    if deepspeed:
+        from .pure_bf16_deepspeed import warn_if_uncompensated_deepspeed
+
+        warn_if_uncompensated_deepspeed(args, accelerator)
     if fsdp and mixed_precision != "no" and model is not None:
         from .optimi import has_half_precision_trainable_params
 
@@ -371,10 +376,19 @@ def _optimizer_label(args) -> str:
     return optim
 
 
+def _under_deepspeed(args, accelerator=None) -> bool:
+    if accelerator is not None:
+        return getattr(getattr(accelerator, "state", None), "deepspeed_plugin", None) is not None
+    from .pure_bf16_distributed import deepspeed_requested
+
+    return deepspeed_requested(args)
+
+
 def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator=None) -> Bf16CastSummary | None:
     """
-    The `Trainer`'s call site: refuses FSDP1/DeepSpeed on the resolved accelerate state, then casts `model` once (a
-    model from `model_init` is cast when it is created) and logs the one-line dtype summary on the main process.
+    The `Trainer`'s call site: refuses FSDP1 and completes a DeepSpeed config on the resolved accelerate state, then
+    casts `model` once (a model from `model_init` is cast when it is created; under DeepSpeed every trainable parameter,
+    as ZeRO's flat partitions hold one dtype) and logs the one-line dtype summary on the main process.
     Under FSDP2 it then shards the cast model itself (see
     [`~integrations.pure_bf16_distributed.shard_for_bf16_full_train_with_accelerate`]), so that accelerate's preparation
     does not upcast the bf16 weights to fp32.
@@ -397,7 +411,16 @@ def prepare_model_for_bf16_full_train(model: nn.Module | None, args, accelerator
         return None
     summary = getattr(model, _MARK, None)
     if summary is None:
-        summary = precision_policy(args).convert_module(model)
+        policy = precision_policy(args)
+        if _under_deepspeed(args, accelerator) and not policy.cast_all:
+            # ZeRO flattens each parameter group into one buffer of one dtype, and DeepSpeed casts the module to bf16
+            # itself: embeddings and norms are bf16 too, and the summary says so
+            policy = Bf16FullTrainPrecision(cast_all=True)
+            if getattr(args, "process_index", 0) == 0:
+                logger.info(
+                    "bf16_full_train with DeepSpeed: every trainable parameter is cast to bf16 (ZeRO's flat bf16 partitions)."
+                )
+        summary = policy.convert_module(model)
         if getattr(args, "process_index", 0) == 0:
             # the one line that says what the switch did: visible at the default verbosity
             logger.warning(f"{summary} Optimizer: {_optimizer_label(args)}.")
@@ -452,6 +475,10 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     import torch
 
     if model is None or optimizer is None:
+        return []
+    if type(optimizer).__name__ == "DummyOptim":
+        # accelerate's placeholder for the optimizer of a DeepSpeed config: DeepSpeed builds the real one, and
+        # `warn_if_uncompensated_deepspeed` speaks for it
         return []
     check_optimizer_for_sharded_params(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -37,7 +37,9 @@ Pure-bf16 training (`bf16_full_train=True`) on several processes: DDP, FSDP2, an
   (`aten._foreach_copy_.default` has no DTensor sharding strategy) and its Triton kernels read raw pointers, which a
   DTensor does not expose (`data_ptr()` is 0 and `numel()` is the global size). torchao's and bitsandbytes' 8-bit
   optimizers do not run on DTensors; they are refused with the working alternative.
-- **FSDP1** and **DeepSpeed** are refused, with the reason and the alternative.
+- **DeepSpeed** ZeRO 1-3 keeps bf16 master weights, gradients and optimizer state and steps the compensated optimizer
+  on its flat partitions (see `integrations.pure_bf16_deepspeed`); what it cannot run is refused there.
+- **FSDP1** is refused, with the reason and the alternative.
 """
 
 from __future__ import annotations
@@ -65,14 +67,6 @@ FSDP1_REFUSAL = (
     "launch` config), got FSDP version {version}. FSDP1 flattens each unit's parameters into one tensor of a single "
     "dtype and, with mixed precision, keeps them in fp32, so pure-bf16 weights and their fp32 embeddings and norms "
     "cannot be sharded as they are."
-)
-DEEPSPEED_REFUSAL = (
-    "`bf16_full_train=True` cannot run under DeepSpeed: ZeRO's bf16 mode keeps fp32 master weights and fp32 optimizer "
-    "state inside its own optimizer wrapper (16 bytes per parameter or more, which is what pure bf16 avoids), and "
-    "runs the update on its flattened partitions, where the compensated (Kahan) update of `bf16_full_train` is not "
-    "applied as tested. Use FSDP2 for sharded pure-bf16 training (`fsdp=True, fsdp_config={'version': 2}`: bf16 "
-    "weights, gradients and optimi state are sharded, about 10/N bytes per parameter on each of N ranks), DDP, or "
-    "DeepSpeed's `bf16` config without `bf16_full_train` for mixed precision."
 )
 LOW_BIT_FSDP2_REFUSAL = (
     "The optimizer {name} keeps 8-bit (or 4-bit) state that does not run on FSDP2's sharded DTensor parameters "
@@ -160,8 +154,10 @@ def is_low_bit_optimizer(optimizer_or_name: Any) -> bool:
 
 def check_bf16_full_train_parallelism(args: Any) -> None:
     """
-    `TrainingArguments.__post_init__`: the distributed settings `bf16_full_train` accepts. DDP and FSDP2 pass; FSDP1,
-    DeepSpeed and 8-bit optimizers under FSDP2 raise a `ValueError` that says why and what works.
+    `TrainingArguments.__post_init__`: the distributed settings `bf16_full_train` accepts. DDP, FSDP2 and DeepSpeed
+    ZeRO 1-3 pass; FSDP1, 8-bit optimizers under FSDP2 and DeepSpeed configs that cannot train compensated pure bf16
+    (see [`~integrations.pure_bf16_deepspeed.check_deepspeed_config_for_bf16_full_train`]) raise a `ValueError` that
+    says why and what works.
     """
     version = requested_fsdp_version(args)
     if version is not None:
@@ -176,7 +172,9 @@ def check_bf16_full_train_parallelism(args: Any) -> None:
             cpu_ram_efficient_loading=config.get("cpu_ram_efficient_loading", False),
         )
     if deepspeed_requested(args):
-        raise ValueError(DEEPSPEED_REFUSAL)
+        from .pure_bf16_deepspeed import check_bf16_full_train_deepspeed_args
+
+        check_bf16_full_train_deepspeed_args(args)
 
 
 def _truthy(value: Any) -> bool:
@@ -199,7 +197,8 @@ def check_bf16_full_train_accelerator_state(accelerator: Any) -> None:
     """
     The same decisions as [`check_bf16_full_train_parallelism`], on the resolved accelerate state (it also knows
     `accelerate launch` configs): an FSDP plugin must be version 2 without accelerate's activation checkpointing or
-    RAM-efficient loading; a DeepSpeed plugin is refused.
+    RAM-efficient loading; a DeepSpeed plugin's config is checked and completed for pure bf16 (bf16 master weights,
+    gradients and optimizer state; see [`~integrations.pure_bf16_deepspeed.prepare_deepspeed_for_bf16_full_train`]).
     """
     state = getattr(accelerator, "state", None)
     plugin = fsdp_plugin_of(accelerator)
@@ -212,7 +211,9 @@ def check_bf16_full_train_accelerator_state(accelerator: Any) -> None:
             cpu_ram_efficient_loading=getattr(plugin, "cpu_ram_efficient_loading", False),
         )
     if getattr(state, "deepspeed_plugin", None) is not None:
-        raise ValueError(DEEPSPEED_REFUSAL)
+        from .pure_bf16_deepspeed import prepare_deepspeed_for_bf16_full_train
+
+        prepare_deepspeed_for_bf16_full_train(accelerator)
 
 
 FSDP_NOT_ENABLED = (
