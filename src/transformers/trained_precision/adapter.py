@@ -141,14 +141,19 @@ class AdapterRun:
     def describe(self) -> str:
         """The run as a phrase for messages: "trained in fp16 (fp16 mixed precision over bfloat16 base weights)"."""
         how = []
+        weights = f"{self.base_dtype} base weights" if self.base_dtype else "base weights of an unrecorded dtype"
         if self.mixed_precision:
-            how.append(f"{self.mixed_precision} mixed precision")
+            how.append(f"{self.mixed_precision} mixed precision over {weights}")
+        elif self.base_dtype:
+            how.append(weights)
         if self.base_quantization:
             q = self.base_quantization
-            compute = f", compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else ""
-            how.append(f"over a {q.get('bits')}-bit {q.get('method')} base{compute}")
-        if self.base_dtype:
-            how.append(f"{'with' if self.base_quantization else 'over'} {self.base_dtype} base weights")
+            details = ", ".join(
+                part
+                for part in (q.get("quant_type"), f"compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else None)
+                if part
+            )
+            how.append(f"a {q.get('bits')}-bit {q.get('method')} base" + (f" ({details})" if details else ""))
         if self.adapter_dtype:
             how.append(f"{self.adapter_dtype} adapter weights")
         status = f", run {self.status}" if self.status else ""
