@@ -186,7 +186,10 @@ class AdapterRecordTest(TestCasePlus):
             AutoModelForCausalLM.from_pretrained(self.adapter, dtype=torch.float16, trained_precision_check="error")
         # bf16 is what the base was trained in: silent
         reset_warning_cache()
-        with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl, CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
+        with (
+            CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl,
+            CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al,
+        ):
             AutoModelForCausalLM.from_pretrained(self.adapter, dtype=torch.bfloat16)
         self.assertEqual(cl.out + al.out, "")
 
@@ -194,7 +197,9 @@ class AdapterRecordTest(TestCasePlus):
         from peft import AutoPeftModelForCausalLM, PeftModel
 
         with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
-            PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(self.base, dtype=torch.float16), self.adapter)
+            PeftModel.from_pretrained(
+                AutoModelForCausalLM.from_pretrained(self.base, dtype=torch.float16), self.adapter
+            )
         self.assertIn("was trained in bf16", cl.out)
         reset_warning_cache()
         with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
@@ -279,7 +284,9 @@ class AdapterLoadCheckTest(TestCasePlus):
         self.assertEqual(pure.status("fp16"), "safe")
         self.assertEqual(pure.verdicts["fp16"].evidence["kind"], "finished_run")
         unfinished = inspect_adapter(
-            self.adapter_with(base, self.amp_record(base, mixed_precision=None, base_dtype="float16", status="started"))
+            self.adapter_with(
+                base, self.amp_record(base, mixed_precision=None, base_dtype="float16", status="started")
+            )
         )
         self.assertEqual(unfinished.status("fp16"), "risky")
 

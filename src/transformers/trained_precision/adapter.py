@@ -53,7 +53,6 @@ from .vocabulary import (
     RUN_FIELD,
     RUN_FINISHED,
     RUN_STATUSES,
-    TORCH_DTYPE_NAMES,
     UNKNOWN,
     InvalidTrainedPrecisionError,
     dtype_options,
@@ -150,7 +149,10 @@ class AdapterRun:
             q = self.base_quantization
             details = ", ".join(
                 part
-                for part in (q.get("quant_type"), f"compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else None)
+                for part in (
+                    q.get("quant_type"),
+                    f"compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else None,
+                )
                 if part
             )
             how.append(f"a {q.get('bits')}-bit {q.get('method')} base" + (f" ({details})" if details else ""))
@@ -192,7 +194,9 @@ class AdapterRun:
                 raise ValueError(f"{key} is {values[key]!r}, expected a string")
         if values.get("base_quantization") is not None and not isinstance(values["base_quantization"], dict):
             raise ValueError("base_quantization must be an object")
-        if values.get("steps") is not None and (isinstance(values["steps"], bool) or not isinstance(values["steps"], int)):
+        if values.get("steps") is not None and (
+            isinstance(values["steps"], bool) or not isinstance(values["steps"], int)
+        ):
             raise ValueError(f"steps is {values['steps']!r}, expected an integer")
         return cls(**values)
 
