@@ -31,7 +31,8 @@ if is_torch_available():
     import torch
 
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-    from transformers.trained_precision.adapter import inspect_adapter, read_adapter_record
+    from transformers.trained_precision.adapter import read_adapter_record
+    from transformers.trained_precision.inspection import inspect_adapter
 
 require_trl = unittest.skipUnless(
     importlib.util.find_spec("trl") is not None and importlib.util.find_spec("datasets") is not None,
@@ -105,7 +106,7 @@ class SFTTrainerPrecisionTest(TestCasePlus):
         root = self.get_auto_remove_tmp_dir()
         self.sft(saved_base(os.path.join(root, "base")), os.path.join(root, "run"))
         for name, run in (("checkpoint-1", "started"), ("checkpoint-2", "started"), ("final", "finished")):
-            with open(os.path.join(root, "run", name, "config.json")) as f:
+            with open(os.path.join(root, "run", name, "config.json"), encoding="utf-8") as f:
                 config = json.load(f)
             self.assertEqual(config["trained_precision"], "fp32", name)
             self.assertEqual(config["pretraining_precision"], "bf16", name)
@@ -119,7 +120,7 @@ class SFTTrainerPrecisionTest(TestCasePlus):
         self.assertEqual(trainer.model.config.trained_precision, "bf16")
         self.assertEqual(trainer.model.config.trained_precision_run, "finished")
         self.assertEqual(trainer.model.transformer.h[0].attn.attention.q_proj.weight.dtype, torch.bfloat16)
-        with open(os.path.join(root, "run", "final", "config.json")) as f:
+        with open(os.path.join(root, "run", "final", "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["trained_precision"], "bf16")
 
     @require_peft

@@ -46,12 +46,12 @@ if is_torch_available():
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
     from transformers.trained_precision.adapter import (
         AdapterRun,
-        inspect_adapter,
         read_adapter_record,
         reset_adapter_warning_cache,
         write_adapter_record,
     )
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.inspection import inspect_adapter
 
 CHECK_LOGGER = "transformers.trained_precision.check"
 ADAPTER_LOGGER = "transformers.trained_precision.adapter"
@@ -166,10 +166,10 @@ class AdapterRecordTest(TestCasePlus):
         moved = os.path.join(self.get_auto_remove_tmp_dir(), "adapter")
         shutil.copytree(self.adapter, moved)
         config_path = os.path.join(moved, "adapter_config.json")
-        with open(config_path) as f:
+        with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
         config["base_model_name_or_path"] = os.path.join(self.root, "gone")
-        with open(config_path, "w") as f:
+        with open(config_path, "w", encoding="utf-8") as f:
             json.dump(config, f)
         code, report = precision_command(moved, "--dtype", "fp16")
         self.assertEqual(code, 1)
@@ -214,7 +214,7 @@ class AdapterRecordTest(TestCasePlus):
 
         merged_dir = self.get_auto_remove_tmp_dir()
         copy.deepcopy(self.model).merge_and_unload().save_pretrained(merged_dir)
-        with open(os.path.join(merged_dir, "config.json")) as f:
+        with open(os.path.join(merged_dir, "config.json"), encoding="utf-8") as f:
             config = json.load(f)
         self.assertEqual(config["trained_precision"], "fp32")
         self.assertEqual(config["pretraining_precision"], "bf16")

@@ -50,7 +50,6 @@ from .check import ERROR, IGNORE, MODE_ATTRIBUTE, WARN, TrainedPrecisionRiskErro
 from .resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
 from .vocabulary import (
     FIELD,
-    RUN_FIELD,
     RUN_FINISHED,
     RUN_STATUSES,
     UNKNOWN,
@@ -324,15 +323,28 @@ def finish_adapter_run(peft_model: Any, status: str, steps: int | None = None) -
 # Storing and reading the record (the safetensors metadata of the adapter weights)
 
 
+#: The largest safetensors header read (an adapter's is a few kB; 100 MB is the limit the checkpoint reports use).
+MAX_HEADER_BYTES = 100_000_000
+
+
 def _read_header(path: str) -> tuple[dict, int]:
+    """A safetensors file's JSON header and where its tensor data starts; `ValueError` for a file that is not one."""
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         prefix = f.read(8)
         if len(prefix) < 8:
-            raise ValueError(f"{path} is not a safetensors file")
+            raise ValueError(f"{path} is not a safetensors file: it has {size} bytes")
         (length,) = struct.unpack("<Q", prefix)
-        header = json.loads(f.read(length).decode("utf-8"))
+        if length > min(MAX_HEADER_BYTES, size - 8):
+            raise ValueError(
+                f"{path} declares a {length}-byte header in a {size}-byte file: it is not a safetensors file"
+            )
+        try:
+            header = json.loads(f.read(length).decode("utf-8"))
+        except ValueError as e:
+            raise ValueError(f"{path} has a malformed safetensors header: {e}") from e
     if not isinstance(header, dict):
-        raise ValueError(f"{path} has a malformed safetensors header")
+        raise ValueError(f"{path} has a malformed safetensors header: a JSON object was expected")
     return header, 8 + length
 
 
@@ -385,14 +397,12 @@ def read_adapter_record(path: str | os.PathLike) -> AdapterRun | None:
     The [`AdapterRun`] of an adapter: `path` is its directory or its `adapter_model.safetensors`. `None` when the
     adapter has no record (saved by PEFT alone, or as `.bin`); a malformed record logs one warning and reads as none.
     """
-    from .storage import read_safetensors_header
-
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, ADAPTER_SAFE_WEIGHTS_NAME)
     if not os.path.isfile(path):
         return None
-    header = read_safetensors_header(path)
+    header, _ = _read_header(path)
     return record_from_metadata(header.get("__metadata__"), where=path)
 
 
@@ -585,172 +595,13 @@ def reset_adapter_warning_cache() -> None:
     _WARNED.clear()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The report of an adapter directory (`transformers precision ADAPTER_DIR`)
-
-
-def is_adapter_directory(path: str | os.PathLike) -> bool:
-    """Whether `path` is a PEFT adapter directory: an `adapter_config.json` and no `config.json` of a full model."""
-    from ..utils import CONFIG_NAME
-
-    path = os.path.expanduser(os.fspath(path))
-    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG_NAME)) and not os.path.exists(
-        os.path.join(path, CONFIG_NAME)
-    )
-
-
-@dataclasses.dataclass
-class AdapterReport:
-    """
-    What [`inspect_adapter`] found: the adapter's record, its base's report, and one verdict per runtime from both.
-    Same interface as [`~trained_precision.inspection.CheckpointReport`] (`format`, `to_dict`, `exit_code`).
-    """
-
-    checkpoint: str
-    directory: str
-    peft_type: str | None
-    base_name_or_path: str | None
-    record: AdapterRun | None
-    base: Any  # CheckpointReport, or None when the base could not be read
-    base_error: str | None
-    info: TrainedPrecisionInfo
-    verdicts: dict
-
-    def status(self, runtime: Any) -> str:
-        from .inspection import runtime_name
-
-        return self.verdicts[runtime_name(runtime)].status
-
-    def exit_code(self, runtime: Any = None) -> int:
-        from .inspection import _EXIT_CODES, EXIT_SAFE
-
-        if runtime is None:
-            return EXIT_SAFE
-        return _EXIT_CODES[self.status(runtime)]
-
-    def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
-        from .inspection import SCHEMA_VERSION, runtime_name
-
-        asked = None if runtime is None else runtime_name(runtime)
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "adapter",
-            "checkpoint": self.checkpoint,
-            "directory": self.directory,
-            "adapter": {
-                "peft_type": self.peft_type,
-                "run": self.record.to_dict() if self.record is not None else None,
-            },
-            "base": {
-                "name_or_path": self.base_name_or_path,
-                "report": self.base.to_dict(top_k=top_k) if self.base is not None else None,
-                "error": self.base_error,
-            },
-            FIELD: {
-                "effective": self.info.precision,
-                "lineage": list(self.info.lineage),
-                RUN_FIELD: self.info.run_status,
-            },
-            "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
-            "asked_dtype": asked,
-            "status": None if asked is None else self.status(asked),
-            "exit_code": self.exit_code(asked),
-        }
-
-    def format(self, runtime: Any = None, top_k: int = 10) -> str:
-        from .inspection import SAFE, runtime_name
-
-        asked = None if runtime is None else runtime_name(runtime)
-        lines = [f"Adapter: {self.checkpoint} ({self.peft_type or 'PEFT'})"]
-        if self.record is None:
-            lines.append("  run: no training record (saved without the Trainer, or before records existed)")
-        else:
-            lines.append(f"  run: {self.record.describe()}")
-        lines.append(f"Base: {self.base_name_or_path or 'not named in adapter_config.json'}")
-        if self.base is not None:
-            lines.append(
-                f"  trained precision: {self.base.effective} ({self.base.provenance})"
-                + (f", pretrained in {self.base.pretraining}" if self.base.pretraining != UNKNOWN else "")
-            )
-        else:
-            lines.append(f"  not read: {self.base_error}")
-        if self.record is not None and self.record.base_lineage:
-            lines.append(
-                f"  at training time: {' then '.join(self.record.base_lineage)} ({self.record.base_provenance})"
-            )
-        lines.append(f"Base + adapter: {' then '.join(self.info.lineage) or UNKNOWN}")
-        lines.append("Verdicts (base + adapter):")
-        for name, verdict in self.verdicts.items():
-            mark = "  <- asked" if name == asked else ""
-            lines.append(f"  {name}: {verdict.summary}{mark}")
-            if verdict.status != SAFE:
-                lines.extend(f"      {reason}" for reason in verdict.reasons)
-                if verdict.fix:
-                    lines.append(f"      fix: {verdict.fix}")
-        return "\n".join(lines)
-
-
-def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> AdapterReport:
-    """
-    Inspects a PEFT adapter directory: its record (the run that trained it), its base (`base_model_name_or_path`,
-    resolved as [`~trained_precision.inspection.inspect_checkpoint`] resolves any id: a local directory, a Hub cache
-    snapshot, the registry), and one verdict per runtime precision from both ([`adapter_precision_info`]). Reads
-    `adapter_config.json` and safetensors headers only.
-
-    Raises:
-        [`~trained_precision.storage.CheckpointInspectionError`]: for a missing or malformed `adapter_config.json`.
-    """
-    from .inspection import build_verdicts, inspect_checkpoint
-    from .storage import CheckpointInspectionError
-
-    directory = os.path.expanduser(os.fspath(path))
-    config_path = os.path.join(directory, ADAPTER_CONFIG_NAME)
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            adapter_config = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CheckpointInspectionError(f"{config_path} is not a readable JSON file: {e}") from e
-    if not isinstance(adapter_config, dict):
-        raise CheckpointInspectionError(f"{config_path} is malformed: a JSON object was expected.")
-    record = read_adapter_record(directory)
-    base_name = adapter_config.get("base_model_name_or_path")
-    base_report, base_error, base_info = None, None, None
-    if isinstance(base_name, str) and base_name:
-        try:
-            base_report = inspect_checkpoint(base_name, cache_dir=cache_dir)
-        except CheckpointInspectionError as e:
-            base_error = str(e)
-            # not readable here: the registry still knows a Hub id
-            base_info = resolve_trained_precision({}, base_name)
-        else:
-            with open(os.path.join(base_report.directory, "config.json"), encoding="utf-8") as f:
-                base_info = resolve_trained_precision(json.load(f), base_report.directory)
-    else:
-        base_error = f"{ADAPTER_CONFIG_NAME} names no base_model_name_or_path"
-    info = adapter_precision_info(base_info, record)
-    return AdapterReport(
-        checkpoint=os.fspath(path),
-        directory=directory,
-        peft_type=adapter_config.get("peft_type"),
-        base_name_or_path=base_name if isinstance(base_name, str) else None,
-        record=record,
-        base=base_report,
-        base_error=base_error,
-        info=info,
-        verdicts=build_verdicts(info),
-    )
-
-
 __all__ = [
     "ADAPTER_CONFIG_NAME",
     "ADAPTER_SAFE_WEIGHTS_NAME",
-    "AdapterReport",
     "AdapterRun",
     "adapter_precision_info",
     "check_adapter_precision",
     "finish_adapter_run",
-    "inspect_adapter",
-    "is_adapter_directory",
     "read_adapter_record",
     "save_adapter_record",
     "start_adapter_run",

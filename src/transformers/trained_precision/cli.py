@@ -339,7 +339,13 @@ def _internal_error_message(error: BaseException) -> str:
 
 def _run_report(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision PATH_OR_ID`: the report, and the verdict for `--dtype`."""
-    from .inspection import CheckpointInspectionError, inspect_checkpoint, runtime_name
+    from .inspection import (
+        CheckpointInspectionError,
+        inspect_adapter,
+        inspect_checkpoint,
+        is_adapter_directory,
+        runtime_name,
+    )
 
     if len(args) != 1:
         raise CommandError(f"expected one checkpoint directory or Hub id, got {len(args)}: {' '.join(args)}")
@@ -356,8 +362,6 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
     if options.top < 1:
         raise CommandError(f"--top must be a positive integer, got {options.top}.")
     texts = _read_texts(options.text) if options.text is not None else None
-    from .adapter import inspect_adapter, is_adapter_directory
-
     if is_adapter_directory(args[0]):
         if options.audit or options.revision is not None:
             raise CommandError(
