@@ -92,6 +92,8 @@ def main():
         num_heads=4,
         attention_types=[[["global", "local"], args.layers // 2 or 1]],
         max_position_embeddings=args.seq_len,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     base = GPTNeoForCausalLM(config)
     optimizer = torch.optim.AdamW(base.parameters(), lr=3e-3)

@@ -223,6 +223,33 @@ class AdapterRecordTest(TestCasePlus):
 
 @require_torch
 @require_peft
+@require_accelerate
+class Bf16FullTrainPeftTest(TestCasePlus):
+    def test_frozen_base_in_bf16_adapter_in_fp32(self):
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(0)
+        model = get_peft_model(tiny_gpt_neo(trained_precision="bf16"), LoraConfig(**LORA))
+        output_dir = self.get_auto_remove_tmp_dir()
+        args = TrainingArguments(
+            output_dir, max_steps=1, per_device_train_batch_size=4, report_to=[], use_cpu=True, bf16_full_train=True
+        )
+        Trainer(model, args, train_dataset=random_token_dataset(4)).train()
+        q_proj = model.base_model.model.transformer.h[0].attn.attention.q_proj
+        self.assertEqual(q_proj.base_layer.weight.dtype, torch.bfloat16)  # the frozen base
+        self.assertEqual(q_proj.lora_A["default"].weight.dtype, torch.float32)  # the trainable adapter
+        self.assertEqual(model.base_model.model.transformer.h[0].ln_1.weight.dtype, torch.float32)  # norms kept
+        model.save_pretrained(output_dir)
+        from transformers.trained_precision.adapter import save_adapter_record
+
+        save_adapter_record(model, output_dir)
+        record = read_adapter_record(output_dir)
+        self.assertEqual((record.precision, record.status), ("bf16", "finished"))
+        self.assertEqual((record.base_dtype, record.adapter_dtype), ("bfloat16", "float32"))
+
+
+@require_torch
+@require_peft
 class AdapterLoadCheckTest(TestCasePlus):
     """Records a GPU run would write (fp16 AMP, pure fp16), written with the real writer into PEFT-saved adapters."""
 

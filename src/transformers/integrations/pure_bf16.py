@@ -228,6 +228,11 @@ def cast_model_for_bf16_full_train(
     `nn.Parameter`s. Tied parameters are decided once per tensor: if any of their names is kept, all are. Buffers and
     frozen parameters are left as they are. `param.data` is replaced, so ties and optimizer references survive.
 
+    A PEFT `PeftModel` (LoRA, ...) is cast the other way round: its frozen base goes to bf16 (with the same
+    exceptions), and its trainable adapter stays in fp32, as PEFT's `autocast_adapter_dtype=True` keeps it. The adapter
+    is a small share of the parameters, so bf16 adapter weights with Kahan summation would save little memory, and in
+    `benchmarks/benchmark_peft_bf16.py` they trained no better than fp32 ones (see the pure-bf16 guide).
+
     Args:
         model (`nn.Module`): The model, modified in place.
         cast_all (`bool`, *optional*, defaults to `False`): Also cast embeddings, norms and `_keep_in_fp32_modules`.
@@ -264,13 +269,23 @@ def cast_model_for_bf16_full_train(
         names_by_tensor.setdefault(id(param), []).append(name)
         tensors[id(param)] = param
 
+    from ..trainer_utils import _is_peft_model
+
+    peft = _is_peft_model(model)
     summary = Bf16CastSummary()
     with torch.no_grad():
         for key, param in tensors.items():
             names = names_by_tensor[key]
             if len(names) > 1:
                 summary.tied[names[0]] = names[1:]
-            if not param.is_floating_point() or not param.requires_grad:
+            if peft and param.is_floating_point() and param.requires_grad:
+                # the trainable adapter of a PeftModel stays in fp32 (measured: see the docstring)
+                if param.dtype != torch.float32:
+                    param.data = param.data.to(torch.float32)
+                summary.kept_fp32[names[0]] = "trainable adapter"
+                summary.fp32_params += param.numel()
+                continue
+            if not param.is_floating_point() or not (param.requires_grad or peft):
                 if param.dtype == torch.float32:
                     summary.fp32_params += param.numel()
                 elif param.dtype == dtype:
