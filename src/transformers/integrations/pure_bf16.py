@@ -231,7 +231,8 @@ def cast_model_for_bf16_full_train(
     A PEFT `PeftModel` (LoRA, ...) is cast the other way round: its frozen base goes to bf16 (with the same
     exceptions), and its trainable adapter stays in fp32, as PEFT's `autocast_adapter_dtype=True` keeps it. The adapter
     is a small share of the parameters, so bf16 adapter weights with Kahan summation would save little memory, and in
-    `benchmarks/benchmark_peft_bf16.py` they trained no better than fp32 ones (see the pure-bf16 guide).
+    `benchmarks/benchmark_peft_bf16.py` they trained no better than fp32 ones (the guide's page on adapters has the
+    numbers).
 
     Args:
         model (`nn.Module`): The model, modified in place.

@@ -565,10 +565,15 @@ def check_adapter_precision(
         if mode == WARN and key in _WARNED:
             continue
         risk = assessment.risk
+        if base_info.is_known:
+            base_text = f"{' then '.join(base_info.lineage)} ({base_info.describe()})"
+        elif record is not None and record.base_lineage:
+            base_text = f"{' then '.join(record.base_lineage)} (as the adapter's record kept it)"
+        else:
+            base_text = "an unknown precision"
         message = (
             f"Adapter '{adapter_name}' is being loaded on '{base_name}' in {runtime}: the base was trained in "
-            f"{' then '.join(info.lineage[:-1]) if record is not None and len(info.lineage) > 1 else risk.trained} "
-            f"({base_info.describe() if base_info.is_known else 'as the adapter recorded it'}) and "
+            f"{base_text} and "
             f"{_adapter_note(record, runtime)}: {risk.reason}. Load the base with {dtype_options(risk.safe_dtypes)} "
             f"instead, or set TRANSFORMERS_TRAINED_PRECISION_CHECK=ignore to silence this "
             f"{'error' if mode == ERROR else 'warning'}."
