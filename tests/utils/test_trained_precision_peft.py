@@ -177,6 +177,23 @@ class AdapterRecordTest(TestCasePlus):
         self.assertIn("does not exist", report["base"]["error"])
         self.assertEqual(report["trained_precision"]["lineage"], ["bf16", "fp32"])
 
+    def test_report_resolves_a_hub_base_through_the_registry(self):
+        moved = os.path.join(self.get_auto_remove_tmp_dir(), "adapter")
+        shutil.copytree(self.adapter, moved)
+        os.remove(os.path.join(moved, "adapter_model.safetensors"))  # no record: the base alone decides
+        config_path = os.path.join(moved, "adapter_config.json")
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        config["base_model_name_or_path"] = "google/gemma-2-9b"  # not cached here: the registry row answers
+        with open(config_path, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        with mockenv_context(HF_HOME=self.get_auto_remove_tmp_dir()):
+            code, report = precision_command(moved, "--dtype", "fp16")
+        self.assertEqual(code, 1)
+        self.assertIsNone(report["adapter"]["run"])
+        self.assertIn("not in the local Hugging Face cache", report["base"]["error"])
+        self.assertEqual(report["trained_precision"]["lineage"], ["bf16"])
+
     def test_transformers_loads_adapter_in_fp16_warns_and_raises(self):
         with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
             AutoModelForCausalLM.from_pretrained(self.adapter, dtype=torch.float16)
