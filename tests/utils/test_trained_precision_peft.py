@@ -242,7 +242,7 @@ class AdapterRecordTest(TestCasePlus):
 @require_peft
 @require_accelerate
 class Bf16FullTrainPeftTest(TestCasePlus):
-    def test_frozen_base_in_bf16_adapter_in_fp32(self):
+    def test_frozen_base_and_adapter_in_bf16(self):
         from peft import LoraConfig, get_peft_model
 
         torch.manual_seed(0)
@@ -254,7 +254,7 @@ class Bf16FullTrainPeftTest(TestCasePlus):
         Trainer(model, args, train_dataset=random_token_dataset(4)).train()
         q_proj = model.base_model.model.transformer.h[0].attn.attention.q_proj
         self.assertEqual(q_proj.base_layer.weight.dtype, torch.bfloat16)  # the frozen base
-        self.assertEqual(q_proj.lora_A["default"].weight.dtype, torch.float32)  # the trainable adapter
+        self.assertEqual(q_proj.lora_A["default"].weight.dtype, torch.bfloat16)  # the trainable adapter (Kahan)
         self.assertEqual(model.base_model.model.transformer.h[0].ln_1.weight.dtype, torch.float32)  # norms kept
         model.save_pretrained(output_dir)
         from transformers.trained_precision.adapter import save_adapter_record
@@ -262,7 +262,7 @@ class Bf16FullTrainPeftTest(TestCasePlus):
         save_adapter_record(model, output_dir)
         record = read_adapter_record(output_dir)
         self.assertEqual((record.precision, record.status), ("bf16", "finished"))
-        self.assertEqual((record.base_dtype, record.adapter_dtype), ("bfloat16", "float32"))
+        self.assertEqual((record.base_dtype, record.adapter_dtype), ("bfloat16", "bfloat16"))
 
 
 @require_torch
