@@ -136,6 +136,22 @@ class SFTTrainerPrecisionTest(TestCasePlus):
         self.assertEqual(report.status("fp16"), "risky")
         self.assertEqual(report.status("bf16"), "safe")
 
+    @require_peft
+    def test_sft_with_a_lora_config_and_bf16_full_train(self):
+        root = self.get_auto_remove_tmp_dir()
+        trainer = self.sft(
+            saved_base(os.path.join(root, "base")),
+            os.path.join(root, "run"),
+            peft_config=lora_config(),
+            bf16_full_train=True,
+            save_steps=10,
+        )
+        record = read_adapter_record(os.path.join(root, "run", "final"))
+        self.assertEqual((record.precision, record.status), ("bf16", "finished"))
+        self.assertEqual((record.base_dtype, record.adapter_dtype), ("bfloat16", "bfloat16"))
+        self.assertEqual(record.base_precision, "bf16")
+        self.assertEqual(trainer.model.get_base_model().config.trained_precision, "bf16")
+
 
 @require_torch
 @require_accelerate
