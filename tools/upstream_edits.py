@@ -216,6 +216,7 @@ TOC_PAGES = (
     ("pure_bf16_training", "Pure-bf16 training"),
     ("pure_bf16_distributed", "Pure bf16 on several GPUs"),
     ("pure_bf16_torchao", "Pure bf16 with torchao 8-bit AdamW"),
+    ("trained_precision_peft", "Trained precision of LoRA and QLoRA adapters"),
 )
 TOC_LOCAL, TOC_TITLE = TOC_PAGES[0]
 TOC_AFTER = ("models", "custom_models")  # the guide is about loading and saving models: it sits with them

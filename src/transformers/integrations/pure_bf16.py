@@ -237,6 +237,11 @@ def cast_model_for_bf16_full_train(
     `nn.Parameter`s. Tied parameters are decided once per tensor: if any of their names is kept, all are. Buffers and
     frozen parameters are left as they are. `param.data` is replaced, so ties and optimizer references survive.
 
+    A PEFT `PeftModel` (LoRA, ...) has its frozen base cast to bf16 as well (with the same exceptions), and its
+    trainable adapter like any trainable weight: bf16, trained with Kahan summation by the switch's optimizer. Measured
+    against an fp32 adapter (PEFT's `autocast_adapter_dtype=True`) in `benchmarks/benchmark_peft_bf16.py`, it trained
+    as well at 10 instead of 16 bytes per trainable parameter (the guide's page on adapters has the numbers).
+
     Args:
         model (`nn.Module`): The model, modified in place.
         cast_all (`bool`, *optional*, defaults to `False`): Also cast embeddings, norms and `_keep_in_fp32_modules`.
@@ -273,13 +278,17 @@ def cast_model_for_bf16_full_train(
         names_by_tensor.setdefault(id(param), []).append(name)
         tensors[id(param)] = param
 
+    from ..trainer_utils import _is_peft_model
+
+    peft = _is_peft_model(model)
     summary = Bf16CastSummary()
     with torch.no_grad():
         for key, param in tensors.items():
             names = names_by_tensor[key]
             if len(names) > 1:
                 summary.tied[names[0]] = names[1:]
-            if not param.is_floating_point() or not param.requires_grad:
+            # a PeftModel's frozen base is cast too (its trainable adapter like any trainable weight: see the docstring)
+            if not param.is_floating_point() or not (param.requires_grad or peft):
                 if param.dtype == torch.float32:
                     summary.fp32_params += param.numel()
                 elif param.dtype == dtype:

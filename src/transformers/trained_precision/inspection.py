@@ -733,6 +733,159 @@ def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audi
     )
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# the report of a PEFT adapter directory (`transformers precision ADAPTER_DIR`)
+
+
+def is_adapter_directory(path: str | os.PathLike) -> bool:
+    """Whether `path` is a PEFT adapter directory: an `adapter_config.json` and no `config.json` of a full model."""
+    from .adapter import ADAPTER_CONFIG_NAME
+
+    path = os.path.expanduser(os.fspath(path))
+    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG_NAME)) and not os.path.exists(
+        os.path.join(path, CONFIG_NAME)
+    )
+
+
+@dataclasses.dataclass
+class AdapterReport:
+    """
+    What [`inspect_adapter`] found: the adapter's record, its base's report, and one verdict per runtime from both.
+    Same interface as [`~trained_precision.inspection.CheckpointReport`] (`format`, `to_dict`, `exit_code`).
+    """
+
+    checkpoint: str
+    directory: str
+    peft_type: str | None
+    base_name_or_path: str | None
+    record: Any  # AdapterRun, or None when the adapter has no record
+    base: Any  # CheckpointReport, or None when the base could not be read
+    base_error: str | None
+    info: Any  # TrainedPrecisionInfo of base + adapter
+    verdicts: dict
+
+    def status(self, runtime: Any) -> str:
+        return self.verdicts[runtime_name(runtime)].status
+
+    def exit_code(self, runtime: Any = None) -> int:
+        if runtime is None:
+            return EXIT_SAFE
+        return _EXIT_CODES[self.status(runtime)]
+
+    def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
+        from .vocabulary import RUN_FIELD
+
+        asked = None if runtime is None else runtime_name(runtime)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "adapter",
+            "checkpoint": self.checkpoint,
+            "directory": self.directory,
+            "adapter": {
+                "peft_type": self.peft_type,
+                "run": self.record.to_dict() if self.record is not None else None,
+            },
+            "base": {
+                "name_or_path": self.base_name_or_path,
+                "report": self.base.to_dict(top_k=top_k) if self.base is not None else None,
+                "error": self.base_error,
+            },
+            FIELD: {
+                "effective": self.info.precision,
+                "lineage": list(self.info.lineage),
+                RUN_FIELD: self.info.run_status,
+            },
+            "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
+            "asked_dtype": asked,
+            "status": None if asked is None else self.status(asked),
+            "exit_code": self.exit_code(asked),
+        }
+
+    def format(self, runtime: Any = None, top_k: int = 10) -> str:
+        asked = None if runtime is None else runtime_name(runtime)
+        lines = [f"Adapter: {self.checkpoint} ({self.peft_type or 'PEFT'})"]
+        if self.record is None:
+            lines.append("  run: no training record (saved without the Trainer, or before records existed)")
+        else:
+            lines.append(f"  run: {self.record.describe()}")
+        lines.append(f"Base: {self.base_name_or_path or 'not named in adapter_config.json'}")
+        if self.base is not None:
+            lines.append(
+                f"  trained precision: {self.base.effective} ({self.base.provenance})"
+                + (f", pretrained in {self.base.pretraining}" if self.base.pretraining != UNKNOWN else "")
+            )
+        else:
+            lines.append(f"  not read: {self.base_error}")
+        if self.record is not None and self.record.base_lineage:
+            lines.append(
+                f"  at training time: {' then '.join(self.record.base_lineage)} ({self.record.base_provenance})"
+            )
+        lines.append(f"Base + adapter: {' then '.join(self.info.lineage) or UNKNOWN}")
+        lines.append("Verdicts (base + adapter):")
+        for name, verdict in self.verdicts.items():
+            mark = "  <- asked" if name == asked else ""
+            lines.append(f"  {name}: {verdict.summary}{mark}")
+            if verdict.status != SAFE:
+                lines.extend(f"      {reason}" for reason in verdict.reasons)
+                if verdict.fix:
+                    lines.append(f"      fix: {verdict.fix}")
+        return "\n".join(lines)
+
+
+def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> AdapterReport:
+    """
+    Inspects a PEFT adapter directory: its record (the run that trained it), its base (`base_model_name_or_path`,
+    resolved as [`~trained_precision.inspection.inspect_checkpoint`] resolves any id: a local directory, a Hub cache
+    snapshot, the registry), and one verdict per runtime precision from both ([`adapter_precision_info`]). Reads
+    `adapter_config.json` and safetensors headers only.
+
+    Raises:
+        [`~trained_precision.storage.CheckpointInspectionError`]: for a missing or malformed `adapter_config.json`.
+    """
+    from .adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
+
+    directory = os.path.expanduser(os.fspath(path))
+    config_path = os.path.join(directory, ADAPTER_CONFIG_NAME)
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            adapter_config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CheckpointInspectionError(f"{config_path} is not a readable JSON file: {e}") from e
+    if not isinstance(adapter_config, dict):
+        raise CheckpointInspectionError(f"{config_path} is malformed: a JSON object was expected.")
+    record = read_adapter_record(directory)
+    base_name = adapter_config.get("base_model_name_or_path")
+    base_report, base_error, base_info = None, None, None
+    if isinstance(base_name, str) and base_name:
+        try:
+            base_report = inspect_checkpoint(base_name, cache_dir=cache_dir)
+        except CheckpointInspectionError as e:
+            base_error = str(e)
+            # not readable here: the registry still knows a Hub id
+            base_info = resolve_trained_precision({}, base_name)
+        else:
+            # the base's config as its own report read it (a local directory, a cache snapshot, a downloaded file)
+            resolved = _resolve(base_name, cache_dir=cache_dir)
+            config = _read_config(
+                resolved.config_path, checkpoint_root(resolved.directory or os.path.dirname(resolved.config_path))
+            )
+            base_info = resolve_trained_precision(config, resolved.name)
+    else:
+        base_error = f"{ADAPTER_CONFIG_NAME} names no base_model_name_or_path"
+    info = adapter_precision_info(base_info, record)
+    return AdapterReport(
+        checkpoint=os.fspath(path),
+        directory=directory,
+        peft_type=adapter_config.get("peft_type"),
+        base_name_or_path=base_name if isinstance(base_name, str) else None,
+        record=record,
+        base=base_report,
+        base_error=base_error,
+        info=info,
+        verdicts=build_verdicts(info),
+    )
+
+
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERNAL_ERROR",
@@ -742,12 +895,15 @@ __all__ = [
     "EXIT_UNKNOWN",
     "FP16_MAX",
     "CheckpointInspectionError",
+    "AdapterReport",
     "CheckpointReport",
     "SafetensorsHeaderError",
     "SubModelReport",
     "Verdict",
     "build_verdicts",
+    "inspect_adapter",
     "inspect_checkpoint",
+    "is_adapter_directory",
     "read_safetensors_header",
     "runtime_name",
 ]

@@ -343,6 +343,19 @@ def unwrap_model_for_config(model: Any) -> Any:
     return model
 
 
+def _peft_model_of(model: Any) -> Any:
+    """The `PeftModel` inside DDP/DeepSpeed/FSDP/`torch.compile` wrappers, or `None` when `model` is not one."""
+    from .adapter import is_peft_model
+
+    try:
+        from accelerate.utils import extract_model_from_parallel
+    except ImportError:  # pragma: no cover - accelerate is a Trainer dependency
+        extract_model_from_parallel = None
+    if extract_model_from_parallel is not None:
+        model = extract_model_from_parallel(model)
+    return model if is_peft_model(model) else None
+
+
 def _all_configs(config: Any):
     """The config and its sub-configs (text, vision, encoder, decoder, ...), recursively, each once."""
     from ..configuration_utils import PreTrainedConfig
@@ -465,6 +478,18 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
     else:
         precision, compute = _resolve_run(inner, None, accelerator_or_dtype, None)
 
+    peft_model = _peft_model_of(model)
+    if peft_model is not None:
+        # the adapter's record keeps the base's lineage as it is before the base's config is stamped
+        from .adapter import start_adapter_run
+
+        mixed = None
+        if accelerator_or_dtype is not None and not isinstance(accelerator_or_dtype, str):
+            if not _is_dtype(accelerator_or_dtype):
+                mixed = _mixed_precision(accelerator=accelerator_or_dtype)
+                if mixed == FP16 and _device_type(accelerator_or_dtype) == "cpu":
+                    mixed = None  # accelerate applies no fp16 autocast on the CPU
+        start_adapter_run(peft_model, precision, base=inner, mixed_precision=mixed)
     if check:
         check_run_precision(inner, precision, compute)
     # read before anything changes the configs: whether this run keeps a stored fp16 plan's modules in fp32
@@ -599,6 +624,11 @@ def finish_trained_precision_run(model: Any) -> str | None:
     record = RunRecord(status, started.compute, state.optimizer_steps, state.skipped_steps, started.fp16_plan)
     for config in configs:
         setattr(config, RUN_FIELD, record.to_dict())
+    peft_model = _peft_model_of(model)
+    if peft_model is not None:
+        from .adapter import finish_adapter_run
+
+        finish_adapter_run(peft_model, status, steps=state.optimizer_steps)
     precision = config_precision(configs[0], FIELD)
     name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
     if finite:
