@@ -110,7 +110,7 @@ class SFTTrainerPrecisionTest(TestCasePlus):
                 config = json.load(f)
             self.assertEqual(config["trained_precision"], "fp32", name)
             self.assertEqual(config["pretraining_precision"], "bf16", name)
-            self.assertEqual(config["trained_precision_run"], run, name)
+            self.assertEqual(config["trained_precision_run"]["status"], run, name)
 
     def test_sft_with_bf16_full_train(self):
         root = self.get_auto_remove_tmp_dir()
@@ -118,7 +118,7 @@ class SFTTrainerPrecisionTest(TestCasePlus):
             saved_base(os.path.join(root, "base")), os.path.join(root, "run"), bf16_full_train=True, save_steps=10
         )
         self.assertEqual(trainer.model.config.trained_precision, "bf16")
-        self.assertEqual(trainer.model.config.trained_precision_run, "finished")
+        self.assertEqual(trainer.model.config.trained_precision_run["status"], "finished")
         self.assertEqual(trainer.model.transformer.h[0].attn.attention.q_proj.weight.dtype, torch.bfloat16)
         with open(os.path.join(root, "run", "final", "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["trained_precision"], "bf16")

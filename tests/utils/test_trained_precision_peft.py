@@ -36,6 +36,7 @@ from transformers.testing_utils import (
     require_peft,
     require_torch,
 )
+from transformers.trained_precision.evidence import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
 from transformers.utils import logging
 
@@ -235,7 +236,7 @@ class AdapterRecordTest(TestCasePlus):
             config = json.load(f)
         self.assertEqual(config["trained_precision"], "fp32")
         self.assertEqual(config["pretraining_precision"], "bf16")
-        self.assertEqual(config["trained_precision_run"], "finished")
+        self.assertEqual(config["trained_precision_run"]["status"], "finished")
 
 
 @require_torch
@@ -294,6 +295,7 @@ class AdapterLoadCheckTest(TestCasePlus):
             "base_name_or_path": base_dir,
             "base_precision": "bf16",
             "base_provenance": "registry: google/gemma-2b",
+            "steps": MIN_RUN_STEPS,
         }
         return AdapterRun(**{**fields, **overrides})
 
@@ -327,6 +329,11 @@ class AdapterLoadCheckTest(TestCasePlus):
         )
         self.assertEqual(pure.status("fp16"), "safe")
         self.assertEqual(pure.verdicts["fp16"].evidence["kind"], "finished_run")
+        # the same rule as any finished run: a few optimizer steps are a smoke test, not evidence
+        short = inspect_adapter(
+            self.adapter_with(base, self.amp_record(base, mixed_precision=None, base_dtype="float16", steps=3))
+        )
+        self.assertEqual(short.status("fp16"), "risky")
         unfinished = inspect_adapter(
             self.adapter_with(
                 base, self.amp_record(base, mixed_precision=None, base_dtype="float16", status="started")

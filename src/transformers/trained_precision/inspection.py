@@ -47,6 +47,7 @@ import os
 from typing import Any
 
 from ..utils import CONFIG_NAME, logging
+from .evidence import read_fp16_plan
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
 from .resolver import resolve_sub_models, resolve_trained_precision, sub_config_items
@@ -64,6 +65,7 @@ from .storage import (
 )
 from .vocabulary import (
     FIELD,
+    FP16,
     FP32,
     RUNTIME_PRECISIONS,
     UNKNOWN,
@@ -549,22 +551,6 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             ],
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
         )
-    if not info.is_known:
-        # no rule applies, but the checkpoint may prove the runtime works (a validated fp16 plan, the publisher's
-        # runtime): the same evidence, found by the same function, as for a known trained precision
-        from .evidence import find_evidence
-
-        evidence = find_evidence(runtime, entry=info.row, plan=info.plan)
-        if evidence is not None:
-            return Verdict(
-                runtime,
-                SAFE,
-                summary=f"safe: {evidence.describe()}",
-                reasons=[
-                    "the trained precision is unknown; the evidence shows this runtime works for the checkpoint."
-                ],
-                evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
-            )
     if runtime == FP32 or runtime in info.lineage:
         why = "fp32 is always safe" if runtime == FP32 else f"trained in {runtime}"
         return Verdict(runtime, SAFE, summary=f"safe ({why})")
@@ -679,6 +665,13 @@ def inspect_checkpoint(
     if audit:
         measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs)
 
+    verdicts = build_verdicts(info, measured)
+    if read_fp16_plan(config) is not None and verdicts[FP16].status != SAFE:
+        # the plan is evidence only once verified against the weights, which this report does not load
+        verdicts[FP16].reasons.append(
+            "the stored fp16 plan is unverified here: the report reads no weights, so it clears nothing; loading "
+            "with `dtype=torch.float16` checks it against the weights (their fingerprint) and applies it."
+        )
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -693,7 +686,7 @@ def inspect_checkpoint(
         effective=info.precision,
         effective_from=info.source,
         storage=storage,
-        verdicts=build_verdicts(info, measured),
+        verdicts=verdicts,
         audit=measured,
         pretraining=info.pretraining,
         provenance=info.provenance if snapshot is None else f"{info.provenance} (cached as {snapshot.cached_as})",
