@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 #: The install hint of every "torchao is missing" error.
-TORCHAO_INSTALL_HINT = 'pip install "transformers[torchao]"'
+TORCHAO_INSTALL_HINT = "pip install torchao"
 
 #: `optim_args` keys of upstream's torchao handler.
 TORCHAO_OPTIM_ARGS = ("bf16_stochastic_round", "block_size")
