@@ -5,7 +5,9 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
 
     pr       create a STACK of branches in a clone of huggingface/transformers, each based on the one before and each
              a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
-    check    validate the stack table against the patches and files, and print the planned stack with line counts
+    check    validate the stack table against the patches and files, print the planned stack with line counts, and fail
+             on a stack that breaks the review rules (budgets, tests-only PRs, links and config reads of later PRs)
+    describe write each pull request's description (`<branch>.md`) from the table, without a clone
     lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
     test-stack  on each branch alone (`make pr-test UPSTREAM=...`): star-import the package, run ruff with upstream's
              configuration on the files the branch changes, and run the tests it adds, so a PR that needs a later
