@@ -1278,13 +1278,28 @@ def test_stack(
             env = dict(os.environ, HF_HUB_OFFLINE="1")
             env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
             failures = []
-            done = ["star import", "ruff"]
-            proc = subprocess.run(
-                [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
-            )
-            if proc.returncode != 0:
-                failures.append("star import")
-                log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
+            done = ["ruff"]
+            if (worktree / PACKAGE_DIR / "__init__.py").is_file():
+                done.insert(0, "star import")
+                proc = subprocess.run(
+                    [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
+                )
+                if proc.returncode != 0:
+                    failures.append("star import")
+                    log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
+            else:
+                # a pull request before the package's (a bug fix of upstream's code): `import transformers` instead
+                done.insert(0, "import")
+                proc = subprocess.run(
+                    [sys.executable, "-c", "import transformers"],
+                    cwd=worktree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                if proc.returncode != 0:
+                    failures.append("import")
+                    log(f"upstream-pr: {branch}: `import transformers` failed:\n{proc.stderr[-3000:]}".rstrip())
             lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
             if lint_failures:
                 failures.append("ruff")
