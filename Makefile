@@ -54,12 +54,14 @@ export: $(VPY)
 	$(VPY) tools/patchset.py check
 
 # Upstream pull requests: a stack of branches in a clone of huggingface/transformers, one per entry of
-# tools/pr_stack.toml, each based on the one before. STRICT=1 refuses a stack with warnings (size, imports, words).
+# tools/pr_stack.toml, each based on the one before, and one description per branch (.cache/pr-descriptions, or
+# DESCRIPTIONS=dir). A stack that breaks the rules (size, tests-only PRs, later links or reads) is refused; STRICT=1
+# also refuses one with warnings (imports, untested modules, words).
 # Moving to a new upstream release: rebase fork/, export patches/, bump the pin and its sha256. See CONTRIBUTING.md.
 .PHONY: pr pr-test rebase
 pr:
 	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]"; exit 2; }
-	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)") $(if $(STRICT),--strict)
+	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)") $(if $(STRICT),--strict) $(if $(DESCRIPTIONS),--descriptions "$(DESCRIPTIONS)")
 
 # Each branch of the stack, on its own src/: `from transformers.trained_precision import *`, ruff with upstream's
 # configuration on the files it changes, and the tests it adds (torch and the test extras from .venv).

@@ -4,8 +4,8 @@
 Small edits of upstream files that are not in the wheel, applied by rule instead of by line number.
 
 The upstream pull request needs a few one-line registrations in files the wheel does not carry (the config-attributes
-allow list, `config_common_kwargs`, the repository-consistency checker list, the docs table of contents, the `optimi`
-extra of upstream's `setup.py`). A patch with line numbers and context breaks as soon as upstream edits a line nearby;
+allow list, `config_common_kwargs`, the repository-consistency checker list, the docs table of contents). No edit adds a
+dependency or an extra to upstream's `setup.py`: optional libraries stay behind upstream's `is_*_available()`. A patch with line numbers and context breaks as soon as upstream edits a line nearby;
 each edit here finds its *anchor* instead (a tuple, a dict, a Makefile variable, a YAML list entry), inserts one entry
 in the style of its neighbours, and fails with a message naming the anchor when upstream no longer has it.
 
@@ -257,41 +257,6 @@ def toctree_entry(text: str) -> str:
     return toctree_page_entry(text, TOC_LOCAL)
 
 
-OPTIMI_REQUIREMENT = "torch-optimi>=0.3.3"
-
-
-def setup_optimi_extra(text: str) -> str:
-    """`torch-optimi` in setup.py's `_deps` and an `optimi` extra (`pip install "transformers[optimi]"`)."""
-    text = _insert_python_item(
-        text,
-        "setup.py",
-        r"^_deps\s*(:[^=]*)?=\s*\[",
-        f'"{OPTIMI_REQUIREMENT}",',
-        r'^\s*"torch-optimi\b',
-        after=(r'^\s*"torch[>=<~!\s"]',),
-    )
-    if re.search(r'^extras\["optimi"\]\s*=', text, flags=re.M):
-        return text
-    lines = text.split("\n")
-    hit = next((i for i, ln in enumerate(lines) if re.match(r'^extras\["torch"\]\s*=', ln)), None)
-    if hit is None:
-        raise _missing("setup.py", 'an `extras["torch"] = ...` line')
-    lines.insert(hit + 1, 'extras["optimi"] = deps_list("torch-optimi")')
-    return "\n".join(lines)
-
-
-def deps_table_optimi(text: str) -> str:
-    """The matching row of src/transformers/dependency_versions_table.py (what `make fix-repo` would write)."""
-    return _insert_python_item(
-        text,
-        "src/transformers/dependency_versions_table.py",
-        r"^deps\s*(:[^=]*)?=\s*\{",
-        f'"torch-optimi": "{OPTIMI_REQUIREMENT}",',
-        r'^\s*"torch-optimi"\s*:',
-        after=(r'^\s*"torch"\s*:',),
-    )
-
-
 EDITS: dict[str, Edit] = {
     e.name: e
     for e in (
@@ -322,20 +287,6 @@ EDITS: dict[str, Edit] = {
             "CHECKERS",
             register_checker,
             "register utils/check_trained_precision.py with utils/checkers.py",
-        ),
-        Edit(
-            "setup-optimi-extra",
-            "setup.py",
-            "_deps / extras",
-            setup_optimi_extra,
-            'add the optimi extra (pip install "transformers[optimi]")',
-        ),
-        Edit(
-            "deps-table-optimi",
-            "src/transformers/dependency_versions_table.py",
-            "deps",
-            deps_table_optimi,
-            "add torch-optimi to the dependency versions table",
         ),
     )
 }

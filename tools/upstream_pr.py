@@ -5,7 +5,9 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
 
     pr       create a STACK of branches in a clone of huggingface/transformers, each based on the one before and each
              a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
-    check    validate the stack table against the patches and files, and print the planned stack with line counts
+    check    validate the stack table against the patches and files, print the planned stack with line counts, and fail
+             on a stack that breaks the review rules (budgets, tests-only PRs, links and config reads of later PRs)
+    describe write each pull request's description (`<branch>.md`) from the table, without a clone
     lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
     test-stack  on each branch alone (`make pr-test UPSTREAM=...`): star-import the package, run ruff with upstream's
              configuration on the files the branch changes, and run the tests it adds, so a PR that needs a later
@@ -129,6 +131,31 @@ class EntrySpec:
     patches: list[str]
     files: list[str]
     edits: list[str]
+    feature_off: str = ""
+    numbers: str = ""
+    review_first: str = ""
+    forward_reads: list[str] = dataclasses.field(default_factory=list)
+
+
+#: No entry's budget may exceed this (a table may set a lower `max-lines-ceiling`, never a higher one).
+MAX_LINES_CEILING = 2000
+#: The RFC itself (`rfc-core`) fits in this many entries, the first of them in this many changed lines.
+RFC_CORE_MAX_ENTRIES = 4
+RFC_FIRST_MAX_LINES = 800
+ENTRY_KEYS = {
+    "name",
+    "title",
+    "body",
+    "max-lines",
+    "patches",
+    "files",
+    "edits",
+    "feature-off",
+    "numbers",
+    "review-first",
+    "forward-reads",
+}
+TABLE_KEYS = {"branch-prefix", "fork-only", "pr", "max-lines-ceiling", "rfc-core", "rfc-thread"}
 
 
 @dataclasses.dataclass
@@ -136,6 +163,9 @@ class Table:
     prefix: str
     fork_only: list[str]
     entries: list[EntrySpec]
+    ceiling: int = MAX_LINES_CEILING
+    rfc_core: list[str] = dataclasses.field(default_factory=list)
+    rfc_thread: str = ""
 
 
 def load_table(root: Path = ROOT) -> Table:
@@ -143,9 +173,12 @@ def load_table(root: Path = ROOT) -> Table:
     if not path.is_file():
         raise PrError(f"{STACK_TABLE} is missing: it says which pull request of the stack holds each change")
     data = ps._load_toml(path)
+    unknown_top = set(data) - TABLE_KEYS
+    if unknown_top:
+        raise PrError(f"{STACK_TABLE}: unknown top-level keys: {', '.join(sorted(unknown_top))}")
     entries = []
     for i, raw in enumerate(data.get("pr", []), 1):
-        unknown = set(raw) - {"name", "title", "body", "max-lines", "patches", "files", "edits"}
+        unknown = set(raw) - ENTRY_KEYS
         if unknown or "name" not in raw or "title" not in raw:
             raise PrError(
                 f"{STACK_TABLE}: [[pr]] #{i} needs `name` and `title`; unknown keys: {', '.join(sorted(unknown)) or '-'}"
@@ -167,6 +200,10 @@ def load_table(root: Path = ROOT) -> Table:
                 patches=list(raw.get("patches", [])),
                 files=list(raw.get("files", [])),
                 edits=list(raw.get("edits", [])),
+                feature_off=raw.get("feature-off", "").strip(),
+                numbers=raw.get("numbers", "").strip(),
+                review_first=raw.get("review-first", "").strip(),
+                forward_reads=list(raw.get("forward-reads", [])),
             )
         )
     if not entries:
@@ -179,10 +216,22 @@ def load_table(root: Path = ROOT) -> Table:
         raise PrError(
             f"{STACK_TABLE}: an edit is listed in two entries: {sorted({x for x in edits if edits.count(x) > 1})}"
         )
+    ceiling = data.get("max-lines-ceiling", MAX_LINES_CEILING)
+    if not isinstance(ceiling, int) or not 0 < ceiling <= MAX_LINES_CEILING:
+        raise PrError(
+            f"{STACK_TABLE}: max-lines-ceiling = {ceiling!r}: a PR's budget is at most {MAX_LINES_CEILING} changed lines"
+        )
+    core = list(data.get("rfc-core", []))
+    missing = [name for name in core if name not in names]
+    if missing:
+        raise PrError(f"{STACK_TABLE}: rfc-core names entries that do not exist: {', '.join(missing)}")
     return Table(
         prefix=data.get("branch-prefix", "trained-precision"),
         fork_only=list(data.get("fork-only", [])),
         entries=entries,
+        ceiling=ceiling,
+        rfc_core=core,
+        rfc_thread=data.get("rfc-thread", "").strip(),
     )
 
 
@@ -288,8 +337,9 @@ class Entry:
 class Plan:
     table: Table
     entries: list[Entry]
-    warnings: list[str]  # the stack builds, but a reviewer would object (size, imports, words)
-    notes: list[str]  # informational (stale globs, empty entries)
+    warnings: list[str]  # the stack builds, but a reviewer would object (imports, untested modules, words)
+    notes: list[str]  # informational (stale globs, empty entries, links that cannot be checked here)
+    errors: list[str] = dataclasses.field(default_factory=list)  # the stack breaks the rules: `check` and `pr` fail
 
 
 def _module_of(rel: str) -> str | None:
@@ -347,6 +397,7 @@ def plan_stack(root: Path = ROOT) -> Plan:
     errors: list[str] = []
     warnings: list[str] = []
     notes: list[str] = []
+    review_errors: list[str] = []
     entries = [Entry(i, spec, [], []) for i, spec in enumerate(table.entries, 1)]
     for entry in entries:
         entry.branch = f"{table.prefix}-{entry.number}-{entry.spec.name}"
@@ -420,10 +471,16 @@ def plan_stack(root: Path = ROOT) -> Plan:
                     warnings.append(
                         f"{entry.branch}: patches/{patch.name} calls {mod}, which comes later ({owner[mod].branch})"
                     )
-        if entry.spec.max_lines is not None and entry.estimated_lines > entry.spec.max_lines:
-            warnings.append(
-                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of "
-                f"{entry.spec.max_lines} (max-lines in {STACK_TABLE})"
+        budget = entry.spec.max_lines if entry.spec.max_lines is not None else table.ceiling
+        if budget > table.ceiling:
+            review_errors.append(
+                f"{entry.branch}: max-lines = {budget} is above the ceiling of {table.ceiling} changed lines: split "
+                "the entry instead of raising its budget"
+            )
+        elif entry.estimated_lines > budget:
+            review_errors.append(
+                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of {budget} (max-lines "
+                f"in {STACK_TABLE}): move files to another entry or split the module"
             )
         mentions = []
         for rel in entry.files:
@@ -433,7 +490,413 @@ def plan_stack(root: Path = ROOT) -> Plan:
         if mentions:
             shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")
             warnings.append(f"{entry.branch}: the word 'fork' (upstream has none) at {shown}")
-    return Plan(table, entries, warnings, notes)
+    review_errors.extend(_shape_errors(table, entries))
+    warnings.extend(_untested_modules(root, entries))
+    link_errors, link_notes = _doc_link_problems(root, entries)
+    review_errors.extend(link_errors)
+    notes.extend(link_notes)
+    attribute_errors, attribute_warnings = _attribute_problems(root, entries)
+    review_errors.extend(attribute_errors)
+    warnings.extend(attribute_warnings)
+    return Plan(table, entries, warnings, notes, review_errors)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reviewability rules: each PR whole, within its size
+
+
+def _is_test_file(rel: str) -> bool:
+    return rel.startswith("tests/")
+
+
+def _shape_errors(table: Table, entries: list[Entry]) -> list[str]:
+    """The stack's shape: the RFC core in at most 4 entries (the first within 800 lines), and no tests-only PR."""
+    errors = []
+    core = [e for e in entries if e.spec.name in table.rfc_core]
+    if len(core) > RFC_CORE_MAX_ENTRIES:
+        errors.append(
+            f"rfc-core holds {len(core)} entries ({', '.join(e.spec.name for e in core)}): the RFC itself (field, "
+            f"registry and its check, load check, stamp) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
+        )
+    if core and core[0].estimated_lines > RFC_FIRST_MAX_LINES:
+        errors.append(
+            f"{core[0].branch}: the RFC's first pull request has about {core[0].estimated_lines} changed lines, over "
+            f"{RFC_FIRST_MAX_LINES}"
+        )
+    if core and (core[0].spec.max_lines or table.ceiling) > RFC_FIRST_MAX_LINES:
+        errors.append(f"{core[0].branch}: the RFC's first pull request needs max-lines <= {RFC_FIRST_MAX_LINES}")
+    for entry in entries:
+        if entry.files and not entry.patches and all(_is_test_file(rel) for rel in entry.files):
+            errors.append(
+                f"{entry.branch}: holds tests only ({', '.join(entry.files)}): a pull request ships the code it tests; "
+                "move these tests into the entry of the code they test"
+            )
+    return errors
+
+
+def _public_names(root: Path, files: list[str]) -> dict[str, str]:
+    """`__all__` name -> module (`trained_precision.inspection`), for `from transformers.trained_precision import X`."""
+    names = {}
+    for rel in files:
+        mod = _module_of(rel)
+        if mod is None:
+            continue
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                if isinstance(node.value, (ast.List, ast.Tuple)):
+                    for elt in node.value.elts:
+                        if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
+                            names.setdefault(elt.value, mod)
+    return names
+
+
+def _reached(root: Path, rel: str, modules: set[str], public: dict[str, str], scripts: dict[str, str]) -> set[str]:
+    """What a file of ours imports: our modules (also through the package's public names) and `utils/` scripts."""
+    text = (root / rel).read_text(encoding="utf-8", errors="replace")
+    found = {f"module:{m}" for m in _imported_modules(text, rel, modules)}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        # a repo tool that loads our modules by path (`utils/check_*.py` reads the registry from the checkout)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
+            mod = _module_of(node.value)
+            if mod in modules:
+                found.add(f"module:{mod}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[:2] == [
+            "transformers",
+            "trained_precision",
+        ]:
+            for alias in node.names:
+                if alias.name in public:
+                    found.add(f"module:{public[alias.name]}")
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        for name in names:
+            if name in scripts:
+                found.add(f"script:{name}")
+    return found
+
+
+def _untested_modules(root: Path, entries: list[Entry]) -> list[str]:
+    """A module of ours that no test file of its own entry reaches (directly, or through the entry's other files)."""
+    all_files = [rel for e in entries for rel in e.files]
+    modules = {m for m in map(_module_of, all_files) if m}
+    public = _public_names(root, all_files)
+    warnings = []
+    for entry in entries:
+        scripts = {Path(rel).stem: rel for rel in entry.files if rel.startswith("utils/") and rel.endswith(".py")}
+        code = {}
+        for rel in entry.files:
+            mod = _module_of(rel)
+            if mod and Path(rel).name not in ("__init__.py", "__main__.py"):
+                code[f"module:{mod}"] = rel
+            elif rel in scripts.values():
+                code[f"script:{Path(rel).stem}"] = rel
+        if not code:
+            continue
+        edges = {rel: _reached(root, rel, modules, public, scripts) for rel in entry.files if rel.endswith(".py")}
+        seen: set[str] = set()
+        todo = [key for rel, keys in edges.items() if _is_test_file(rel) for key in keys]
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in code:
+                todo.extend(edges.get(code[key], ()))
+        for key, rel in sorted(code.items(), key=lambda kv: kv[1]):
+            if key not in seen:
+                warnings.append(
+                    f"{entry.branch}: {rel} is not reached by any test of this pull request (a test file of the entry "
+                    "importing it, or a module of the entry that imports it): it ships code another PR tests"
+                )
+    return warnings
+
+
+_MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _doc_links(root: Path, rel: str) -> list[tuple[int, str]]:
+    """Relative links of a guide page, or of our docstrings (which render under docs/source/en/<section>/)."""
+    text = (root / rel).read_text(encoding="utf-8", errors="replace")
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        for target in _MD_LINK.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")) or "{" in target:
+                continue  # a URL, an anchor on the same page, an absolute path, a template
+            found.append((n, target))
+    return found
+
+
+def _patch_doc_links(patch: Path) -> list[tuple[int, str]]:
+    found = []
+    for n, line in enumerate(patch.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.startswith("+") and not line.startswith("+++"):
+            for target in _MD_LINK.findall(line):
+                if not re.match(r"^[a-z][a-z0-9+.-]*:", target) and not target.startswith(("#", "/")):
+                    found.append((n, target))
+    return found
+
+
+def _guide_page(rel: str, target: str) -> str | None:
+    """The docs/source/en page a relative link names (`./pure_bf16_training#x`, `../trained_precision`), or `None`
+    for a link that is not to a guide page (an image, a source file)."""
+    path = target.split("#", 1)[0]
+    if not path:
+        return None
+    if rel.startswith("docs/source/en/") and rel.endswith(".md"):
+        base = os.path.dirname(rel)
+    else:
+        # a docstring renders on a page one level below docs/source/en (main_classes/, internal/, model_doc/)
+        base = "docs/source/en/main_classes"
+    page = os.path.normpath(os.path.join(base, path))
+    if not page.startswith("docs/source/en/"):
+        return None
+    if page.endswith(".md"):
+        return page
+    return None if os.path.splitext(page)[1] else page + ".md"
+
+
+def _doc_link_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
+    """Links to guide pages must resolve within the entry's branch: a page of ours in this or an earlier entry. A
+    link to a page of ours that a later entry ships, or to a page that is neither ours nor upstream's by name, is an
+    error; upstream's own pages cannot be checked without upstream's docs (a note)."""
+    ours = {rel: e.number for e in entries for rel in e.files if rel.startswith("docs/source/en/")}
+    tracked = set(ps.tracked_files(root))
+    errors, notes = [], []
+    for entry in entries:
+        sources = [(rel, _doc_links(root, rel)) for rel in entry.files if rel.endswith((".md", ".py"))]
+        sources += [(f"patches/{p.name}", _patch_doc_links(p)) for p in entry.patches]
+        for rel, links in sources:
+            for n, target in links:
+                page = _guide_page(rel, target)
+                if page is None:
+                    continue
+                if page in ours:
+                    if ours[page] > entry.number:
+                        later = entries[ours[page] - 1]
+                        errors.append(
+                            f"{entry.branch}: {rel}:{n} links {target} ({page}), which arrives later "
+                            f"({later.branch}): move the page earlier or the link later"
+                        )
+                elif page in tracked:
+                    errors.append(f"{entry.branch}: {rel}:{n} links {target} ({page}), which no entry ships")
+                elif re.match(r"docs/source/en/(trained_precision|pure_bf16)", page):
+                    errors.append(f"{entry.branch}: {rel}:{n} links {target}: {page} does not exist")
+                else:
+                    notes.append(f"{entry.branch}: {rel}:{n} links upstream's {page} (not checked here)")
+    return errors, notes
+
+
+# Config attributes: what an entry reads must exist upstream or be written by the branch
+
+
+#: `*_config` objects that are not transformers configs (accelerate's, peft's): their attributes are not checked.
+THIRD_PARTY_CONFIGS = ("parallelism_config", "peft_config", "lora_config", "ds_config", "accelerate_config")
+
+
+def _configish(node: ast.AST) -> bool:
+    """`config`, `self.config`, `model.config`, `text_config`, `quantization_config`: an expression naming a
+    transformers config (or the `fsdp_config` / quantization configs of upstream's own classes)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return bool(name) and (name == "config" or name.endswith("_config")) and name not in THIRD_PARTY_CONFIGS
+
+
+def _field_constants(root: Path, files: list[str]) -> dict[str, str]:
+    """Our module-level `*_FIELD = "name"` constants: the names of the config fields we introduce."""
+    constants = {}
+    for rel in files:
+        if not rel.endswith(".py") or not rel.startswith("src/"):
+            continue
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.endswith("_FIELD")
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                constants[node.targets[0].id] = node.value.value
+    return constants
+
+
+def _attribute_uses(text: str, constants: dict[str, str]) -> tuple[dict[str, int], set[str]]:
+    """(reads: attribute -> first line, writes) of config attributes in Python source."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}, set()
+    reads: dict[str, int] = {}
+    writes: set[str] = set()
+
+    def name_of(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        return None
+
+    for node in tree.body:
+        # `FIELDS = (FIELD, PRETRAINING_FIELD)`: the config fields a module declares (loaded and saved with the config)
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else node.targets[0]
+            if isinstance(node, ast.Assign)
+            else None
+        )
+        if isinstance(target, ast.Name) and target.id == "FIELDS" and isinstance(node.value, (ast.Tuple, ast.List)):
+            writes.update(name for name in map(name_of, node.value.elts) if name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _configish(node.value):
+            if isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.attr, node.lineno)
+            else:
+                writes.add(node.attr)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            args = node.args
+            if fname == "setattr" and len(args) >= 2 and name_of(args[1]):
+                writes.add(name_of(args[1]))
+            elif fname == "dumps" and args and isinstance(args[0], ast.Name) and args[0].id in constants:
+                writes.add(constants[args[0].id])  # the key written into config.json's text
+            elif args and _configish(args[0]):
+                for arg in args[1:]:
+                    if name_of(arg) and (fname in ("getattr", "hasattr") or isinstance(arg, ast.Name)):
+                        reads.setdefault(name_of(arg), node.lineno)
+            elif fname == "get" and isinstance(func, ast.Attribute) and _configish(func.value) and args:
+                if name_of(args[0]):
+                    reads.setdefault(name_of(args[0]), node.lineno)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                if key is not None and isinstance(key, ast.Name) and key.id in constants:
+                    writes.add(constants[key.id])
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and name_of(node.slice):
+            writes.add(name_of(node.slice))
+    return reads, writes
+
+
+_PATCH_FIELD = re.compile(r"^\+\s+(?:self\.)?([a-z_][a-z0-9_]*)\s*(?::\s*[^=]+)?=\s*\S")
+_PATCH_READ = re.compile(r"\b(?:self\.|model\.|\w*_)?config\.([a-z_][a-z0-9_]*)\b(?!\s*=[^=])")
+
+
+def _patch_attribute_uses(patch: Path) -> tuple[dict[str, int], set[str]]:
+    """Config attributes a patch's added code lines read (`config.x`) and, in configuration_utils.py, declare."""
+    reads: dict[str, int] = {}
+    writes: set[str] = set()
+    current = None
+    for n, line in enumerate(patch.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.startswith("+++ b/"):
+            current = line[6:]
+            continue
+        if not line.startswith("+") or line.startswith("+++"):
+            continue
+        code = line[1:].split("#", 1)[0]
+        if "`" in code or not code.strip():
+            continue  # docstring prose
+        if current == "src/transformers/configuration_utils.py":
+            m = _PATCH_FIELD.match(line)
+            if m:
+                writes.add(m.group(1))
+        for m in re.finditer(r"\bconfig\.([a-z_][a-z0-9_]*)\s*=[^=]", code):
+            writes.add(m.group(1))
+        for m in _PATCH_READ.finditer(code):
+            reads.setdefault(m.group(1), n)
+    return reads, writes
+
+
+_UPSTREAM_CONFIG_WORDS: set[str] | None = None
+#: Beside every `configuration_*.py`: the other config objects our code reads (quantization configs, the
+#: `fsdp_config` / `deepspeed` dicts of the training arguments, accelerate's plugins as upstream wraps them).
+UPSTREAM_CONFIG_SOURCES = (
+    "transformers/utils/quantization_config.py",
+    "transformers/training_args.py",
+    "transformers/integrations/fsdp.py",
+    "transformers/integrations/deepspeed.py",
+    "transformers/integrations/accelerate.py",
+)
+
+
+def _upstream_config_words(root: Path) -> set[str]:
+    """Every identifier of upstream's configuration modules (`configuration_utils.py`, each model's
+    `configuration_*.py`) in the pinned wheel: the attributes a config can have upstream."""
+    global _UPSTREAM_CONFIG_WORDS
+    if _UPSTREAM_CONFIG_WORDS is None:
+        import zipfile
+
+        config = ps.read_config(root)
+        wheel = ps.cached_upstream_wheel(config.upstream_version, config.pins["wheel"])
+        words: set[str] = set()
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                base = name.rsplit("/", 1)[-1]
+                if name.startswith("transformers/") and (
+                    (base.startswith("configuration_") and base.endswith(".py")) or name in UPSTREAM_CONFIG_SOURCES
+                ):
+                    words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", zf.read(name).decode("utf-8", "replace")))
+        _UPSTREAM_CONFIG_WORDS = words
+    return _UPSTREAM_CONFIG_WORDS
+
+
+def _attribute_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
+    """A config attribute an entry's code reads must be one upstream's configs have, or one the branch so far writes
+    (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares). Returns (errors,
+    warnings): a read listed in the entry's `forward-reads` is a warning (STRICT=1 refuses it), not an error."""
+    all_files = [rel for e in entries for rel in e.files]
+    constants = _field_constants(root, all_files)
+    uses = []
+    for entry in entries:
+        reads: dict[tuple[str, str], int] = {}
+        writes: set[str] = set()
+        for rel in entry.files:
+            if rel.endswith(".py") and not _is_test_file(rel):
+                r, w = _attribute_uses((root / rel).read_text(encoding="utf-8", errors="replace"), constants)
+                writes |= w
+                for attr, n in r.items():
+                    reads.setdefault((rel, attr), n)
+        for patch in entry.patches:
+            r, w = _patch_attribute_uses(patch)
+            writes |= w
+            for attr, n in r.items():
+                reads.setdefault((f"patches/{patch.name}", attr), n)
+        uses.append((entry, reads, writes))
+    upstream = None
+    errors, warnings = [], []
+    written: set[str] = set()
+    for index, (entry, reads, writes) in enumerate(uses):
+        written |= writes
+        for (rel, attr), n in sorted(reads.items()):
+            if attr in written or attr.startswith("__"):
+                continue
+            if upstream is None:
+                upstream = _upstream_config_words(root)
+            if attr in upstream:
+                continue
+            later = next((e.branch for e, _, w in uses[index + 1 :] if attr in w), None)
+            where = f"first written in {later}" if later else "written by no pull request"
+            message = f"{entry.branch}: {rel}:{n} reads config attribute {attr!r}, which upstream's configs do not have ({where})"
+            if attr in entry.spec.forward_reads:
+                warnings.append(f"{message}; waived by forward-reads in {STACK_TABLE}")
+            else:
+                errors.append(f"{message}: move the read to that pull request, or the write to this one")
+    return errors, warnings
 
 
 def format_plan(plan: Plan) -> str:
@@ -543,6 +1006,7 @@ class PrResult:
     branches: list[BranchResult]
     left_out: list[str]  # untracked files under upstream's folders
     warnings: list[str]
+    descriptions: list[Path] = dataclasses.field(default_factory=list)  # one pull request description per branch
 
 
 def _apply_mail(worktree: Path, patch: Path, env: dict, tmp: Path) -> None:
@@ -575,8 +1039,10 @@ def make_pr(
     root: Path = ROOT,
     log=print,
     strict: bool = False,
+    descriptions: Path | None = None,
 ) -> PrResult:
-    """Creates the stack of branches in `clone` from `base`. See the module docstring."""
+    """Creates the stack of branches in `clone` from `base`, and writes one description per branch (`<branch>.md`) in
+    `descriptions` (default `.cache/pr-descriptions/`). See the module docstring."""
     clone = clone.resolve()
     root = root.resolve()
     base = base or f"v{ps.read_config(root).upstream_version}"
@@ -599,6 +1065,8 @@ def make_pr(
     if prefix:
         for entry in plan.entries:
             entry.branch = f"{prefix}-{entry.number}-{entry.spec.name}"
+    if plan.errors:
+        raise PrError("the stack breaks its rules (`make check` says the same):\n  " + "\n  ".join(plan.errors))
     if strict and plan.warnings:
         raise PrError("STRICT: the stack is not ready for review:\n  " + "\n  ".join(plan.warnings))
 
@@ -693,7 +1161,9 @@ def make_pr(
     _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
     _run(["worktree", "prune"], clone, check=False)
     shutil.rmtree(tmp, ignore_errors=True)
-    return PrResult(base=base, branches=results, left_out=left_out, warnings=plan.warnings)
+    out_dir = Path(descriptions) if descriptions else root / ".cache" / "pr-descriptions"
+    described = write_descriptions(plan, out_dir, results, prefix)
+    return PrResult(base=base, branches=results, left_out=left_out, warnings=plan.warnings, descriptions=described)
 
 
 def format_stack(result: PrResult) -> str:
@@ -711,6 +1181,8 @@ def format_stack(result: PrResult) -> str:
         lines.append(f"upstream-pr: left out (untracked): {name}")
     for warning in result.warnings:
         lines.append(f"upstream-pr: warning: {warning}")
+    for path in result.descriptions:
+        lines.append(f"upstream-pr: description: {path}")
     return "\n".join(lines)
 
 
@@ -806,13 +1278,28 @@ def test_stack(
             env = dict(os.environ, HF_HUB_OFFLINE="1")
             env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
             failures = []
-            done = ["star import", "ruff"]
-            proc = subprocess.run(
-                [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
-            )
-            if proc.returncode != 0:
-                failures.append("star import")
-                log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
+            done = ["ruff"]
+            if (worktree / PACKAGE_DIR / "__init__.py").is_file():
+                done.insert(0, "star import")
+                proc = subprocess.run(
+                    [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
+                )
+                if proc.returncode != 0:
+                    failures.append("star import")
+                    log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
+            else:
+                # a pull request before the package's (a bug fix of upstream's code): `import transformers` instead
+                done.insert(0, "import")
+                proc = subprocess.run(
+                    [sys.executable, "-c", "import transformers"],
+                    cwd=worktree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                if proc.returncode != 0:
+                    failures.append("import")
+                    log(f"upstream-pr: {branch}: `import transformers` failed:\n{proc.stderr[-3000:]}".rstrip())
             lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
             if lint_failures:
                 failures.append("ruff")
@@ -1147,12 +1634,81 @@ def _conflict_message(fork: Path, state: dict, version: str, old: str, output: s
 
 def check(root: Path = ROOT) -> str:
     """Validates what `make pr` would use without a clone: the series, the stack table placing every patch and
-    upstream-bound file exactly once; returns the planned stack with estimated line counts and any warnings."""
+    upstream-bound file exactly once, and the rules of a reviewable stack (each PR within its budget and whole: no
+    tests-only PR, no link to a later PR's page, no read of a config attribute a later PR writes); returns the planned
+    stack with estimated line counts and any warnings, or raises PrError listing what breaks the rules."""
     plan = plan_stack(root)
     lines = [f"upstream-pr: the stack `make pr` would build ({STACK_TABLE}):", format_plan(plan)]
     lines.extend(f"upstream-pr: note: {note}" for note in plan.notes)
     lines.extend(f"upstream-pr: warning: {warning}" for warning in plan.warnings)
+    if plan.errors:
+        raise PrError("\n".join(lines) + "\nthe stack breaks its rules:\n  " + "\n  ".join(plan.errors))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pull request descriptions
+
+
+def describe(plan: Plan, entry: Entry, result: BranchResult | None = None) -> str:
+    """The description of `entry`'s pull request, in Markdown: motivation, what changes with nothing turned on, the
+    measured numbers, the RFC thread's questions (for the `rfc-core` entries), what to review first, and contents."""
+    spec = entry.spec
+    built = [e for e in plan.entries if e.patches or e.files or e.spec.edits]
+    position = next((i for i, e in enumerate(built, 1) if e is entry), entry.number)
+    previous = built[position - 2].branch if position > 1 else None
+    size = f"+{result.added} -{result.removed}" if result else f"about {entry.estimated_lines} changed lines"
+    out = [f"# {spec.title}", ""]
+    stack = f"Pull request {position} of {len(built)} of a stack ({size})"
+    out += [stack + (f", based on `{previous}`." if previous else ", based on the release."), ""]
+    out += ["## Motivation", "", spec.body or spec.title, ""]
+    out += ["## With nothing turned on", "", spec.feature_off or "Nothing changes for code that does not call it.", ""]
+    out += ["## Measured", "", spec.numbers or "Nothing measured for this part: it adds no runtime path.", ""]
+    if spec.name in plan.table.rfc_core and plan.table.rfc_thread:
+        out += ["## The RFC thread (#11209)", "", plan.table.rfc_thread, ""]
+    out += ["## What to review first", ""]
+    if spec.review_first:
+        out += [spec.review_first, ""]
+    out += ["## Contents", ""]
+    for patch in entry.patches:
+        added, removed = _patch_lines(patch)
+        out.append(f"- change to upstream: {_patch_subject(patch)} (+{added} -{removed})")
+    for rel, n in zip(entry.files, entry._file_lines):
+        kind = "test" if _is_test_file(rel) else "doc" if rel.endswith(".md") else "new file"
+        out.append(f"- {kind}: `{rel}` ({n} lines)")
+    for name in spec.edits:
+        edit = upstream_edits.EDITS[name]
+        out.append(f"- `{edit.path}`: {edit.summary}")
+    tests = [rel for rel in entry.files if _is_test_file(rel)]
+    out += ["", "Tests: " + (", ".join(f"`{t}`" for t in tests) if tests else "none of its own") + "."]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _patch_subject(patch: Path) -> str:
+    import email
+
+    header = patch.read_bytes().split(b"\ndiff --git ", 1)[0]
+    subject = " ".join(str(email.message_from_bytes(header)["Subject"] or patch.name).split())
+    return subject.removeprefix("[PATCH] ")
+
+
+def write_descriptions(
+    plan: Plan, out_dir: Path, results: list[BranchResult] | None = None, prefix: str | None = None
+) -> list[Path]:
+    """One `<branch>.md` per branch of the stack in `out_dir` (written atomically); returns their paths."""
+    by_number = {r.number: r for r in results or []}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for entry in plan.entries:
+        if not (entry.patches or entry.files or entry.spec.edits):
+            continue
+        if results is not None and entry.number not in by_number:
+            continue
+        branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
+        path = out_dir / f"{branch}.md"
+        _write_atomic(path, describe(plan, entry, by_number.get(entry.number)))
+        written.append(path)
+    return written
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1166,8 +1722,13 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--upstream", type=Path, required=True, help="a clone of huggingface/transformers")
     pr.add_argument("--base", default=None, help="tag or commit to build on (default: v<pinned version>)")
     pr.add_argument("--branch", default=None, help=f"branch name prefix (default: branch-prefix in {STACK_TABLE})")
-    pr.add_argument("--strict", action="store_true", help="refuse a stack with warnings (size, imports, words)")
-    sub.add_parser("check", help="validate the stack table and print the planned stack")
+    pr.add_argument("--strict", action="store_true", help="refuse a stack with warnings (imports, tests, words)")
+    pr.add_argument(
+        "--descriptions", type=Path, default=None, help="where to write <branch>.md (.cache/pr-descriptions)"
+    )
+    sub.add_parser("check", help="validate the stack table and its rules, print the planned stack")
+    ds = sub.add_parser("describe", help="write each pull request's description from the table, without a clone")
+    ds.add_argument("--output", type=Path, default=ROOT / ".cache" / "pr-descriptions")
     sub.add_parser("lint", help="ruff with upstream's configuration on everything that goes upstream")
     ts = sub.add_parser("test-stack", help="run each stack branch's own tests against that branch's src/")
     ts.add_argument("--upstream", type=Path, required=True, help="the clone `make pr` built the stack in")
@@ -1182,13 +1743,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "check":
             print(check())
+        elif args.command == "describe":
+            for path in write_descriptions(plan_stack(), args.output):
+                print(f"upstream-pr: description: {path}")
         elif args.command == "lint":
             return lint()
         elif args.command == "test-stack":
             results = test_stack(args.upstream, args.branch, base=args.base)
             return 0 if results and not any(results.values()) else 1
         elif args.command == "pr":
-            result = make_pr(args.upstream, args.base, args.branch, strict=args.strict)
+            result = make_pr(args.upstream, args.base, args.branch, strict=args.strict, descriptions=args.descriptions)
             print(format_stack(result))
             if result.branches:
                 last = result.branches[-1].branch

@@ -11,7 +11,6 @@ import importlib.util
 import re
 import shutil
 import sys
-import tarfile
 import tempfile
 import unittest
 from pathlib import Path
@@ -24,7 +23,6 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(HERE))
 
-import patchset  # noqa: E402
 import upstream_edits as ue  # noqa: E402
 import upstream_fixtures as fx  # noqa: E402
 
@@ -241,42 +239,11 @@ class ToctreeTest(EditCase):
             ue.toctree_page_entry(fx.TOCTREE, "nope")
 
 
-class OptimiExtraTest(unittest.TestCase):
-    """On the pinned sdist's real setup.py and dependency table (upstream files the sdist does carry)."""
-
-    @classmethod
-    def setUpClass(cls):
-        config = patchset.read_config(ROOT)
-        sdist = patchset.cached_upstream_sdist(config.upstream_version, config.pins["sdist"])
-        top = f"transformers-{config.upstream_version}"
-        with tarfile.open(sdist) as tf:
-            cls.setup_py = tf.extractfile(f"{top}/setup.py").read().decode()
-            cls.table = tf.extractfile(f"{top}/src/transformers/dependency_versions_table.py").read().decode()
-
-    def test_setup_py_gets_the_dependency_and_the_extra(self):
-        new = ue.setup_optimi_extra(self.setup_py)
-        self.assertEqual(ue.setup_optimi_extra(new), new)
-        deps = assigned_literal(new, "_deps")
-        self.assertEqual(
-            deps.index("torch-optimi>=0.3.3"), deps.index(next(d for d in deps if d.startswith("torch>"))) + 1
-        )
-        self.assertEqual(
-            sorted(added_lines(self.setup_py, new)),
-            sorted(['    "torch-optimi>=0.3.3",', 'extras["optimi"] = deps_list("torch-optimi")']),
-        )
-
-    def test_table_matches_what_deps_table_update_would_write(self):
-        # upstream's own rule (setup.py): {name: requirement} for every `_deps` entry, in `_deps` order
-        deps = assigned_literal(ue.setup_optimi_extra(self.setup_py), "_deps")
-        regenerated = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in deps)}
-        table = assigned_literal(ue.deps_table_optimi(self.table), "deps")
-        self.assertEqual(table, regenerated)
-        self.assertEqual(list(table), list(regenerated))
-
-    def test_missing_anchor_is_named(self):
-        without = self.setup_py.replace('extras["torch"] =', 'extras["pytorch"] =')
-        with self.assertRaisesRegex(ue.EditError, r'setup.py: anchor not found: an `extras\["torch"\] = ...` line'):
-            ue.setup_optimi_extra(without)
+class DependencyStyleTest(unittest.TestCase):
+    def test_no_edit_adds_a_dependency_or_an_extra(self):
+        # upstream's style: optional libraries behind `is_*_available()`, no `_deps` entry or extra per integration
+        touched = {edit.path for edit in ue.EDITS.values()}
+        self.assertFalse(touched & {"setup.py", "src/transformers/dependency_versions_table.py"}, touched)
 
 
 class ApplyEditTest(unittest.TestCase):

@@ -339,8 +339,11 @@ class StackTest(StackTestBase):
         for rel, data in ps.patched_files(upstream, names, self.root / "patches", self.root / "src").items():
             self.assertEqual(self.show(last, f"src/{rel}"), data, rel)
 
+    def branch(self, name: str) -> str:
+        return next(b.branch for b in self.result.branches if b.name == name)
+
     def test_upstream_edits_land_in_their_pull_request(self):
-        first, last = self.result.branches[0].branch, self.result.branches[-1].branch
+        first, last = self.branch("config"), self.result.branches[-1].branch
         self.assertIn('"trained_precision",', self.show(first, "utils/check_config_attributes.py").decode())
         self.assertIn(
             '"trained_precision": "bf16",', self.show(first, "tests/utils/test_configuration_utils.py").decode()
@@ -366,12 +369,49 @@ class StackTest(StackTestBase):
             [ln for ln in makefile_diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")],
             ["+\ttrained_precision, \\"],
         )
-        self.assertIn('extras["optimi"] = deps_list("torch-optimi")', self.show(last, "setup.py").decode())
-        self.assertNotIn("optimi", self.show(first, "setup.py").decode())
+        # upstream's dependency style: no extra, no `_deps` entry, no dependency table row for any integration
+        self.assertNotIn("setup.py", self.diff_names(BASE, last))
+        self.assertNotIn("src/transformers/dependency_versions_table.py", self.diff_names(BASE, last))
+
+    def test_the_bug_fixes_come_first_each_alone_with_its_test(self):
+        fixes = self.result.branches[:2]
+        self.assertEqual([b.name for b in fixes], ["fix-stable-adamw", "fix-torchao-block-size"])
+        self.assertEqual(
+            self.diff_names(BASE, fixes[0].branch),
+            {"src/transformers/trainer_optimizer.py", "tests/trainer/test_trainer_optimizer_stable_adamw.py"},
+        )
+        self.assertEqual(
+            self.diff_names(fixes[0].branch, fixes[1].branch),
+            {"src/transformers/trainer_optimizer.py", "tests/trainer/test_trainer_optimizer_torchao.py"},
+        )
+        # each one alone on the release: the second fix's diff is the same whether or not the first is merged
+        alone = git(
+            self.clone, "diff", fixes[0].branch, fixes[1].branch, "--", "src/transformers/trainer_optimizer.py"
+        )
+        self.assertIn('+            "block_size": int(ctx.optim_args.get("block_size", default_block_size)),', alone)
+        self.assertNotIn("strtobool(kahan_sum)", alone)
+        fix = git(self.clone, "diff", BASE, fixes[0].branch, "--", "src/transformers/trainer_optimizer.py")
+        self.assertIn("+        kahan_sum = bool(strtobool(kahan_sum))", fix)
+
+    def test_descriptions_are_written_per_branch(self):
+        self.assertEqual(len(self.result.descriptions), len(self.result.branches))
+        for b, path in zip(self.result.branches, self.result.descriptions):
+            self.assertEqual(path.name, f"{b.branch}.md")
+            text = path.read_text(encoding="utf-8")
+            for section in ("## Motivation", "## With nothing turned on", "## Measured", "## What to review first"):
+                self.assertIn(section, text, path)
+            self.assertIn(f"+{b.added} -{b.removed}", text)
+            self.assertNotRegex(text, r"\bfork\b")
+        core = self.result.descriptions[[b.name for b in self.result.branches].index("config")].read_text()
+        self.assertIn("Why the config, not the model card", core)
+        self.assertIn('trained_precision_check="ignore"', core)
+        self.assertIn("TRANSFORMERS_TRAINED_PRECISION_CHECK", core)
+        fix = self.result.descriptions[0].read_text()
+        self.assertNotIn("model card", fix)
 
     def test_first_pull_request_has_no_cli_registry_or_pure_bf16_code(self):
-        first = self.result.branches[0].branch
-        changed = self.diff_names(BASE, first)
+        first = self.branch("config")
+        changed = self.diff_names(self.branch("fix-torchao-block-size"), first)
         for rel in changed:
             self.assertNotRegex(
                 rel, r"(registry|check_trained_precision|populate|cli|inspection|audit|optimizers|pure_bf16)\.py$"
@@ -500,19 +540,35 @@ class StackFailureTest(StackTestBase):
         self.assertEqual(clone_state(clone), before)
 
     def test_strict_refuses_a_stack_with_warnings(self):
-        # a stack over one entry's budget: refused with STRICT=1 before any branch exists, built without it
-        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 1')
-        root = tiny_root(self.tmp / "strict", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
+        # a module no test of its PR reaches: refused with STRICT=1 before any branch exists, built without it
+        root = tiny_root(self.tmp / "strict", TINY_TABLE, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
         clone = self.new_clone()
         before = clone_state(clone)
-        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)STRICT.*over its budget of 1"):
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)STRICT.*a.py is not reached by any test"):
             self.make_pr(clone, root=root, strict=True)
         self.assertEqual(clone_state(clone), before)
         self.assertEqual([b.number for b in self.make_pr(clone, root=root).branches], [1])
 
+    def test_a_stack_over_budget_is_refused_without_strict(self):
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 1')
+        root = tiny_root(self.tmp / "budget", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
+        clone = self.new_clone()
+        before = clone_state(clone)
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)breaks its rules.*over its budget of 1"):
+            self.make_pr(clone, root=root)
+        self.assertEqual(clone_state(clone), before)
+
     def test_the_real_stack_is_ready_for_review(self):
-        # every entry within its budget, importing earlier entries only, no word "fork": what STRICT=1 requires
-        self.assertEqual(self.plan.warnings, [])
+        # every entry within its budget, whole (no tests-only PR, no link or config read of a later PR): no error.
+        # The warnings left are the evidence reads the table waives (forward-reads), each naming the PR that writes.
+        self.assertEqual(self.plan.errors, [])
+        self.assertEqual(
+            sorted(w.split(" reads config attribute ")[1].split(",")[0] for w in self.plan.warnings),
+            ["'fp16_plan'", "'trained_precision_run'"],
+            self.plan.warnings,
+        )
+        self.assertTrue(all("waived by forward-reads" in w for w in self.plan.warnings))
+        upstream_pr.check(self.root)  # raises on any error
 
 
 class TrackedOnlyTest(StackTestBase):
@@ -631,11 +687,9 @@ class TableTest(unittest.TestCase):
             "tests/test_b.py": "from transformers.trained_precision.b import g\n",
         }
         root = tiny_root(self.tmp / "r", TINY_TABLE, files)
-        plan = upstream_pr.plan_stack(root)
-        self.assertEqual(len(plan.warnings), 1, plan.warnings)
-        self.assertIn(
-            f"{PKG}/a.py imports trained_precision.b, which comes later (trained-precision-2-two)", plan.warnings[0]
-        )
+        later = [w for w in upstream_pr.plan_stack(root).warnings if "comes later" in w]
+        self.assertEqual(len(later), 1, later)
+        self.assertIn(f"{PKG}/a.py imports trained_precision.b, which comes later (trained-precision-2-two)", later[0])
 
     def test_import_of_a_later_integration_module_is_reported(self):
         # our training glue beside upstream's integrations: `a` (PR one) reaches `integrations/b_glue.py` (PR two)
@@ -646,15 +700,119 @@ class TableTest(unittest.TestCase):
             "src/transformers/integrations/b_glue.py": "from ..trained_precision.a import f\n",
         }
         plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
-        self.assertEqual(len(plan.warnings), 1, plan.warnings)
-        self.assertIn(f"{PKG}/a.py imports integrations.b_glue, which comes later", plan.warnings[0])
+        later = [w for w in plan.warnings if "comes later" in w]
+        self.assertEqual(len(later), 1, later)
+        self.assertIn(f"{PKG}/a.py imports integrations.b_glue, which comes later", later[0])
 
-    def test_over_budget_and_fork_words_are_reported(self):
+    def test_over_budget_is_an_error_and_fork_words_a_warning(self):
         table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 3')
         files = {f"{PKG}/__init__.py": "# Copyright the fork authors\n", f"{PKG}/a.py": "a = 1\nb = 2\nc = 3\n"}
-        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
-        self.assertTrue(any("about 4 changed lines, over its budget of 3" in w for w in plan.warnings), plan.warnings)
+        root = tiny_root(self.tmp / "r", table, files)
+        plan = upstream_pr.plan_stack(root)
+        self.assertTrue(any("about 4 changed lines, over its budget of 3" in e for e in plan.errors), plan.errors)
         self.assertTrue(any(f"'fork' (upstream has none) at {PKG}/__init__.py:1" in w for w in plan.warnings))
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)the stack breaks its rules.*over its budget of 3"):
+            upstream_pr.check(root)
+
+    def test_no_budget_above_the_ceiling(self):
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 2500')
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""}))
+        self.assertTrue(any("max-lines = 2500 is above the ceiling of 2000" in e for e in plan.errors), plan.errors)
+        with self.assertRaisesRegex(upstream_pr.PrError, "max-lines-ceiling = 3000"):
+            upstream_pr.plan_stack(tiny_root(self.tmp / "r2", "max-lines-ceiling = 3000\n" + TINY_TABLE, {}))
+
+    def test_rfc_core_in_at_most_four_entries_the_first_within_800(self):
+        entries = "".join(f'[[pr]]\nname = "p{i}"\ntitle = "P{i}"\nfiles = ["{PKG}/m{i}.py"]\n' for i in range(5))
+        table = 'rfc-core = ["p0", "p1", "p2", "p3", "p4"]\n' + entries
+        files = {f"{PKG}/m{i}.py": "x = 1\n" for i in range(5)}
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
+        self.assertTrue(any("rfc-core holds 5 entries" in e for e in plan.errors), plan.errors)
+        self.assertTrue(any("needs max-lines <= 800" in e for e in plan.errors), plan.errors)
+        table = 'rfc-core = ["p0"]\n' + entries.replace('title = "P0"', 'title = "P0"\nmax-lines = 800')
+        files[f"{PKG}/m0.py"] = "x = 1\n" * 801
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r2", table, files))
+        self.assertTrue(any("first pull request has about 801 changed lines, over 800" in e for e in plan.errors))
+        with self.assertRaisesRegex(upstream_pr.PrError, "rfc-core names entries that do not exist: nope"):
+            upstream_pr.plan_stack(tiny_root(self.tmp / "r3", 'rfc-core = ["nope"]\n' + entries, files))
+
+    def test_a_tests_only_entry_is_an_error(self):
+        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "", "tests/test_b.py": "import unittest\n"}
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
+        self.assertEqual(
+            [e for e in plan.errors if "tests only" in e],
+            [
+                "trained-precision-2-two: holds tests only (tests/test_b.py): a pull request ships the code it tests; "
+                "move these tests into the entry of the code they test"
+            ],
+        )
+
+    def test_a_module_no_test_of_its_entry_reaches_is_reported(self):
+        # b.py is tested directly, c.py only through b.py (reached), d.py by nothing in its entry
+        table = TINY_TABLE.replace('"{pkg}/b*.py", "tests/*"'.replace("{pkg}", PKG), f'"{PKG}/[bcd].py", "tests/*"')
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "",
+            f"{PKG}/b.py": "from .c import C\n",
+            f"{PKG}/c.py": "C = 1\n",
+            f"{PKG}/d.py": "D = 1\n",
+            "tests/test_b.py": "from transformers.trained_precision.b import C\n",
+        }
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
+        untested = [w for w in plan.warnings if "is not reached by any test" in w]
+        self.assertEqual(len(untested), 2, untested)  # a.py (entry one has no test) and d.py
+        self.assertTrue(any(f"{PKG}/a.py" in w for w in untested) and any(f"{PKG}/d.py" in w for w in untested))
+
+    def test_doc_links_must_resolve_within_the_branch(self):
+        table = TINY_TABLE.replace(
+            f'files = ["{PKG}/__init__.py", "{PKG}/a.py"]',
+            f'files = ["{PKG}/__init__.py", "{PKG}/a.py", "docs/source/en/trained_precision_one.md"]',
+        ).replace('"tests/*"]', '"tests/*", "docs/source/en/trained_precision_two.md"]')
+        files = {
+            f"{PKG}/__init__.py": "",
+            # a docstring renders one level below docs/source/en: `../page` is a guide page
+            f"{PKG}/a.py": '"""See [the guide](../trained_precision_two#usage) and [one](../trained_precision_one)."""\n',
+            "docs/source/en/trained_precision_one.md": (
+                "[two](./trained_precision_two) [missing](./trained_precision_nope) [trainer](./main_classes/trainer)"
+                " [web](https://huggingface.co/docs) [here](#usage)\n"
+            ),
+            "docs/source/en/trained_precision_two.md": "[one](./trained_precision_one.md#top)\n",
+        }
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
+        links = sorted(e for e in plan.errors if " links " in e)
+        self.assertEqual(len(links), 3, plan.errors)
+        self.assertIn(
+            f"trained-precision-1-one: {PKG}/a.py:1 links ../trained_precision_two#usage "
+            "(docs/source/en/trained_precision_two.md), which arrives later (trained-precision-2-two)",
+            "\n".join(links),
+        )
+        self.assertIn("docs/source/en/trained_precision_one.md:1 links ./trained_precision_two (", "\n".join(links))
+        self.assertIn(
+            "./trained_precision_nope: docs/source/en/trained_precision_nope.md does not exist", "\n".join(links)
+        )
+        self.assertTrue(any("upstream's docs/source/en/main_classes/trainer.md" in n for n in plan.notes))
+
+    def test_config_attributes_read_must_exist_upstream_or_in_the_branch(self):
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": (
+                'PLAN_FIELD = "my_plan"\n\n\ndef f(config):\n'
+                "    return config.hidden_size, config.my_flag, getattr(config, PLAN_FIELD, None), config.my_value\n\n\n"
+                "def g(model):\n    model.config.my_value = 1\n"
+            ),
+            f"{PKG}/b.py": "def h(config):\n    setattr(config, 'my_flag', True)\n",
+        }
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
+        reads = sorted(e for e in plan.errors if "reads config attribute" in e)
+        self.assertEqual(len(reads), 2, plan.errors)  # hidden_size is upstream's, my_value is written in the branch
+        text = "\n".join(reads)
+        self.assertIn(f"{PKG}/a.py:5 reads config attribute 'my_flag', which upstream's configs do not have (first "
+                      "written in trained-precision-2-two)", text)  # fmt: skip
+        self.assertIn("'my_plan', which upstream's configs do not have (written by no pull request)", text)
+        # a read the table waives is a warning, which STRICT=1 refuses
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nforward-reads = ["my_flag", "my_plan"]')
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r2", table, files))
+        self.assertEqual([e for e in plan.errors if "reads config attribute" in e], [])
+        self.assertEqual(len([w for w in plan.warnings if "waived by forward-reads" in w]), 2, plan.warnings)
 
 
 STACK_TEST_TABLE = """

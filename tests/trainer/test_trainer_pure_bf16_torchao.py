@@ -44,7 +44,7 @@ if is_torch_available():
     from transformers.integrations import pure_bf16
 
 if is_torch_available() and is_torchao_available():
-    from torchao.optim import AdamW4bit, AdamW8bit
+    from torchao.optim import AdamW8bit
 
     from transformers.integrations import torchao_optim
 
@@ -107,26 +107,56 @@ class TorchaoHandlerTest(TestCasePlus):
         self.assertIsInstance(optimizer, AdamW8bit)
         self.assertTrue(optimizer.bf16_stochastic_round)
         self.assertEqual(optimizer.block_size, 256)
-        self.assertIsInstance(optimizer.block_size, int)
         self.assertEqual(optimizer.param_groups[0]["sr_seed"], 42)  # TrainingArguments' default seed
 
-    def test_bf16_model_without_the_switch(self):
+    def test_bf16_model_without_the_switch_keeps_torchaos_defaults(self):
+        # without bf16_full_train the handler builds what upstream's builds: round-to-nearest, torchao's own random
+        # stream (no step hooks, nothing added to param_groups); the warning names the optimizer in use and its fix
         model = tiny_gpt2().to(torch.bfloat16)
-        optimizer = self.optimizer(model, bf16_full_train=False)
-        self.assertTrue(optimizer.bf16_stochastic_round)
-
-    def test_fp32_model_keeps_round_to_nearest(self):
-        optimizer = self.optimizer(tiny_gpt2(), bf16_full_train=False)
+        logger = logging.get_logger(PURE_BF16_LOGGER)
+        with CaptureLogger(logger) as cl:
+            optimizer = self.optimizer(model, bf16_full_train=False, adam_beta2=0.999)
         self.assertFalse(optimizer.bf16_stochastic_round)
+        self.assertEqual(dict(optimizer._optimizer_step_pre_hooks), {})
+        self.assertEqual(dict(optimizer._optimizer_step_post_hooks), {})
+        self.assertNotIn("sr_seed", optimizer.param_groups[0])
+        self.assertIn("AdamW8bit does not compensate rounding", cl.out)
+        self.assertIn('optim_args="bf16_stochastic_round=true"', cl.out)
+        self.assertIn("adam_beta2 = 0.999", cl.out)
+        self.assertNotRegex(cl.out, r"\boptimi\b")
 
-    def test_block_sizes(self):
-        # torchao's defaults: 128 values per scale for 4-bit states, 256 for 8-bit; `optim_args` values are ints
-        optimizer = self.optimizer(tiny_gpt2(), optim="adamw_torch_4bit")
-        self.assertIsInstance(optimizer, AdamW4bit)
-        self.assertEqual(optimizer.block_size, 128)
-        optimizer = self.optimizer(tiny_gpt2(), optim_args="block_size=64")
-        self.assertEqual(optimizer.block_size, 64)
-        self.assertIsInstance(optimizer.block_size, int)
+    def test_feature_off_builds_the_optimizer_upstream_builds(self):
+        # upstream 5.23.0's handler passes {lr, betas, eps, block_size=256, bf16_stochastic_round=False} to torchao's
+        # class, and `create_optimizer` adds the weight decay of each parameter group: the same optimizer, built
+        # directly, takes bit-identical steps and leaves the global generator where it was
+        torch.manual_seed(0)
+        model = tiny_gpt2().to(torch.bfloat16)
+        reference_model = tiny_gpt2().to(torch.bfloat16)
+        reference_model.load_state_dict(model.state_dict())
+        trainer = Trainer(model=model, args=pure_bf16_args(self.get_auto_remove_tmp_dir(), bf16_full_train=False))
+        trainer.create_optimizer()
+        optimizer = trainer.optimizer
+        decay = set(trainer.get_decay_parameter_names(reference_model))
+        groups = [
+            {"params": [p for n, p in reference_model.named_parameters() if n in decay], "weight_decay": 0.0},
+            {"params": [p for n, p in reference_model.named_parameters() if n not in decay], "weight_decay": 0.0},
+        ]
+        reference = AdamW8bit(
+            groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, block_size=256, bf16_stochastic_round=False
+        )
+        self.assertEqual(type(optimizer), type(reference))
+        ours = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.state_dict()["param_groups"]]
+        theirs = [{k: v for k, v in g.items() if k != "params"} for g in reference.state_dict()["param_groups"]]
+        self.assertEqual(ours, theirs)
+        x = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(1))
+        with eager():
+            for m, opt in ((model, optimizer), (reference_model, reference)):
+                m.eval()(x, labels=x).loss.backward()  # no dropout: the same gradients
+                state = torch.get_rng_state()
+                opt.step()
+                self.assertTrue(torch.equal(state, torch.get_rng_state()))
+        for (name, a), b in zip(model.named_parameters(), reference_model.parameters()):
+            self.assertTrue(torch.equal(a, b), name)
 
     def test_turning_it_off_warns(self):
         logger = logging.get_logger(PURE_BF16_LOGGER)
@@ -134,7 +164,8 @@ class TorchaoHandlerTest(TestCasePlus):
             optimizer = self.optimizer(tiny_gpt2(), optim_args="bf16_stochastic_round=false")
         self.assertFalse(optimizer.bf16_stochastic_round)
         self.assertIn("AdamW8bit does not compensate rounding", cl.out)
-        self.assertIn("bf16_stochastic_round", cl.out)
+        self.assertIn("bf16_stochastic_round=true", cl.out)
+        self.assertNotRegex(cl.out, r"\boptimi\b")
 
     def test_on_by_default_does_not_warn(self):
         logger = logging.get_logger(PURE_BF16_LOGGER)
@@ -143,9 +174,16 @@ class TorchaoHandlerTest(TestCasePlus):
         self.assertNotIn("does not compensate rounding", cl.out)
         self.assertNotIn("weight decay has no effect", cl.out)
 
-    def test_invalid_optim_args_name_the_valid_ones(self):
-        with self.assertRaisesRegex(ValueError, r"unknown key\(s\) kahan_sum\. Valid keys: bf16_stochastic_round"):
-            self.optimizer(tiny_gpt2(), optim_args="kahan_sum=true")
+    def test_unknown_optim_args_are_ignored_as_upstream_does(self):
+        logger = logging.get_logger("transformers.integrations.torchao_optim")
+        with CaptureLogger(logger) as cl:
+            optimizer = self.optimizer(tiny_gpt2(), bf16_full_train=False, optim_args="kahan_sum=true")
+        self.assertIn("kahan_sum is not an option of torchao's low-bit AdamW and is ignored", cl.out)
+        self.assertIn("Valid keys: bf16_stochastic_round, block_size", cl.out)
+        self.assertFalse(optimizer.bf16_stochastic_round)
+        self.assertEqual(optimizer.block_size, 256)
+
+    def test_invalid_optim_args_values_name_the_valid_ones(self):
         with self.assertRaisesRegex(ValueError, r"block_size='0' is not a positive integer"):
             self.optimizer(tiny_gpt2(), optim_args="block_size=0")
         with self.assertRaisesRegex(ValueError, r"bf16_stochastic_round='maybe' is not a boolean.*true/false"):

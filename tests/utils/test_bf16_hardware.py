@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Whether bf16 is native on the device, the one-time warning where it is emulated, and what pure-bf16 training logs."""
+"""Whether bf16 is native on the device, and the one-time warning where it is emulated."""
 
 import unittest
 from unittest import mock
@@ -19,17 +19,15 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers import TrainingArguments
-from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch, require_torch_optimi
-from transformers.trained_precision.testing_utils import random_token_dataset
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
 from transformers.utils import is_torch_available, logging
 
 
 if is_torch_available():
     import torch
 
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer
+    from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.integrations import bf16_hardware as hardware
-    from transformers.integrations import optimi as tp_optimizers
 
 
 HARDWARE_LOGGER = "transformers.integrations.bf16_hardware"
@@ -203,77 +201,6 @@ class EmulatedBf16WarningTest(TestCasePlus):
                 with mock.patch.object(TrainingArguments, "process_index", 1):
                     hardware.warn_if_bf16_emulated(_args(tmp, bf16=True), "cpu")
         self.assertEqual(cl.out, "")
-
-    @require_torch_optimi
-    def test_trainer_warns_once_for_bf16_full_train(self):
-        logger = logging.get_logger(HARDWARE_LOGGER)
-        with (
-            mock.patch.object(hardware, "bf16_support", return_value=self._support(False)),
-            CaptureLogger(logger) as cl,
-        ):
-            for _ in range(2):
-                args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=1)
-                Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16))
-        self.assertEqual(cl.out.count(EMULATED), 1, cl.out)
-        self.assertIn("bf16_full_train=True: bf16 is emulated", cl.out)
-        self.assertIn("10 instead of 16 bytes", cl.out)
-
-
-@require_torch
-@require_torch_optimi
-class PureBf16LoggingTest(TestCasePlus):
-    """At the default verbosity a pure-bf16 run says what it cast and which optimizer it uses, and nothing about a
-    checkpoint it did not resume from."""
-
-    def setUp(self):
-        super().setUp()
-        logging.warning_once.cache_clear()
-        self.addCleanup(logging.warning_once.cache_clear)
-
-    def test_summary_visible_at_default_verbosity(self):
-        self.assertEqual(logging.get_verbosity(), logging.WARNING)
-        args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=1)
-        logger = logging.get_logger("transformers.integrations.pure_bf16")
-        with CaptureLogger(logger) as cl:
-            Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16))
-        self.assertRegex(
-            cl.out,
-            r"bf16_full_train: [\d,]+ parameters \([\d.]+%\) in bfloat16, [\d,]+ \([\d.]+%\) in float32 \(kept: .*\)\. "
-            r"Optimizer: adamw_optimi \(optimi AdamW with Kahan summation\)\.",
-        )
-        self.assertEqual(cl.out.count("bf16_full_train: "), 1, cl.out)
-
-    def test_fresh_run_does_not_talk_about_resuming(self):
-        args = _args(self.get_auto_remove_tmp_dir(), bf16_full_train=True, max_steps=2, per_device_train_batch_size=4)
-        logger = logging.get_logger("transformers.integrations.optimi")
-        verbosity = logging.get_verbosity()
-        logging.set_verbosity_info()
-        try:
-            with CaptureLogger(logger) as cl:
-                Trainer(model=_tiny_gpt2(), args=args, train_dataset=random_token_dataset(size=16)).train()
-        finally:
-            logging.set_verbosity(verbosity)
-        self.assertNotIn("checkpoint was saved", cl.out)
-
-    def test_resume_from_another_implementation_still_says_so(self):
-        cls = tp_optimizers.get_optimi_optimizer_cls("adamw_optimi")
-        param = torch.nn.Parameter(torch.randn(8, dtype=torch.bfloat16))
-        optimizer = cls([param], lr=1e-3, kahan_sum=True)
-        param.grad = torch.randn_like(param)
-        optimizer.step()
-        state = optimizer.state_dict()
-        state["param_groups"][0]["triton"] = True  # written on a machine where optimi chose Triton
-        logger = logging.get_logger("transformers.integrations.optimi")
-        verbosity = logging.get_verbosity()
-        logging.set_verbosity_info()
-        try:
-            with CaptureLogger(logger) as cl:
-                resumed = cls([torch.nn.Parameter(param.detach().clone())], lr=1e-3, kahan_sum=True)
-                tp_optimizers.prepare_optimi_optimizer(resumed)
-                resumed.load_state_dict(state)
-        finally:
-            logging.set_verbosity(verbosity)
-        self.assertIn("the checkpoint was saved with triton=True", cl.out)
 
 
 if __name__ == "__main__":

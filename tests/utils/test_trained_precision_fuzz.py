@@ -15,6 +15,9 @@
 Property-based tests of everything that reads a user's files: config values, safetensors headers, index files and
 `set`. Invariants: no exception but the documented error classes, bounded reads, no file outside the checkpoint
 opened, no write outside the target file. Seeded (`derandomize=True`) and bounded, so `make test` stays repeatable.
+
+They need `hypothesis` (`pip install hypothesis`), which the testing extra does not install: without it this module is
+skipped at collection.
 """
 
 import builtins
@@ -28,20 +31,25 @@ import tempfile
 import unittest
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
 
-from transformers import GPTNeoConfig
-from transformers.trained_precision import cli, populate
-from transformers.trained_precision.inspection import inspect_checkpoint
-from transformers.trained_precision.resolver import resolve_trained_precision
-from transformers.trained_precision.storage import (
+
+pytest.importorskip("hypothesis", reason="the property-based tests need `pip install hypothesis`")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from transformers import GPTNeoConfig  # noqa: E402
+from transformers.trained_precision import cli, populate  # noqa: E402
+from transformers.trained_precision.inspection import inspect_checkpoint  # noqa: E402
+from transformers.trained_precision.resolver import resolve_trained_precision  # noqa: E402
+from transformers.trained_precision.storage import (  # noqa: E402
     CheckpointInspectionError,
     SafetensorsHeaderError,
     read_safetensors_header,
     read_storage,
 )
-from transformers.trained_precision.vocabulary import PRECISIONS
+from transformers.trained_precision.vocabulary import PRECISIONS  # noqa: E402
 
 
 FUZZ = settings(

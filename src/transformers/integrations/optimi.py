@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 #: The install hint of every "optimi is missing" error.
-OPTIMI_INSTALL_HINT = 'pip install "transformers[optimi]"'
+OPTIMI_INSTALL_HINT = "pip install torch-optimi"
 
 #: `optim` name -> optimi class name. `stable_adamw` stays upstream's handler (it predates these).
 OPTIMI_OPTIMIZERS: dict[str, str] = {

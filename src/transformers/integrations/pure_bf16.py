@@ -463,6 +463,32 @@ def _beta2(group: dict[str, Any]) -> float | None:
     return None
 
 
+def _is_optimi(optimizer) -> bool:
+    return any((cls.__module__ or "").split(".")[0] == "optimi" for cls in type(optimizer).__mro__)
+
+
+def _rounding_hint(optimizer) -> str:
+    """The fix for lost updates, in terms of the optimizer in use."""
+    if hasattr(optimizer, "bf16_stochastic_round"):  # torchao's low-bit AdamW
+        return (
+            f'Turn on {type(optimizer).__name__}\'s stochastic rounding: `optim_args="bf16_stochastic_round=true"` '
+            "(`bf16_full_train=True` turns it on by itself)."
+        )
+    if _is_optimi(optimizer):
+        return "Turn on its Kahan summation: drop `kahan_sum=false` from `optim_args`."
+    return "Use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter; the default of `bf16_full_train=True`)."
+
+
+def _decay_hint(optimizer) -> str:
+    if hasattr(optimizer, "bf16_stochastic_round"):
+        return (
+            'With `optim_args="bf16_stochastic_round=true"` the decay is rounded stochastically and kept on average.'
+        )
+    if _is_optimi(optimizer):
+        return "Keep Kahan summation on: the optimi optimizers then apply decay inside the compensated update."
+    return "The optimi optimizers (`optim='adamw_optimi'`, ...) apply decay inside the compensated update."
+
+
 def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     """
     Warns, once and on the main process, about half-precision (bf16/fp16) trainable parameters that will not train as
@@ -513,16 +539,14 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
             f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
             f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-{update_exp} "
             f"(~{100 * update_floor:.2g}%) of a weight is rounded away, so training stalls as the learning rate decays. "
-            + getattr(
-                inner,
-                "_rounding_hint",
-                "Use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter; the default of "
-                "`bf16_full_train=True`).",
-            )
+            + _rounding_hint(inner)
         )
 
     groups = getattr(inner, "param_groups", None) or []
-    compensates_decay = compensated and getattr(inner, "_compensate_weight_decay", False)
+    # torchao computes decoupled decay in fp32 and rounds the result stochastically: compensated whenever that is on
+    compensates_decay = compensated and (
+        getattr(inner, "_compensate_weight_decay", False) or bool(getattr(inner, "bf16_stochastic_round", False))
+    )
     lr = getattr(args, "learning_rate", None)
     for group in groups:
         wd = group.get("weight_decay", 0.0) or 0.0
@@ -531,8 +555,8 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
             messages.append(
                 f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-{decay_exp} (~{decay_floor:.3g}): "
                 f"multiplying a {dtype_name} weight by (1 - {glr * wd:.3g}) rounds back to the weight, so weight decay "
-                f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {opt_name}. The optimi "
-                f"optimizers (`optim='adamw_optimi'`, ...) apply decay inside the compensated update."
+                f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {opt_name}. "
+                + _decay_hint(inner)
             )
             break
     for group in groups:
@@ -541,7 +565,9 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
             messages.append(
                 f"adam_beta2 = {beta2:g} > {BF16_MAX_BETA2} with {dtype_name} optimizer state: once (1 - beta2) is "
                 f"below half a {dtype_name} step, the second moment cannot decrease any more and the effective step "
-                f"size shrinks. optimi's default is 0.99; pass `adam_beta2=0.99`."
+                f"size shrinks. "
+                + ("optimi's default is 0.99; " if _is_optimi(inner) else "")
+                + "Pass `adam_beta2=0.99`."
             )
             break
 

@@ -22,16 +22,21 @@ being rounded away.
 
 This module adds, on top of upstream's torchao handler in `trainer_optimizer.py` (torchao 0.18):
 
-- stochastic rounding turned on by itself when the model has bf16 trainable parameters (or `bf16_full_train` is set),
-  unless `optim_args` says `bf16_stochastic_round=false` (then [`check_pure_half_precision_training`] warns);
-- `optim_args` validated: unknown keys and values that are not a positive integer block size or a boolean raise a
-  `ValueError` naming the valid ones;
-- one stochastic-rounding random stream on every rank: torchao draws the rounding noise from the global torch
-  generator, which differs between data-parallel ranks as soon as anything rank-dependent draws from it, and then
-  replicas drift apart. [`synchronize_stochastic_rounding`] seeds the noise of each step from `(args.seed, step)`
-  inside `torch.random.fork_rng`, with torch's public optimizer hooks on the `Trainer`'s optimizer (not a subclass), so every rank rounds the same way, the global generator (dropout, shuffling) is left
-  untouched, and a run resumed from a checkpoint rounds exactly as the uninterrupted run did (the step counter is
-  saved in the optimizer's `param_groups`).
+- with `bf16_full_train=True`, stochastic rounding turned on by itself unless `optim_args` says
+  `bf16_stochastic_round=false` (then [`check_pure_half_precision_training`] warns). Without `bf16_full_train`, the
+  handler builds what upstream's builds: torchao's defaults, round-to-nearest unless `optim_args` turns stochastic
+  rounding on; on bf16 weights [`check_pure_half_precision_training`] then says that updates round away and how to
+  turn it on;
+- `optim_args` checked: an unknown key is ignored, as upstream's handler ignores it, with a warning that names the
+  valid ones; a value that is not a positive integer block size or a boolean raises a `ValueError` naming the valid
+  ones;
+- with `bf16_full_train=True`, one stochastic-rounding random stream on every rank: torchao draws the rounding noise
+  from the global torch generator, which differs between data-parallel ranks as soon as anything rank-dependent draws
+  from it, and then replicas drift apart. [`synchronize_stochastic_rounding`] seeds the noise of each step from
+  `(args.seed, step)` inside `torch.random.fork_rng`, with torch's public optimizer hooks on the `Trainer`'s optimizer
+  (not a subclass), so every rank rounds the same way, the global generator (dropout, shuffling) is left untouched,
+  and a run resumed from a checkpoint rounds exactly as the uninterrupted run did (the step counter is saved in the
+  optimizer's `param_groups`). It is also public API for a run that turns stochastic rounding on by itself.
 
 torchao compiles its per-parameter update with `torch.compile(dynamic=False)` at the first step, once per tensor shape:
 on a CPU most of it is inductor generating the fused kernel, about a minute for a small model. Later processes reuse
@@ -54,7 +59,7 @@ if TYPE_CHECKING:
 logger = logging.get_logger(__name__)
 
 #: The install hint of every "torchao is missing" error.
-TORCHAO_INSTALL_HINT = 'pip install "transformers[torchao]"'
+TORCHAO_INSTALL_HINT = "pip install torchao"
 
 #: `optim_args` keys of upstream's torchao handler.
 TORCHAO_OPTIM_ARGS = ("bf16_stochastic_round", "block_size")
@@ -62,14 +67,6 @@ TORCHAO_OPTIM_ARGS = ("bf16_stochastic_round", "block_size")
 #: Mixes the step into the seed (the 64-bit golden-ratio constant), so consecutive steps get unrelated streams.
 _SEED_MIX = 0x9E3779B97F4A7C15
 _SEED_MASK = (1 << 63) - 1
-
-
-def _has_bf16_trainable_params(model) -> bool:
-    import torch
-
-    if model is None:
-        return False
-    return any(p.requires_grad and p.dtype == torch.bfloat16 for p in model.parameters())
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -98,11 +95,6 @@ def _seed_devices(seed: int, devices: list[torch.device]) -> None:
 
 #: The attribute under which `synchronize_stochastic_rounding` keeps its hook handles (and knows it ran).
 _HOOKS_ATTR = "_transformers_sr_hooks"
-#: The fix named by `check_pure_half_precision_training` when stochastic rounding is off.
-ROUNDING_HINT = (
-    "Keep torchao's stochastic rounding on (drop `bf16_stochastic_round=false` from `optim_args`; it is the "
-    "default for bf16 weights), or use `optim='adamw_optimi'` (Kahan summation, +2 bytes/parameter)."
-)
 
 
 def _is_torchao_low_bit_optimizer(optimizer) -> bool:
@@ -183,10 +175,6 @@ def synchronize_stochastic_rounding(optimizer, seed: int = 0) -> bool:
         group.setdefault("sr_seed", int(seed))
         group.setdefault("sr_step", 0)
     setattr(inner, _HOOKS_ATTR, [inner.register_step_pre_hook(before_step), inner.register_step_post_hook(after_step)])
-    # read by `check_pure_half_precision_training`: decoupled weight decay is computed in fp32, then rounded
-    # stochastically; and the fix it names when stochastic rounding is off
-    inner._compensate_weight_decay = True
-    inner._rounding_hint = ROUNDING_HINT
     return True
 
 
@@ -196,13 +184,16 @@ TORCHAO_OPTIM_NAMES = ("adamw_torch_4bit", "adamw_torch_8bit")
 
 def synchronize_trainer_stochastic_rounding(optimizer, args) -> bool:
     """
-    The `Trainer`'s call after it creates the optimizer: [`synchronize_stochastic_rounding`] with `args.seed`, for
-    `optim="adamw_torch_8bit"` / `"adamw_torch_4bit"` only (an optimizer given to the `Trainer` is left as it is).
+    The `Trainer`'s call after it creates the optimizer: with `bf16_full_train=True` and `optim="adamw_torch_8bit"` /
+    `"adamw_torch_4bit"`, [`synchronize_stochastic_rounding`] with `args.seed`. Any other run keeps upstream's
+    optimizer as it is (no hooks, torchao's own random stream), and so does an optimizer given to the `Trainer`.
 
     Returns:
         `bool`: Whether the hooks were registered.
     """
     if getattr(args.optim, "value", args.optim) not in TORCHAO_OPTIM_NAMES:
+        return False
+    if not getattr(args, "bf16_full_train", False):
         return False
     return synchronize_stochastic_rounding(optimizer, seed=int(getattr(args, "seed", 0) or 0))
 
@@ -225,40 +216,38 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
     Called by upstream's torchao handler (`optim="adamw_torch_8bit"` / `"adamw_torch_4bit"`) before it reads
     `ctx.optim_args`.
 
-    - Rejects unknown `optim_args` keys and invalid values, naming the valid ones.
-    - Turns `bf16_stochastic_round` on when the model has bf16 trainable parameters or `bf16_full_train` is set and
-      `optim_args` does not say otherwise. Turned off explicitly, it is left off: `check_pure_half_precision_training`
-      warns after the optimizer is created.
+    - An unknown `optim_args` key is ignored, as upstream's handler ignores it, with a warning naming the valid keys;
+      an invalid value raises a `ValueError` naming the valid ones.
+    - With `bf16_full_train=True`, turns `bf16_stochastic_round` on unless `optim_args` says otherwise. Without it,
+      the value is upstream's: `optim_args`' or torchao's default (off). Either way, stochastic rounding that is off
+      on bf16 weights is reported by `check_pure_half_precision_training` after the optimizer is created.
 
-    The `Trainer` then calls [`synchronize_stochastic_rounding`] on the optimizer it created.
+    The `Trainer` then calls [`synchronize_trainer_stochastic_rounding`] on the optimizer it created.
 
     Args:
-        ctx (`OptimizerContext`): Upstream's handler context; `ctx.optim_args` and `ctx.optimizer_kwargs` are updated
-            in place.
+        ctx (`OptimizerContext`): Upstream's handler context; `ctx.optim_args` is updated in place.
         optimizer_cls (`type`): The torchao class upstream's handler picked.
 
     Returns:
         `type`: The optimizer class to build (torchao's, unchanged).
     """
+    optim_name = getattr(ctx.args.optim, "value", ctx.args.optim)
     unknown = sorted(set(ctx.optim_args) - set(TORCHAO_OPTIM_ARGS))
     if unknown:
-        optim_name = getattr(ctx.args.optim, "value", ctx.args.optim)
-        raise ValueError(
-            f"`optim_args` for optim={optim_name!r} got unknown key(s) {', '.join(unknown)}. "
-            f"Valid keys: {', '.join(TORCHAO_OPTIM_ARGS)}."
+        logger.warning(
+            f"`optim_args` for optim={optim_name!r}: {', '.join(unknown)} is not an option of torchao's low-bit "
+            f"AdamW and is ignored. Valid keys: {', '.join(TORCHAO_OPTIM_ARGS)}."
         )
     if "block_size" in ctx.optim_args:
         ctx.optim_args["block_size"] = str(_parse_block_size(ctx.optim_args["block_size"]))
 
-    bf16_weights = _has_bf16_trainable_params(ctx.model) or bool(getattr(ctx.args, "bf16_full_train", False))
     if "bf16_stochastic_round" in ctx.optim_args:
         stochastic_round = parse_optim_bool("bf16_stochastic_round", ctx.optim_args["bf16_stochastic_round"])
-    else:
-        stochastic_round = bf16_weights
-        if bf16_weights:
-            logger.info(
-                "bf16 trainable parameters: torchao's stochastic rounding is on (`bf16_stochastic_round=True`), so "
-                "updates smaller than a bf16 step are kept on average instead of rounded away."
-            )
-    ctx.optim_args["bf16_stochastic_round"] = str(stochastic_round)
+        ctx.optim_args["bf16_stochastic_round"] = str(stochastic_round)
+    elif getattr(ctx.args, "bf16_full_train", False):
+        logger.info(
+            "bf16_full_train: torchao's stochastic rounding is on (`bf16_stochastic_round=True`), so updates smaller "
+            "than a bf16 step are kept on average instead of rounded away."
+        )
+        ctx.optim_args["bf16_stochastic_round"] = "True"
     return optimizer_cls

@@ -15,10 +15,9 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-`cli/transformers.py` registers [`precision`] as a leaf command, imported only when it runs (the rest of the
-`transformers` CLI, whose `serve` command imports torch, is not imported), which works with both the typer app of
-huggingface_hub 1.x and the click group of 2.x. `python -m transformers.trained_precision` runs the same command through
-[`main`]. Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
+[`precision`] is a leaf command, which works with both the typer app of huggingface_hub 1.x and the click group of 2.x.
+`python -m transformers.trained_precision` runs it through [`main`] without the rest of the `transformers` CLI (whose
+`serve` command imports torch). Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
 
 The exit codes are one contract for every subcommand (`HELP` lists them) and [`run_command`] keeps it: each
 subcommand is a handler `(args, options, out) -> exit code` in `SUBCOMMANDS`; a failure it expects is a
