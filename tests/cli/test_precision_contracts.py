@@ -410,31 +410,6 @@ class ConsoleScriptDispatchTest(IsolatedHomeTestCase):
         names = set(command.list_commands(click.Context(command)))
         self.assertLessEqual({"add-new-model-like", "chat", "download", "env", "serve", "version", "precision"}, names)
 
-    def test_console_script_usage_error_is_one_json_document(self):
-        """`transformers precision ... --json` answers a usage error with one JSON document, as the module does."""
-        probe = (
-            "import sys\n"
-            "sys.argv = ['transformers', 'precision', *sys.argv[1:]]\n"
-            "from transformers.cli.transformers import main\n"
-            "main()\n"
-        )
-        directory = self.checkpoint(config={**CONFIG, "trained_precision": "bf16"})
-        for args in (
-            [str(directory), "--no-such-option", "--json"],
-            [str(directory), "--top", "x", "--format", "json"],
-        ):
-            result = subprocess.run(
-                [sys.executable, "-c", probe, *args],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1"},
-                timeout=120,
-            )
-            self.assertEqual(result.returncode, 2, result.stderr)
-            document = json.loads(result.stdout)
-            self.assertEqual(document["exit_code"], 2)
-            self.assertIn("--no-such-option" if "--json" in args else "--top", document["error"])
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -38,22 +38,24 @@ LAYERS = {
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,
-    "stamp": 5,
-    "inspection": 5,
     "fp16_plan": 5,
-    "cli": 6,  # surface
-    "__main__": 7,
-    "testing_utils": 7,  # test helpers
-    "__init__": 7,
+    "adapter": 5,  # a PEFT adapter's training record and the check of base + adapter
+    "stamp": 6,
+    "inspection": 6,
+    "cli": 7,  # surface
+    "__main__": 8,
+    "testing_utils": 8,  # test helpers
+    "__init__": 8,
 }
 
 # our modules in `transformers.integrations` (upstream's own modules there are not ours to layer)
 INTEGRATION_LAYERS = {
     "bf16_hardware": 0,  # is bf16 native on this device
-    "pure_bf16_distributed": 0,  # DDP / FSDP2 / DeepSpeed decisions and FSDP2 sharding
-    "optimi": 1,  # the torch-optimi handler and its optimizer hooks
-    "torchao_optim": 2,  # torchao's low-bit AdamW: stochastic rounding on by default, one stream on every rank
-    "pure_bf16": 3,  # `bf16_full_train`: the switch, the cast, the warnings
+    "pure_bf16_deepspeed": 0,  # DeepSpeed ZeRO's bf16 options for bf16_full_train, and what it refuses
+    "pure_bf16_distributed": 1,  # DDP / FSDP2 / DeepSpeed decisions and FSDP2 sharding
+    "optimi": 2,  # the torch-optimi handler and its optimizer hooks
+    "torchao_optim": 3,  # torchao's low-bit AdamW: stochastic rounding for bf16_full_train, one stream on every rank
+    "pure_bf16": 4,  # `bf16_full_train`: the switch, the cast, the warnings
 }
 
 

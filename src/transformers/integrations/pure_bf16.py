@@ -139,9 +139,11 @@ def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
             check_bf16_full_train_accelerator_state(accelerator)
         return
     if deepspeed:
+        from .optimi import OPTIMI_OPTIMIZERS
         from .pure_bf16_deepspeed import warn_if_uncompensated_deepspeed
 
-        warn_if_uncompensated_deepspeed(args, accelerator)
+        compensated = getattr(args.optim, "value", args.optim) in OPTIMI_OPTIMIZERS
+        warn_if_uncompensated_deepspeed(args, accelerator, compensated=compensated)
     if fsdp and mixed_precision != "no" and model is not None:
         from .optimi import has_half_precision_trainable_params
 

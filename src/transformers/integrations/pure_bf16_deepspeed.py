@@ -251,11 +251,17 @@ def prepare_deepspeed_for_bf16_full_train(accelerator: Any) -> list[str]:
     return changes
 
 
-def warn_if_uncompensated_deepspeed(args: Any, accelerator: Any) -> str | None:
+def warn_if_uncompensated_deepspeed(args: Any, accelerator: Any, compensated: bool = False) -> str | None:
     """
     Warns once, on the main process, when a DeepSpeed config trains bf16 master weights
     (`bf16.bf16_master_weights_and_grads`) without `bf16_full_train`: no optimizer DeepSpeed runs there compensates
     rounding. The warning gives the fix (`bf16_full_train=True`).
+
+    Args:
+        args (`TrainingArguments`): the run's arguments.
+        accelerator (`Accelerator`): the run's accelerator, whose DeepSpeed plugin holds the resolved config.
+        compensated (`bool`, *optional*, defaults to `False`): whether the Trainer's own optimizer compensates rounding
+            (the optimi optimizers, which step bf16 partitions with Kahan summation).
 
     Returns:
         `str` or `None`: The message (also on the other ranks, which do not log it).
@@ -275,9 +281,7 @@ def warn_if_uncompensated_deepspeed(args: Any, accelerator: Any) -> str | None:
         optimizer = f"DeepSpeed's {section.get('type', 'optimizer')} (the config's `optimizer`)"
     else:
         optimizer = f"the Trainer's optimizer (`optim={getattr(args.optim, 'value', args.optim)!r}`)"
-        from .optimi import OPTIMI_OPTIMIZERS
-
-        if getattr(args.optim, "value", args.optim) in OPTIMI_OPTIMIZERS:
+        if compensated:
             return None  # optimi compensates on bf16 partitions too
     message = UNCOMPENSATED_DEEPSPEED_WARNING.format(optimizer=optimizer)
     if getattr(accelerator, "is_main_process", True):
