@@ -266,7 +266,10 @@ class DeepSpeedBf16ConfigurationTest(TestCasePlus):
         # optimi compensates on the bf16 partitions too; the switch itself never warns
         optimi_args = types.SimpleNamespace(bf16_full_train=False, optim="adamw_optimi")
         plugin = DeepSpeedPlugin(hf_ds_config=zero_config(2, bf16=bf16))
-        self.assertIsNone(ds_bf16.warn_if_uncompensated_deepspeed(optimi_args, accelerator_with(plugin)))
+        # (the Trainer's check tells it whether its optimizer is an optimi one: `compensated`)
+        self.assertIsNone(
+            ds_bf16.warn_if_uncompensated_deepspeed(optimi_args, accelerator_with(plugin), compensated=True)
+        )
         switch_args = types.SimpleNamespace(bf16_full_train=True, optim="adamw_optimi")
         self.assertIsNone(ds_bf16.warn_if_uncompensated_deepspeed(switch_args, accelerator_with(plugin)))
         # the Trainer's optimizer checks see accelerate's placeholder for a config's optimizer, and leave it alone
