@@ -377,30 +377,24 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
     if options.top < 1:
         raise CommandError(f"--top must be a positive integer, got {options.top}.")
     texts = _read_texts(options.texts) if options.texts is not None else None
-    if is_adapter_directory(args[0]):
-        if options.audit or options.revision is not None:
-            raise CommandError(
-                f"{args[0]} is a PEFT adapter: --audit and --revision apply to the base; pass its id or directory."
-            )
-        try:
-            report = inspect_adapter(args[0], cache_dir=options.cache_dir)
-        except CheckpointInspectionError as e:
-            raise CommandError(str(e)) from e
-        if out.json:
-            out.document(report.to_dict(dtype, top_k=options.top))
-        else:
-            print(report.format(dtype, top_k=options.top))
-        return report.exit_code(dtype)
-    try:
-        report = inspect_checkpoint(
-            args[0],
-            audit=options.audit,
-            texts=texts,
-            revision=options.revision,
-            download=options.download,
-            allow_pickle=options.allow_pickle,
-            cache_dir=options.cache_dir,
+    adapter = is_adapter_directory(args[0])
+    if adapter and (options.audit or options.revision is not None):
+        raise CommandError(
+            f"{args[0]} is a PEFT adapter: --audit and --revision apply to the base; pass its id or directory."
         )
+    try:
+        if adapter:
+            report = inspect_adapter(args[0], cache_dir=options.cache_dir)
+        else:
+            report = inspect_checkpoint(
+                args[0],
+                audit=options.audit,
+                texts=texts,
+                revision=options.revision,
+                download=options.download,
+                allow_pickle=options.allow_pickle,
+                cache_dir=options.cache_dir,
+            )
     except CheckpointInspectionError as e:
         raise CommandError(str(e)) from e
     if out.json:
