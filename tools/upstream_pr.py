@@ -248,6 +248,110 @@ def _match(name: str, patterns: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Staged regions: a later pull request that changes a file an earlier one adds
+
+#: A region of a file that a later entry adds, between `# upstream-pr: <entry name>` and `# upstream-pr: end` lines
+#: (`<!-- upstream-pr: <entry name> -->` in Markdown), or one line that ends with the comment `# upstream-pr: <entry
+#: name>` (an import, an item of a list). The markers reach no branch; the region's lines appear from that entry's
+#: branch on, so its pull request shows them as a change of the file, as a stack written by hand would. The entry
+#: must come after the one that adds the file; regions do not nest.
+_REGION_MARKER = re.compile(r"^\s*(?:#|<!--)\s*upstream-pr:\s*([a-z0-9][a-z0-9-]*)\s*(?:-->)?\s*$")
+_LINE_MARKER = re.compile(r"\s+(?:#|<!--)\s*upstream-pr:\s*([a-z0-9][a-z0-9-]*)\s*(?:-->)?\s*$")
+REGION_END = "end"
+
+
+@dataclasses.dataclass
+class StagedFile:
+    rel: str
+    owner: int  # the number of the entry that adds the file
+    data: bytes  # the file here, markers included
+    lines: list[str]  # with their line ends
+    stages: list[int | None]  # per line: the number of the entry that adds it; `None` for a marker line
+
+    @property
+    def has_regions(self) -> bool:
+        return any(stage != self.owner for stage in self.stages)
+
+    def view(self, number: int) -> tuple[str, list[int]]:
+        """The file as entry `number`'s branch holds it, and the line number here of each of its lines."""
+        kept = [
+            (n, line) for n, (line, stage) in enumerate(zip(self.lines, self.stages), 1) if stage and stage <= number
+        ]
+        return "".join(line for _, line in kept), [n for n, _ in kept]
+
+    def content(self, number: int) -> bytes:
+        """The bytes entry `number`'s branch holds (the file unchanged when it has no regions)."""
+        return self.view(number)[0].encode("utf-8") if self.has_regions else self.data
+
+    def final(self) -> bytes:
+        """The file as the last branch holds it: every region, no marker."""
+        return self.content(max(filter(None, self.stages), default=self.owner))
+
+    def lines_of(self, number: int) -> set[int]:
+        """The line numbers (here) that entry `number` adds."""
+        return {n for n, stage in enumerate(self.stages, 1) if stage == number}
+
+    def later(self) -> dict[int, int]:
+        """Entry number -> lines it adds, for the entries after the owner."""
+        counts: dict[int, int] = {}
+        for stage in self.stages:
+            if stage and stage != self.owner:
+                counts[stage] = counts.get(stage, 0) + 1
+        return counts
+
+
+def staged_file(root: Path, rel: str, owner: int, numbers: dict[str, int], errors: list[str]) -> StagedFile:
+    """Reads `rel` (added by entry `owner`) and its regions; a region that names no entry, an entry that is not
+    after `owner`, a nested or unclosed region is appended to `errors`."""
+    data = (root / rel).read_bytes()
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+    if not rel.endswith((".py", ".md")) or b"upstream-pr:" not in data:
+        return StagedFile(rel, owner, data, lines, [owner] * len(lines))
+    stages: list[int | None] = []
+    current: int | None = None
+    opened = 0
+
+    def number_of(name: str, n: int) -> int | None:
+        if name not in numbers:
+            errors.append(f"{rel}:{n}: the region names {name!r}, which is no entry of {STACK_TABLE}")
+        elif numbers[name] <= owner:
+            errors.append(
+                f"{rel}:{n}: the region names {name!r}, which does not come after the entry that adds the file: "
+                "a region is what a later pull request adds"
+            )
+        else:
+            return numbers[name]
+        return None
+
+    for n, line in enumerate(lines, 1):
+        match = _REGION_MARKER.match(line)
+        if not match:
+            tail = _LINE_MARKER.search(line.rstrip("\r\n"))
+            if tail is None:
+                stages.append(current or owner)
+                continue
+            ending = line[len(line.rstrip("\r\n")) :]
+            lines[n - 1] = line[: tail.start()] + ending
+            if current is not None:
+                errors.append(f"{rel}:{n}: a one-line region inside the region opened at line {opened}")
+            stages.append(number_of(tail.group(1), n) or owner)
+            continue
+        stages.append(None)
+        name = match.group(1)
+        if name == REGION_END:
+            if current is None:
+                errors.append(f"{rel}:{n}: `upstream-pr: end` closes no region")
+            current = None
+        elif current is not None:
+            errors.append(f"{rel}:{n}: a region opens inside the region opened at line {opened}: regions do not nest")
+        else:
+            current, opened = number_of(name, n), n
+    if current is not None:
+        errors.append(f"{rel}:{opened}: the region opened here is never closed (`upstream-pr: end`)")
+    return StagedFile(rel, owner, data, lines, stages)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # What goes upstream
 
 
@@ -331,9 +435,20 @@ class Entry:
     def estimated_lines(self) -> int:
         """Added + removed lines the entry's PR will show, before building it (edits count one line each)."""
         total = sum(sum(_patch_lines(p)) for p in self.patches)
-        return total + sum(self._file_lines) + len(self.spec.edits)
+        return total + sum(self._file_lines) + sum(self.regions.values()) + len(self.spec.edits)
 
     _file_lines: list[int] = dataclasses.field(default_factory=list)
+    #: files of earlier entries this entry changes (staged regions), with the number of lines it adds to each
+    regions: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.patches or self.files or self.regions or self.spec.edits)
+
+    @property
+    def touched(self) -> list[str]:
+        """The entry's own files, then the earlier entries' files it changes."""
+        return [*self.files, *self.regions]
 
 
 @dataclasses.dataclass
@@ -343,6 +458,11 @@ class Plan:
     warnings: list[str]  # the stack builds, but a reviewer would object (imports, untested modules, words)
     notes: list[str]  # informational (stale globs, empty entries, links that cannot be checked here)
     errors: list[str] = dataclasses.field(default_factory=list)  # the stack breaks the rules: `check` and `pr` fail
+    staged: dict[str, StagedFile] = dataclasses.field(default_factory=dict)  # every placed file, by path
+
+    def text(self, rel: str, entry: Entry) -> str:
+        """`rel` as the branch of `entry` holds it."""
+        return self.staged[rel].view(entry.number)[0]
 
 
 def _module_of(rel: str) -> str | None:
@@ -443,7 +563,21 @@ def plan_stack(root: Path = ROOT) -> Plan:
             for p in getattr(entry.spec, kind):
                 if (entry.number, kind, p) not in used_patterns:
                     notes.append(f"{STACK_TABLE}: {entry.spec.name}: {kind} glob {p!r} matches nothing")
-        entry._file_lines = [len((root / rel).read_bytes().splitlines()) for rel in entry.files]
+    numbers = {entry.spec.name: entry.number for entry in entries}
+    staged: dict[str, StagedFile] = {}
+    for entry in entries:
+        for rel in entry.files:
+            staged[rel] = staged_file(root, rel, entry.number, numbers, review_errors)
+        entry._file_lines = [
+            len(staged[rel].lines_of(entry.number)) if staged[rel].has_regions else len(staged[rel].data.splitlines())
+            for rel in entry.files
+        ]
+    for rel, found in staged.items():
+        for number, count in sorted(found.later().items()):
+            entries[number - 1].regions[rel] = count
+
+    def view(rel: str, number: int) -> str:
+        return staged[rel].view(number)[0]
 
     # Can each PR be merged without the ones after it? Our package's modules that a PR's code imports must be in it
     # or in an earlier PR.
@@ -455,13 +589,13 @@ def plan_stack(root: Path = ROOT) -> Plan:
                 owner[mod] = entry
     modules = set(owner)
     for entry in entries:
-        sources = [
-            (rel, (root / rel).read_text(encoding="utf-8", errors="replace"))
-            for rel in entry.files
-            if rel.endswith(".py")
-        ]
-        for rel, text in sources:
-            for mod in sorted(_imported_modules(text, rel, modules)):
+        for rel in entry.touched:
+            if not rel.endswith(".py"):
+                continue
+            imported = _imported_modules(view(rel, entry.number), rel, modules)
+            if rel in entry.regions:  # what the entry's regions import, not what the file imported before
+                imported -= _imported_modules(view(rel, entry.number - 1), rel, modules)
+            for mod in sorted(imported):
                 if owner[mod].number > entry.number:
                     warnings.append(
                         f"{entry.branch}: {rel} imports {mod}, which comes later "
@@ -492,22 +626,46 @@ def plan_stack(root: Path = ROOT) -> Plan:
                 f"in {STACK_TABLE}): move files to another entry or split the module"
             )
         mentions = []
-        for rel in entry.files:
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
-            hits = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"\bfork(?!_rng)", line, flags=re.I)]
+        for rel in entry.touched:
+            found = staged[rel]
+            hits = [
+                n
+                for n, (line, stage) in enumerate(zip(found.lines, found.stages), 1)
+                if stage == entry.number and re.search(r"\bfork(?!_rng)", line, flags=re.I)
+            ]
             mentions.extend(f"{rel}:{n}" for n in hits)
         if mentions:
             shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")
             warnings.append(f"{entry.branch}: the word 'fork' (upstream has none) at {shown}")
     review_errors.extend(_shape_errors(table, entries))
-    warnings.extend(_untested_modules(root, entries))
-    link_errors, link_notes = _doc_link_problems(root, entries)
+    review_errors.extend(_staged_syntax_errors(staged, entries))
+    warnings.extend(_untested_modules(root, entries, staged))
+    link_errors, link_notes = _doc_link_problems(root, entries, staged)
     review_errors.extend(link_errors)
     notes.extend(link_notes)
-    attribute_errors, attribute_warnings = _attribute_problems(root, entries)
+    attribute_errors, attribute_warnings = _attribute_problems(root, entries, staged)
     review_errors.extend(attribute_errors)
     warnings.extend(attribute_warnings)
-    return Plan(table, entries, warnings, notes, review_errors)
+    return Plan(table, entries, warnings, notes, review_errors, staged)
+
+
+def _staged_syntax_errors(staged: dict[str, StagedFile], entries: list[Entry]) -> list[str]:
+    """Each branch's copy of a Python file with regions must still parse (a region cut at the wrong line does not)."""
+    errors = []
+    for rel, found in staged.items():
+        if not rel.endswith(".py") or not found.has_regions:
+            continue
+        for number in sorted({found.owner, *found.later()}):
+            text, where = found.view(number)
+            try:
+                ast.parse(text)
+            except SyntaxError as e:
+                line = where[e.lineno - 1] if e.lineno and e.lineno <= len(where) else "?"
+                errors.append(
+                    f"{entries[number - 1].branch}: {rel} does not parse without the regions of later entries "
+                    f"({e.msg}, line {line} here)"
+                )
+    return errors
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -535,9 +693,9 @@ def _shape_errors(table: Table, entries: list[Entry]) -> list[str]:
     if core and (core[0].spec.max_lines or table.ceiling) > RFC_FIRST_MAX_LINES:
         errors.append(f"{core[0].branch}: the RFC's first pull request needs max-lines <= {RFC_FIRST_MAX_LINES}")
     for entry in entries:
-        if entry.files and not entry.patches and all(_is_test_file(rel) for rel in entry.files):
+        if entry.touched and not entry.patches and all(_is_test_file(rel) for rel in entry.touched):
             errors.append(
-                f"{entry.branch}: holds tests only ({', '.join(entry.files)}): a pull request ships the code it tests; "
+                f"{entry.branch}: holds tests only ({', '.join(entry.touched)}): a pull request ships the code it tests; "
                 "move these tests into the entry of the code they test"
             )
     return errors
@@ -565,9 +723,8 @@ def _public_names(root: Path, files: list[str]) -> dict[str, str]:
     return names
 
 
-def _reached(root: Path, rel: str, modules: set[str], public: dict[str, str], scripts: dict[str, str]) -> set[str]:
+def _reached(text: str, rel: str, modules: set[str], public: dict[str, str], scripts: dict[str, str]) -> set[str]:
     """What a file of ours imports: our modules (also through the package's public names) and `utils/` scripts."""
-    text = (root / rel).read_text(encoding="utf-8", errors="replace")
     found = {f"module:{m}" for m in _imported_modules(text, rel, modules)}
     try:
         tree = ast.parse(text)
@@ -597,8 +754,9 @@ def _reached(root: Path, rel: str, modules: set[str], public: dict[str, str], sc
     return found
 
 
-def _untested_modules(root: Path, entries: list[Entry]) -> list[str]:
-    """A module of ours that no test file of its own entry reaches (directly, or through the entry's other files)."""
+def _untested_modules(root: Path, entries: list[Entry], staged: dict[str, StagedFile]) -> list[str]:
+    """A module of ours that no test file of its own entry reaches (directly, or through the entry's other files, and
+    the test files of earlier entries that the entry changes)."""
     all_files = [rel for e in entries for rel in e.files]
     modules = {m for m in map(_module_of, all_files) if m}
     public = _public_names(root, all_files)
@@ -614,7 +772,11 @@ def _untested_modules(root: Path, entries: list[Entry]) -> list[str]:
                 code[f"script:{Path(rel).stem}"] = rel
         if not code:
             continue
-        edges = {rel: _reached(root, rel, modules, public, scripts) for rel in entry.files if rel.endswith(".py")}
+        edges = {
+            rel: _reached(staged[rel].view(entry.number)[0], rel, modules, public, scripts)
+            for rel in entry.touched
+            if rel.endswith(".py")
+        }
         seen: set[str] = set()
         todo = [key for rel, keys in edges.items() if _is_test_file(rel) for key in keys]
         while todo:
@@ -636,9 +798,8 @@ def _untested_modules(root: Path, entries: list[Entry]) -> list[str]:
 _MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def _doc_links(root: Path, rel: str) -> list[tuple[int, str]]:
+def _doc_links(text: str) -> list[tuple[int, str]]:
     """Relative links of a guide page, or of our docstrings (which render under docs/source/en/<section>/)."""
-    text = (root / rel).read_text(encoding="utf-8", errors="replace")
     found = []
     for n, line in enumerate(text.splitlines(), 1):
         for target in _MD_LINK.findall(line):
@@ -677,7 +838,7 @@ def _guide_page(rel: str, target: str) -> str | None:
     return None if os.path.splitext(page)[1] else page + ".md"
 
 
-def _doc_link_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
+def _doc_link_problems(root: Path, entries: list[Entry], staged: dict[str, StagedFile]) -> tuple[list[str], list[str]]:
     """Links to guide pages must resolve within the entry's branch: a page of ours in this or an earlier entry. A
     link to a page of ours that a later entry ships, or to a page that is neither ours nor upstream's by name, is an
     error; upstream's own pages cannot be checked without upstream's docs (a note)."""
@@ -685,7 +846,21 @@ def _doc_link_problems(root: Path, entries: list[Entry]) -> tuple[list[str], lis
     tracked = set(ps.tracked_files(root))
     errors, notes = [], []
     for entry in entries:
-        sources = [(rel, _doc_links(root, rel)) for rel in entry.files if rel.endswith((".md", ".py"))]
+        sources = []
+        for rel in entry.touched:
+            if rel.endswith((".md", ".py")):
+                # the lines this entry adds: its own files without later regions, its regions in earlier files
+                mine = staged[rel].lines_of(entry.number)
+                sources.append(
+                    (
+                        rel,
+                        [
+                            (n, target)
+                            for n, target in _doc_links(staged[rel].data.decode("utf-8", "replace"))
+                            if n in mine
+                        ],
+                    )
+                )
         sources += [(f"patches/{p.name}", _patch_doc_links(p)) for p in entry.patches]
         for rel, links in sources:
             for n, target in links:
@@ -711,8 +886,16 @@ def _doc_link_problems(root: Path, entries: list[Entry]) -> tuple[list[str], lis
 # Config attributes: what an entry reads must exist upstream or be written by the branch
 
 
-#: `*_config` objects that are not transformers configs (accelerate's, peft's): their attributes are not checked.
-THIRD_PARTY_CONFIGS = ("parallelism_config", "peft_config", "lora_config", "ds_config", "accelerate_config")
+#: `*_config` objects that are not transformers configs (accelerate's, PEFT's own `adapter_config.json` and its
+#: config classes, DeepSpeed's): their attributes are not checked.
+THIRD_PARTY_CONFIGS = (
+    "parallelism_config",
+    "peft_config",
+    "lora_config",
+    "adapter_config",
+    "ds_config",
+    "accelerate_config",
+)
 
 
 def _configish(node: ast.AST) -> bool:
@@ -864,7 +1047,9 @@ def _upstream_config_words(root: Path) -> set[str]:
     return _UPSTREAM_CONFIG_WORDS
 
 
-def _attribute_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
+def _attribute_problems(
+    root: Path, entries: list[Entry], staged: dict[str, StagedFile]
+) -> tuple[list[str], list[str]]:
     """A config attribute an entry's code reads must be one upstream's configs have, or one the branch so far writes
     (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares). Returns (errors,
     warnings): a read listed in the entry's `forward-reads` is a warning (STRICT=1 refuses it), not an error."""
@@ -874,12 +1059,19 @@ def _attribute_problems(root: Path, entries: list[Entry]) -> tuple[list[str], li
     for entry in entries:
         reads: dict[tuple[str, str], int] = {}
         writes: set[str] = set()
-        for rel in entry.files:
+        for rel in entry.touched:
             if rel.endswith(".py") and not _is_test_file(rel):
-                r, w = _attribute_uses((root / rel).read_text(encoding="utf-8", errors="replace"), constants)
+                text, where = staged[rel].view(entry.number)
+                r, w = _attribute_uses(text, constants)
                 writes |= w
+                before = (
+                    _attribute_uses(staged[rel].view(entry.number - 1)[0], constants)[0]
+                    if rel in entry.regions
+                    else {}
+                )
                 for attr, n in r.items():
-                    reads.setdefault((rel, attr), n)
+                    if attr not in before:  # a region's reads are its entry's, not the file's first entry's
+                        reads.setdefault((rel, attr), where[n - 1])
         for patch in entry.patches:
             r, w = _patch_attribute_uses(patch)
             writes |= w
@@ -913,7 +1105,9 @@ def format_plan(plan: Plan) -> str:
     for entry in plan.entries:
         budget = f" / {entry.spec.max_lines}" if entry.spec.max_lines else ""
         what = f"{len(entry.patches)} patches, {len(entry.files)} files, {len(entry.spec.edits)} edits"
-        if not (entry.patches or entry.files or entry.spec.edits):
+        if entry.regions:
+            what += f", changes {len(entry.regions)} earlier files"
+        if entry.is_empty:
             what = "empty: no branch"
         lines.append(f"  {entry.number}. {entry.branch:<36} ~{entry.estimated_lines:>5}{budget} lines  ({what})")
         lines.append(f"     {entry.spec.title}")
@@ -1104,7 +1298,7 @@ def make_pr(
                 theirs = subprocess.run(
                     ["git", "show", f"{base_sha}:{rel}"], cwd=clone, capture_output=True, check=True
                 ).stdout
-                if theirs != (root / rel).read_bytes():
+                if theirs != plan.staged[rel].final():
                     clashes.append(rel)
     if clashes:
         raise PrError(
@@ -1120,7 +1314,7 @@ def make_pr(
         _run(["worktree", "add", "-q", "--detach", str(worktree), base_sha], clone, env=env)
         parent, parent_name = base_sha, base
         for entry in plan.entries:
-            if not (entry.patches or entry.files or entry.spec.edits):
+            if entry.is_empty:
                 log(f"upstream-pr: {entry.number}. {entry.spec.name}: nothing assigned, no branch")
                 continue
             _run(["checkout", "-q", "-b", entry.branch], worktree, env=env)
@@ -1128,14 +1322,19 @@ def make_pr(
             for patch in entry.patches:
                 _apply_mail(worktree, patch, env, tmp)
             files = [rel for rel in entry.files if not (worktree / rel).exists()]
-            if files:
-                for rel in files:
+            changed = list(entry.regions)
+            if files or changed:
+                # each file as this branch holds it: without the regions later entries add
+                for rel in files + changed:
                     out = worktree / rel
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(root / rel, out)
-                _run(["add", "--", *files], worktree, env=env)
-                listing = "\n".join(f"  {rel}" for rel in files)
-                message = f"{entry.spec.title}\n\n{entry.spec.body}\n\nNew files:\n{listing}\n"
+                    out.write_bytes(plan.staged[rel].content(entry.number))
+                _run(["add", "--", *files, *changed], worktree, env=env)
+                message = f"{entry.spec.title}\n\n{entry.spec.body}\n"
+                if files:
+                    message += "\nNew files:\n" + "\n".join(f"  {rel}" for rel in files) + "\n"
+                if changed:
+                    message += "\nChanged files:\n" + "\n".join(f"  {rel}" for rel in changed) + "\n"
                 _run(["commit", "-q", "--no-verify", "-m", message], worktree, env=env)
             for name in entry.spec.edits:
                 edit = upstream_edits.EDITS[name]
@@ -1279,7 +1478,9 @@ def test_stack(
         if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
             log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
             continue
-        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
+        tests = [
+            rel for rel in entry.touched if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")
+        ]
         tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
         worktree = tmp / "worktree"
         try:
@@ -1380,9 +1581,22 @@ def lint(root: Path = ROOT, log=print) -> int:
                 upstream_edits.apply_edit(name, scratch)
                 if edit.path not in theirs:
                     theirs.append(edit.path)
+    # a file with regions, as each earlier branch holds it (the file in place is the last branch's, with markers)
+    stages, staged_files = scratch / "stages", []
+    for rel, found in plan.staged.items():
+        if rel.endswith(".py") and found.has_regions:
+            for number in sorted({found.owner, *found.later()})[:-1]:
+                out = stages / str(number) / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(found.content(number))
+                staged_files.append(f"{number}/{rel}")
     ruff = [sys.executable, "-m", "ruff"]
     failed = 0
-    for cwd, files, where in ((root, ours, "our files"), (scratch, theirs, f"patched upstream files in {scratch}")):
+    for cwd, files, where in (
+        (root, ours, "our files"),
+        (scratch, theirs, f"patched upstream files in {scratch}"),
+        (stages, staged_files, f"the earlier branches' copies of files with regions, in {stages}/<entry number>"),
+    ):
         if not files:
             continue
         for args in (["check", "--no-cache", "--output-format", "concise"], ["format", "--check", "--no-cache"]):
@@ -1663,7 +1877,7 @@ def describe(plan: Plan, entry: Entry, result: BranchResult | None = None) -> st
     """The description of `entry`'s pull request, in Markdown: motivation, what changes with nothing turned on, the
     measured numbers, the RFC thread's questions (for the `rfc-core` entries), what to review first, and contents."""
     spec = entry.spec
-    built = [e for e in plan.entries if e.patches or e.files or e.spec.edits]
+    built = [e for e in plan.entries if not e.is_empty]
     position = next((i for i, e in enumerate(built, 1) if e is entry), entry.number)
     previous = built[position - 2].branch if position > 1 else None
     size = f"+{result.added} -{result.removed}" if result else f"about {entry.estimated_lines} changed lines"
@@ -1685,10 +1899,12 @@ def describe(plan: Plan, entry: Entry, result: BranchResult | None = None) -> st
     for rel, n in zip(entry.files, entry._file_lines):
         kind = "test" if _is_test_file(rel) else "doc" if rel.endswith(".md") else "new file"
         out.append(f"- {kind}: `{rel}` ({n} lines)")
+    for rel, n in entry.regions.items():
+        out.append(f"- changes `{rel}` (+{n} lines)")
     for name in spec.edits:
         edit = upstream_edits.EDITS[name]
         out.append(f"- `{edit.path}`: {edit.summary}")
-    tests = [rel for rel in entry.files if _is_test_file(rel)]
+    tests = [rel for rel in entry.touched if _is_test_file(rel)]
     out += ["", "Tests: " + (", ".join(f"`{t}`" for t in tests) if tests else "none of its own") + "."]
     return "\n".join(out).rstrip() + "\n"
 
@@ -1709,7 +1925,7 @@ def write_descriptions(
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for entry in plan.entries:
-        if not (entry.patches or entry.files or entry.spec.edits):
+        if entry.is_empty:
             continue
         if results is not None and entry.number not in by_number:
             continue

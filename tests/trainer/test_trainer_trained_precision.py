@@ -50,7 +50,7 @@ if is_torch_available():
 
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
-    from transformers.trained_precision.evidence import MIN_RUN_STEPS
+    from transformers.trained_precision.run_record import MIN_RUN_STEPS
     from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
 
 

@@ -35,18 +35,16 @@ from transformers.trained_precision import cli
 from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
-    MIN_RUN_STEPS,
     REFERENCE_RUNTIME,
-    RunRecord,
     find_evidence,
     fp16_plan_problem,
     read_fp16_plan,
-    read_run_record,
 )
 from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
 from transformers.trained_precision.resolver import resolve_trained_precision, sub_config_items
 from transformers.trained_precision.risk import assess_lineage_risk
+from transformers.trained_precision.run_record import MIN_RUN_STEPS, RunRecord, read_run_record
 from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 from transformers.utils import is_bitsandbytes_available, is_torch_available, logging
 

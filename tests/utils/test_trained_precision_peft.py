@@ -36,7 +36,7 @@ from transformers.testing_utils import (
     require_peft,
     require_torch,
 )
-from transformers.trained_precision.evidence import MIN_RUN_STEPS
+from transformers.trained_precision.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
 from transformers.utils import logging
 

@@ -47,8 +47,8 @@ from typing import Any
 
 from ..utils import logging
 from .check import ERROR, IGNORE, MODE_ATTRIBUTE, WARN, TrainedPrecisionRiskError, resolve_check_mode
-from .evidence import RunRecord
 from .resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
+from .run_record import RunRecord
 from .vocabulary import (
     FIELD,
     RUN_AMP,
@@ -126,7 +126,7 @@ class AdapterRun:
 
     def run_record(self) -> RunRecord | None:
         """
-        This run as the [`~trained_precision.evidence.RunRecord`] every other run is judged by: `"pure"` when the
+        This run as the [`~trained_precision.run_record.RunRecord`] every other run is judged by: `"pure"` when the
         base's weights were in the run's precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
         """
         if self.status is None:
@@ -137,7 +137,7 @@ class AdapterRun:
     def is_evidence_for(self, runtime: Any) -> bool:
         """
         Whether this run is evidence that `runtime` works for base + adapter, by the rules of every finished run
-        ([`~trained_precision.evidence.RunRecord.proves`]): it finished with finite losses after enough optimizer steps,
+        ([`~trained_precision.run_record.RunRecord.proves`]): it finished with finite losses after enough optimizer steps,
         in `runtime`, over base weights of `runtime`'s dtype. An autocast run over wider weights (fp16 mixed precision
         over bf16 weights) kept the norms and the residual stream in the weights' dtype: it proves nothing about
         `runtime` weights.
@@ -311,8 +311,8 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
 
 
 def _base_name(peft_model: Any, base: Any) -> str | None:
-    for config in (getattr(peft_model, "peft_config", None) or {}).values():
-        name = getattr(config, "base_model_name_or_path", None)
+    for adapter_config in (getattr(peft_model, "peft_config", None) or {}).values():
+        name = getattr(adapter_config, "base_model_name_or_path", None)
         if name:
             return str(name)
     name = getattr(getattr(base, "config", None), "name_or_path", None)

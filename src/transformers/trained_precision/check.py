@@ -34,8 +34,7 @@ A bad value of the environment variable logs one warning that names the valid va
 upstream treats `TRANSFORMERS_VERBOSITY`); a bad per-call value raises a `ValueError`.
 
 The answer comes from [`~trained_precision.resolver.TrainedPrecisionInfo.assess`]: the risk rules' prior, overridden
-by evidence that the runtime works for this checkpoint (the publisher's reference runtime, a validated fp16 plan, a
-finished run). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
+by evidence that the runtime works for this checkpoint ([`~trained_precision.evidence.find_evidence`]). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
 error). A quantized model is judged on every dtype that carries activations: its load dtype (embeddings, norms, the
 residual stream: bitsandbytes casts each quantized matmul's output back to its input's dtype) and its compute dtype.
 
@@ -54,8 +53,13 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .evidence import read_fp16_plan
-from .resolver import Assessment, forget_changed_reference, persist_registry_precision, resolve_trained_precision
+from .evidence import read_fp16_plan  # upstream-pr: fp16-plan
+from .resolver import (
+    Assessment,
+    forget_changed_reference,  # upstream-pr: evidence
+    persist_registry_precision,
+    resolve_trained_precision,
+)
 from .risk import Risk
 from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
@@ -100,14 +104,12 @@ class _ConstructionScope:
     model_name: str | None
     action: str
     registry_row: Any = None
-    deferred: bool = False
+    deferred: bool = False  # upstream-pr: fp16-plan
 
 
 # The registry row the latest `from_pretrained` check wrote into its config, with the model name, until its
 # construction scope picks it up (see `model_construction_scope`).
-_PERSISTED: contextvars.ContextVar[tuple[str | None, Any, bool] | None] = contextvars.ContextVar(
-    "trained_precision_persisted", default=None
-)
+_PERSISTED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("trained_precision_persisted", default=None)
 
 # Set while the outermost model of a cast is cast: the `PreTrainedModel`s inside it (sub-models) are judged with it.
 _IN_CAST: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precision_in_cast", default=False)
@@ -200,7 +202,7 @@ def format_risk_message(
     mitigation: str | None = None,
     runtime_note: str | None = None,
     sub_model: str = "",
-    evidence_note: str | None = None,
+    evidence_note: str | None = None,  # upstream-pr: fp16-plan
 ) -> str:
     """
     The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
@@ -220,8 +222,10 @@ def format_risk_message(
         runtime_note (`str`, *optional*): why this runtime applies, e.g. for a quantized model whose compute dtype
             differs from its load dtype.
         sub_model (`str`, *optional*): the sub-model of a composite model the risk is about (its `model_type`).
+        # upstream-pr: fp16-plan
         evidence_note (`str`, *optional*): why evidence the checkpoint stores is no evidence on this path (a stale
             fp16 plan), said before the fix.
+        # upstream-pr: end
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
@@ -235,7 +239,11 @@ def format_risk_message(
     reason = risk.reason
     if mitigation:
         reason = f"{reason}; {mitigation}"
-    note = f"{evidence_note} " if evidence_note else ""
+    note = ""
+    # upstream-pr: fp16-plan
+    if evidence_note:
+        note = f"{evidence_note} "
+    # upstream-pr: end
     return (
         f"{_who(model_name, sub_model)} was trained in {risk.trained} ({source}) but {verb}: {reason}. "
         f"{note}{_fix_text(risk, action, mode, per_call)}"
@@ -305,15 +313,15 @@ def check_trained_precision(
     action: str = LOAD,
     model_class=None,
     registry_row=None,
-    fp16_plan: dict | None = None,
-    fp16_plan_problem: str | None = None,
+    fp16_plan: dict | None = None,  # upstream-pr: fp16-plan
+    fp16_plan_problem: str | None = None,  # upstream-pr: fp16-plan
     sub_model: str | None = None,
-    deferred: bool = False,
+    deferred: bool = False,  # upstream-pr: fp16-plan
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
-    [`TrainedPrecisionRiskError`] when it is not, depending on the mode. A risk that evidence overrides (the
-    publisher's reference runtime, a validated fp16 plan, a finished run) is said once at info level instead.
+    [`TrainedPrecisionRiskError`] when it is not, depending on the mode. A risk that evidence overrides (see
+    [`~trained_precision.evidence.find_evidence`]) is said once at info level instead.
 
     Args:
         config ([`PreTrainedConfig`]): the model's configuration (its `trained_precision`, and `name_or_path` when
@@ -331,16 +339,20 @@ def check_trained_precision(
             first `architectures` entry.
         registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision
             loading wrote into `config` (so a cast names the registry, as the load did).
+        # upstream-pr: fp16-plan
         fp16_plan (`dict`, *optional*): the fp16 plan this path applies and has verified against the model's weights
             ([`~trained_precision.fp16_plan.decide_fp16_plan`]): evidence for an fp16 runtime. A plan stored in the
             config is never evidence by itself.
         fp16_plan_problem (`str`, *optional*): why the config's stored plan is no evidence on this path (stale, not
             applied, not validated on the model's lengths); a remaining risk's message says it.
+        # upstream-pr: end
         sub_model (`str`, *optional*): the sub-model of a composite model being judged (its `model_type`); by default
             the construction scope decides.
+        # upstream-pr: fp16-plan
         deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
             (a stored fp16 plan needs them): the registry precision is still recorded, nothing is said now, and the
             sub-models built in this call are not judged while they are constructed.
+        # upstream-pr: end
 
     Returns:
         The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
@@ -353,21 +365,37 @@ def check_trained_precision(
     if sub_model is None:
         sub_model = _sub_model_label(config, scope)
     if scope is not None and action in (FROM_CONFIG, CAST):
+        # upstream-pr: fp16-plan
         if scope.deferred:  # judged with the whole model once its weights are loaded
             return None
+        # upstream-pr: end
         mode = mode if mode is not None else scope.mode
         model_name = scope.model_name or model_name
         action = scope.action
         registry_row = registry_row or scope.registry_row
     per_call = mode is not None
     mode = resolve_check_mode(mode)
-    info = resolve_trained_precision(config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan)
+    info = resolve_trained_precision(
+        config,
+        model_name,
+        persisted_from=registry_row,
+        fp16_plan=fp16_plan,  # upstream-pr: fp16-plan
+    )
     if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
         persisted = persist_registry_precision(config, info) if action == LOAD else False
         who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
-        _PERSISTED.set((who, info.entry if persisted else None, deferred))
+        _PERSISTED.set(
+            {
+                "who": who,
+                "row": info.entry if persisted else None,
+                "deferred": deferred,  # upstream-pr: fp16-plan
+            }
+        )
+    # upstream-pr: evidence
     # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
     forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
+    # upstream-pr: end
+    # upstream-pr: fp16-plan
     if deferred:
         return None
     if fp16_plan_problem is None and action == LOAD and scope is None and read_fp16_plan(config) is not None:
@@ -377,6 +405,7 @@ def check_trained_precision(
             if hf_quantizer is not None
             else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
         )
+    # upstream-pr: end
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:
@@ -415,11 +444,13 @@ def check_trained_precision(
         per_call=per_call,
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
+        # upstream-pr: fp16-plan
         evidence_note=(
             f"Its stored fp16 plan is no evidence here: {fp16_plan_problem}."
             if fp16_plan_problem and prior.runtime == "fp16"
             else None
         ),
+        # upstream-pr: end
     )
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
@@ -472,12 +503,14 @@ def check_trained_precision_on_cast(
     dtype,
     *,
     action: str = CAST,
-    fp16_plans: dict[str, dict | None] | None = None,
-    fp16_plan_problems: dict[str, str] | None = None,
+    fp16_plans: dict[str, dict | None] | None = None,  # upstream-pr: fp16-plan
+    fp16_plan_problems: dict[str, str] | None = None,  # upstream-pr: fp16-plan
 ) -> Risk | None:
     """
-    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`,
-    and the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
+    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`.
+    # upstream-pr: fp16-plan
+    Also the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
+    # upstream-pr: end
     The mode is the `trained_precision_check` the model was loaded (or built with `from_config`) with, when one was
     given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
 
@@ -486,9 +519,11 @@ def check_trained_precision_on_cast(
         dtype (`torch.dtype`): the dtype it is cast to.
         action (`str`, *optional*, defaults to `"cast"`): `"cast"`, or `"load"` / `"from_config"` for the check
             after loading.
+        # upstream-pr: fp16-plan
         fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own config), the fp16 plan this path
             applies and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
         fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
+        # upstream-pr: end
 
     Returns:
         The first [`~trained_precision.risk.Risk`] found, or `None`.
@@ -499,7 +534,7 @@ def check_trained_precision_on_cast(
     if config is None:
         return None
     name = getattr(config, "name_or_path", None) or type(model).__name__
-    plans, problems = fp16_plans or {}, fp16_plan_problems or {}
+    plans, problems = fp16_plans or {}, fp16_plan_problems or {}  # upstream-pr: fp16-plan
     common = {
         "mode": vars(model).get(MODE_ATTRIBUTE),
         "model_name": name,
@@ -510,8 +545,8 @@ def check_trained_precision_on_cast(
         config,
         dtype,
         model_class=type(model),
-        fp16_plan=plans.get(""),
-        fp16_plan_problem=problems.get(""),
+        fp16_plan=plans.get(""),  # upstream-pr: fp16-plan
+        fp16_plan_problem=problems.get(""),  # upstream-pr: fp16-plan
         sub_model="",
         **common,
     )
@@ -519,8 +554,8 @@ def check_trained_precision_on_cast(
         risk = check_trained_precision(
             sub_config,
             dtype,
-            fp16_plan=plans.get(key),
-            fp16_plan_problem=problems.get(key),
+            fp16_plan=plans.get(key),  # upstream-pr: fp16-plan
+            fp16_plan_problem=problems.get(key),  # upstream-pr: fp16-plan
             sub_model=getattr(sub_config, "model_type", None) or key,
             **common,
         )
@@ -544,7 +579,7 @@ def trained_precision_cast_scope(model, fn, **check_kwargs):
     Args:
         model ([`PreTrainedModel`]): the model whose `_apply` runs.
         fn (`Callable`): the function `_apply` maps over the tensors.
-        check_kwargs: passed to [`check_trained_precision_on_cast`] (the verified fp16 plans).
+        check_kwargs: passed to [`check_trained_precision_on_cast`].
     """
     if not is_outermost_cast(model):
         yield
@@ -566,6 +601,7 @@ def trained_precision_cast_scope(model, fn, **check_kwargs):
             check_trained_precision_on_cast(model, after, **check_kwargs)
 
 
+# upstream-pr: fp16-plan
 @contextlib.contextmanager
 def quiet_casts():
     """Casts inside this block are not checked (a search's own fp16 copies of a model)."""
@@ -576,17 +612,14 @@ def quiet_casts():
         _IN_CAST.reset(token)
 
 
-def in_deferred_construction() -> bool:
-    """Whether a model is being constructed inside a `from_pretrained` call whose check waits for the weights."""
-    scope = _SCOPE.get()
-    return scope is not None and scope.deferred
-
-
+# upstream-pr: end
+# upstream-pr: fp16-plan
 def in_construction() -> bool:
     """Whether a model is being constructed inside a `from_pretrained` / `_from_config` call (a sub-model)."""
     return _SCOPE.get() is not None
 
 
+# upstream-pr: end
 @contextlib.contextmanager
 def model_construction_scope(mode: str | None = None, model_name: str | os.PathLike | None = None, action: str = LOAD):
     """
@@ -605,10 +638,18 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
         return
     name = os.fspath(model_name) if model_name else None
     persisted = _PERSISTED.get()
-    mine = persisted is not None and persisted[0] == name
-    row = persisted[1] if mine and action == LOAD else None
+    mine = persisted is not None and persisted["who"] == name
+    row = persisted["row"] if mine and action == LOAD else None
     _PERSISTED.set(None)
-    token = _SCOPE.set(_ConstructionScope(mode, name, action, row, deferred=mine and persisted[2]))
+    token = _SCOPE.set(
+        _ConstructionScope(
+            mode,
+            name,
+            action,
+            row,
+            deferred=mine and persisted["deferred"],  # upstream-pr: fp16-plan
+        )
+    )
     try:
         yield
     finally:

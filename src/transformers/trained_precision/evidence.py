@@ -16,52 +16,57 @@ Evidence that a runtime precision works for one checkpoint, whatever the risk ru
 
 The risk rules ([`~trained_precision.risk.assess_risk`]) are a prior: a bf16-trained model may overflow in fp16. For
 some checkpoints there is evidence that the runtime works. It is looked for in this order, and the first kind found
-decides:
+decides ([`find_evidence`]):
 
 | order | evidence | where it is read | what it covers |
 |-------|----------|------------------|----------------|
-| 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`), or of the Hub checkpoint a `save_pretrained` copy was loaded from (`trained_precision_reference`) | that runtime, for the publisher's unchanged weights |
+| 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for the publisher's unchanged weights |
+# upstream-pr: fp16-plan
 | 2 | a validated fp16 plan | the config's `fp16_plan`, once the loader or cast verified it (see below) | fp16, with the plan's modules kept in fp32, for the input lengths it was validated on |
-| 3 | a finished training run | the config's `trained_precision_run`, `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
+# upstream-pr: end
+# upstream-pr: stamp
+| 3 | a finished training run | the config's `trained_precision_run` ([`~trained_precision.run_record.RunRecord`]), `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
+# upstream-pr: end
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
-A stored dtype alone is never evidence (anyone can save bf16 weights as fp16), and neither is a run that diverged
-(`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during the run).
+# upstream-pr: evidence
+A `save_pretrained` copy of a Hub checkpoint has no Hub id of its own: the load that took its precision from the
+registry persists the row's reference runtime in the config (`trained_precision_reference`), so the copy keeps the
+publisher's evidence while its weights are the publisher's ([`read_reference_record`]).
+# upstream-pr: end
 
-A finished run is bound to what it proves ([`RunRecord.proves`]):
-- its kind: an autocast (AMP) run kept the residual stream, the norms and the embeddings in its fp32 weights, so it
-  is evidence only for AMP training (the Trainer's `fp16=True` over fp32 weights), never for a model loaded or cast
-  into fp16 weights. A pure run (the weights themselves in fp16) is evidence for both.
-- its length: at least [`MIN_RUN_STEPS`] optimizer steps that updated the weights; steps a gradient scaler skipped
-  (an inf/NaN gradient) do not count.
-- its plan: a run that kept an fp16 plan's modules in fp32 proves fp16 only together with that plan, so it counts only
-  while the plan itself is evidence (verified on this path, as below).
-A run record written before these were recorded (a bare `"finished"`) is no evidence.
+A stored dtype alone is never evidence (anyone can save bf16 weights as fp16).
+# upstream-pr: stamp
+Neither is a run that diverged (`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during
+the run); a finished run is bound to what it proves: its kind and its length
+([`~trained_precision.run_record.RunRecord.proves`]).
+# upstream-pr: end
+# upstream-pr: fp16-plan
+A run that kept an fp16 plan's modules in fp32 proves fp16 only together with that plan, so it counts only while the
+plan itself is evidence (verified on this path, as below).
 
 This module is also where the fp16 plan is read ([`read_fp16_plan`]). A stored plan is only a claim: it is evidence
 once [`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model (applied there,
 not quantized, every module name resolves, its fingerprint matches these weights and its own record, validated up to
 the model's usable length). `transformers precision` reads `config.json` without the weights: there a stored plan is
 reported as unverified and clears nothing.
+# upstream-pr: end
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from ..utils import logging
+from .run_record import RunRecord  # upstream-pr: stamp
 from .vocabulary import (
     FP16,
-    FP16_PLAN_FIELD,
-    REFERENCE_FIELD,
-    RUN_AMP,
-    RUN_COMPUTES,
-    RUN_FIELD,
-    RUN_FINISHED,
-    RUN_PURE,
-    RUN_STATUSES,
+    FP16_PLAN_FIELD,  # upstream-pr: fp16-plan
+    REFERENCE_FIELD,  # upstream-pr: evidence
+    RUN_FIELD,  # upstream-pr: stamp
+    RUN_PURE,  # upstream-pr: stamp
     UNKNOWN,
     dtype_to_precision,
 )
@@ -71,17 +76,9 @@ logger = logging.get_logger(__name__)
 
 #: Evidence kinds, in the order they are looked for.
 REFERENCE_RUNTIME = "reference_runtime"
-FP16_PLAN = "fp16_plan"
-FINISHED_RUN = "finished_run"
-EVIDENCE_ORDER: tuple[str, ...] = (REFERENCE_RUNTIME, FP16_PLAN, FINISHED_RUN)
-
-#: The optimizer steps a finished run needs before it is evidence for its precision. The first steps of an fp16 run
-#: prove little: a gradient scaler spends them finding its scale (its first steps are often skipped), and a
-#: fine-tune's activations drift from the pretrained ones over hundreds of updates, which is where a model trained in
-#: another precision overflows. 100 steps is about what the Trainer logs in its first `logging_steps=100` and what
-#: the warm-up of most fine-tuning recipes spans; fewer is a smoke test, not evidence.
-MIN_RUN_STEPS = 100
-
+FP16_PLAN = "fp16_plan"  # upstream-pr: fp16-plan
+FINISHED_RUN = "finished_run"  # upstream-pr: stamp
+# upstream-pr: fp16-plan
 #: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Version 1 plans (no fingerprint, no record of
 #: their inputs) are still read and applied, but are never evidence.
 FP16_PLAN_VERSION = 2
@@ -116,6 +113,7 @@ _VALIDATION_SCHEMA: dict[str, tuple[type, ...]] = {
     "top1_agreement": (int, float),
     "texts": (int,),
 }
+# upstream-pr: end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +122,7 @@ class Evidence:
     Why a runtime precision is known to work for a checkpoint (or, for a mitigation, what already protects it).
 
     Args:
-        kind (`str`): `"reference_runtime"`, `"fp16_plan"`, `"finished_run"` or `"keep_in_fp32"`.
+        kind (`str`): the kind of evidence (`"reference_runtime"`, ...), or `"keep_in_fp32"` for a mitigation.
         runtime (`str`): the canonical runtime precision it is about.
         detail (`str`): the evidence as a phrase for messages and reports.
         source (`str`, *optional*): where it is recorded: the registry row's citation, or the config field.
@@ -137,7 +135,7 @@ class Evidence:
 
     @property
     def is_mitigation(self) -> bool:
-        """`True` for upstream's `_keep_in_fp32_modules`: it protects the known overflow site, not the whole model."""
+        """`True` for a mitigation (upstream's `_keep_in_fp32_modules`): it protects a known overflow site only."""
         return self.kind == KEEP_IN_FP32
 
     def describe(self) -> str:
@@ -149,14 +147,16 @@ class Evidence:
 KEEP_IN_FP32 = "keep_in_fp32"
 
 
+# upstream-pr: fp16-plan
 def _member(config: Any, name: str) -> Any:
-    if isinstance(config, Mapping):
+    """A member of a `PreTrainedConfig`, or of the dict of a `config.json`."""
+    if isinstance(config, dict):
         return config.get(name)
     return getattr(config, name, None)
 
 
 def _schema_problem(value: Any, schema: dict[str, tuple[type, ...]], where: str) -> str | None:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return f"{where} is a {type(value).__name__}, not an object"
     missing = [key for key in schema if key not in value]
     if missing:
@@ -219,92 +219,8 @@ def read_fp16_plan(config: Any) -> dict | None:
     return dict(plan) if plan["validation"]["passed"] is True else None
 
 
-@dataclasses.dataclass(frozen=True)
-class RunRecord:
-    """
-    The latest training run a config records (`trained_precision_run`), as the stamp and the end of `train()` write
-    it.
-
-    Args:
-        status (`str`): `"started"`, `"finished"` or `"diverged"`.
-        compute (`str`, *optional*): `"amp"` (autocast over wider weights) or `"pure"` (the weights in the run's
-            precision); `None` in a record written before it was recorded.
-        optimizer_steps (`int`, *optional*): the optimizer steps that updated the weights (skipped steps excluded).
-        skipped_steps (`int`, *optional*, defaults to 0): the optimizer steps a gradient scaler skipped.
-        fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
-            the run.
-    """
-
-    status: str
-    compute: str | None = None
-    optimizer_steps: int | None = None
-    skipped_steps: int = 0
-    fp16_plan: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as `config.json` stores it."""
-        return dataclasses.asdict(self)
-
-    def why_not_evidence(self, runtime: str, compute: str = RUN_PURE, plan: dict | None = None) -> str | None:
-        """
-        Why this run is no evidence that `runtime`, computed as `compute`, works: `None` when it is. See the module
-        docstring for the rules.
-        """
-        if self.status != RUN_FINISHED:
-            return f"the run recorded in `{RUN_FIELD}` is {self.status!r}, not finished"
-        if self.compute not in RUN_COMPUTES or self.optimizer_steps is None:
-            return f"`{RUN_FIELD}` does not record how the run computed and how many optimizer steps it took"
-        if self.optimizer_steps < MIN_RUN_STEPS:
-            skipped = f" ({self.skipped_steps} more were skipped)" if self.skipped_steps else ""
-            return (
-                f"the run took {self.optimizer_steps} optimizer step(s){skipped}, fewer than the {MIN_RUN_STEPS} "
-                "that make it evidence"
-            )
-        if self.compute == RUN_AMP and compute != RUN_AMP:
-            return (
-                f"the run was {runtime} autocast (AMP), whose residual stream stayed in the wider weights: it is "
-                f"evidence for {runtime} mixed-precision training only, not for {runtime} weights"
-            )
-        if self.fp16_plan and runtime == FP16 and plan is None:
-            return "the run kept a stored fp16 plan's modules in fp32, and that plan is no longer valid evidence"
-        return None
-
-    def proves(self, runtime: str, compute: str = RUN_PURE, plan: dict | None = None) -> bool:
-        """Whether this run is evidence that `runtime`, computed as `compute` (`"pure"` for loads and casts), works."""
-        return self.why_not_evidence(runtime, compute, plan) is None
-
-    def describe(self, runtime: str) -> str:
-        kind = "mixed-precision (autocast)" if self.compute == RUN_AMP else "pure"
-        plan = " with its fp16 plan" if self.fp16_plan else ""
-        return (
-            f"a {kind} {runtime} training run{plan} finished {self.optimizer_steps} optimizer steps with finite losses"
-        )
-
-
-def read_run_record(config: Any) -> RunRecord | None:
-    """
-    The latest training run recorded in a config (`trained_precision_run`), or `None` when there is none or it is
-    malformed. A bare status string (a record written before the run's kind and steps were recorded) reads as a
-    record with only its status, which is no evidence.
-    """
-    value = _member(config, RUN_FIELD)
-    if isinstance(value, str):
-        return RunRecord(value) if value in RUN_STATUSES else None
-    if not isinstance(value, Mapping) or value.get("status") not in RUN_STATUSES:
-        return None
-    compute = value.get("compute") if value.get("compute") in RUN_COMPUTES else None
-    steps, skipped = value.get("optimizer_steps"), value.get("skipped_steps", 0)
-    steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
-    skipped = skipped if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped >= 0 else 0
-    return RunRecord(value["status"], compute, steps, skipped, value.get("fp16_plan") is True)
-
-
-def read_run_status(config: Any) -> str | None:
-    """How the latest training run recorded in a config ended (`"started"`, `"finished"`, `"diverged"`), or `None`."""
-    record = read_run_record(config)
-    return record.status if record is not None else None
-
-
+# upstream-pr: end
+# upstream-pr: evidence
 def read_reference_record(config: Any) -> dict | None:
     """
     The publisher reference a load persisted into a config (`trained_precision_reference`: the Hub id it was loaded
@@ -313,8 +229,10 @@ def read_reference_record(config: Any) -> dict | None:
     removes it) or when the weights were saved in a dtype that rounds the publisher's values (a bf16 copy of fp16
     weights). The registry row it names must still carry that reference runtime: see the resolver.
     """
+    from .run_record import read_run_record
+
     value = _member(config, REFERENCE_FIELD)
-    if not isinstance(value, Mapping) or not isinstance(value.get("model_id"), str):
+    if not isinstance(value, dict) or not isinstance(value.get("model_id"), str):
         return None
     if read_run_record(config) is not None:
         return None
@@ -325,6 +243,7 @@ def read_reference_record(config: Any) -> dict | None:
     return dict(value)
 
 
+# upstream-pr: end
 def keep_in_fp32_modules(
     architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
 ) -> tuple[str, ...]:
@@ -355,27 +274,41 @@ def find_evidence(
     runtime: Any,
     *,
     entry: Any = None,
+    # upstream-pr: fp16-plan
     plan: dict | None = None,
+    # upstream-pr: end
+    # upstream-pr: stamp
     trained: str = UNKNOWN,
     run: RunRecord | None = None,
     compute: str = RUN_PURE,
+    # upstream-pr: end
+    # upstream-pr: evidence
     copied_from: str | None = None,
+    # upstream-pr: end
     hub_id: str | None = None,
 ) -> Evidence | None:
     """
-    The first evidence, in [`EVIDENCE_ORDER`], that `runtime` works for a checkpoint; `None` when there is none.
+    The first evidence, in the order of the module's table, that `runtime` works for a checkpoint; `None` when there
+    is none.
 
     Args:
         runtime (`str` or `torch.dtype`): the runtime precision.
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint's Hub id.
+        # upstream-pr: fp16-plan
         plan (`dict`, *optional*): the fp16 plan that this path applies and verified
             ([`~trained_precision.fp16_plan.decide_fp16_plan`]); never the config's claim alone.
+        # upstream-pr: end
+        # upstream-pr: stamp
         trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
-        run ([`RunRecord`], *optional*): that run, as [`read_run_record`] returns it.
+        run ([`~trained_precision.run_record.RunRecord`], *optional*): that run, as
+            [`~trained_precision.run_record.read_run_record`] returns it.
         compute (`str`, *optional*, defaults to `"pure"`): how `runtime` computes: `"pure"` for a model loaded or cast
             into it, `"amp"` for a mixed-precision training run over wider weights (the Trainer's check).
+        # upstream-pr: end
+        # upstream-pr: evidence
         copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from
             the copy's `trained_precision_reference` rather than from its own Hub id.
+        # upstream-pr: end
         hub_id (`str`, *optional*): the checkpoint's Hub id, named instead of a family glob's pattern.
     """
     runtime = dtype_to_precision(runtime)
@@ -383,14 +316,20 @@ def find_evidence(
         return None
     reference = getattr(entry, "reference_runtime", None) if entry is not None else None
     if reference is not None and dtype_to_precision(reference) == runtime and entry.reference_source:
-        copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})" if copied_from else ""
-        name = (copied_from or hub_id or entry.model_id) if entry.is_glob else entry.model_id
+        name = hub_id or entry.model_id if entry.is_glob else entry.model_id
+        copy = ""
+        # upstream-pr: evidence
+        if copied_from:
+            name = copied_from if entry.is_glob else name
+            copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})"
+        # upstream-pr: end
         return Evidence(
             REFERENCE_RUNTIME,
             runtime,
             f"its publisher runs '{name}' in {runtime}{copy}",
             f"stated at {entry.reference_source}",
         )
+    # upstream-pr: fp16-plan
     if runtime == FP16 and plan is not None:
         validation = plan["validation"]
         domain = plan.get("validated_on") or {}
@@ -408,9 +347,14 @@ def find_evidence(
             f"{validation['top1_agreement']:.2%} on {inputs})",
             f"config: {FP16_PLAN_FIELD}",
         )
-    # the plan's own validity decides whether a run that rested on it still counts: `plan` is `read_fp16_plan`'s answer
-    if trained == runtime and run is not None and run.proves(runtime, compute, plan):
+    if runtime == FP16 and run is not None and run.fp16_plan:
+        # the run kept a stored plan's modules in fp32: it proves fp16 only while that plan is evidence (`plan`)
+        return None
+    # upstream-pr: end
+    # upstream-pr: stamp
+    if trained == runtime and run is not None and run.proves(runtime, compute):
         return Evidence(FINISHED_RUN, runtime, run.describe(runtime), f"config: {RUN_FIELD}")
+    # upstream-pr: end
     return None
 
 
@@ -438,20 +382,15 @@ def keep_in_fp32_mitigation(
 
 
 __all__ = [
-    "EVIDENCE_ORDER",
-    "FINISHED_RUN",
-    "FP16_PLAN",
+    "FINISHED_RUN",  # upstream-pr: stamp
+    "FP16_PLAN",  # upstream-pr: fp16-plan
     "KEEP_IN_FP32",
-    "MIN_RUN_STEPS",
     "REFERENCE_RUNTIME",
     "Evidence",
-    "RunRecord",
     "find_evidence",
-    "fp16_plan_problem",
+    "fp16_plan_problem",  # upstream-pr: fp16-plan
     "keep_in_fp32_mitigation",
     "keep_in_fp32_modules",
-    "read_fp16_plan",
-    "read_reference_record",
-    "read_run_record",
-    "read_run_status",
+    "read_fp16_plan",  # upstream-pr: fp16-plan
+    "read_reference_record",  # upstream-pr: evidence
 ]

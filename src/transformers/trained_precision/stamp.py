@@ -22,17 +22,26 @@ run: its `status`, `"started"` from the stamp on (what an interrupted run and ev
 keep), then, from [`finish_trained_precision_run`] at the end of `train()`, `"finished"` when every training loss
 ([`note_training_loss`]) and every trainable weight stayed finite, else `"diverged"`; how it computed (`compute`:
 `"amp"` for autocast over wider weights, `"pure"` for weights in the run's precision, see [`resolve_run_compute`]);
-the optimizer steps that updated the weights ([`note_optimizer_step`]; steps a gradient scaler skipped do not count);
-and whether a stored fp16 plan was in use. Only a finished run of at least
-[`~trained_precision.evidence.MIN_RUN_STEPS`] steps is evidence that its precision works for the checkpoint, and only
-for runs of its kind ([`~trained_precision.evidence.RunRecord.proves`]): a bf16-pretrained T5 whose fp16 fine-tune
-diverged still warns in fp16, and so does one fine-tuned with fp16 autocast when it is loaded in fp16.
+the optimizer steps that updated the weights ([`note_optimizer_step`]; steps a gradient scaler skipped do not count).
+# upstream-pr: fp16-plan
+It also records whether a stored fp16 plan was in use.
+# upstream-pr: end
+Only a finished run of at least [`~trained_precision.run_record.MIN_RUN_STEPS`] steps is evidence that its precision
+works for the checkpoint, and only for runs of its kind ([`~trained_precision.run_record.RunRecord.proves`]): a
+bf16-pretrained T5 whose fp16 fine-tune diverged still warns in fp16, and so does one fine-tuned with fp16 autocast
+when it is loaded in fp16.
+# upstream-pr: evidence
 
 A stamp is a new run: it removes the publisher's reference runtime a load persisted (`trained_precision_reference`),
 which holds only for the publisher's unchanged weights.
+# upstream-pr: end
 
-Which precision a run has is decided by [`resolve_run_precision`]: the precision policy the model carries, when the
-run set one (pure bf16, `bf16_full_train`, leaves its policy on the model it casts), else in this order:
+Which precision a run has is decided by [`resolve_run_precision`], in this order:
+# upstream-pr: pure-bf16
+
+0. the precision policy the model carries, when the run set one (pure bf16, `bf16_full_train`, leaves its policy on
+   the model it casts);
+# upstream-pr: end
 
 1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
    not apply);
@@ -49,6 +58,7 @@ weights' fp16 and only the autocast matmuls in bf16.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import weakref
@@ -57,17 +67,18 @@ from typing import Any
 
 from ..utils import logging
 from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
-from .evidence import RunRecord, read_fp16_plan, read_run_record
+from .evidence import read_fp16_plan  # upstream-pr: fp16-plan
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
+from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     BF16,
     FIELD,
     FP16,
     FP32,
-    PRECISION_POLICY_ATTR,
+    PRECISION_POLICY_ATTR,  # upstream-pr: pure-bf16
     PRETRAINING_FIELD,
-    REFERENCE_FIELD,
+    REFERENCE_FIELD,  # upstream-pr: evidence
     RUN_AMP,
     RUN_DIVERGED,
     RUN_FIELD,
@@ -134,18 +145,20 @@ def resolve_run_compute(
     Decides how a training run computes in its precision ([`resolve_run_precision`]): `"amp"` when autocast runs the
     matmuls in it over wider weights (accelerate's mixed precision over fp32 weights: the residual stream, the norms
     and the embeddings stay in the weights' dtype), `"pure"` when the weights themselves are in it (half-precision
-    weights, a precision policy, DeepSpeed's and FSDP's casts, or an fp32 run). Takes the same arguments.
+    weights, DeepSpeed's and FSDP's casts, or an fp32 run). Takes the same arguments.
     """
     return _resolve_run(model, args, accelerator, deepspeed_config)[1]
 
 
 def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any) -> tuple[str, str]:
     """`(precision, compute)` of a run: see [`resolve_run_precision`] and [`resolve_run_compute`]."""
+    # upstream-pr: pure-bf16
     # a run whose model carries a precision policy (pure bf16, `bf16_full_train`) computes in the policy's precision
     policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
     if policy is not None:
         return normalize_precision(policy.name), RUN_PURE
 
+    # upstream-pr: end
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
     ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)
@@ -343,6 +356,7 @@ def unwrap_model_for_config(model: Any) -> Any:
     return model
 
 
+# upstream-pr: adapter
 def _peft_model_of(model: Any) -> Any:
     """The `PeftModel` inside DDP/DeepSpeed/FSDP/`torch.compile` wrappers, or `None` when `model` is not one."""
     from .adapter import is_peft_model
@@ -356,6 +370,7 @@ def _peft_model_of(model: Any) -> Any:
     return model if is_peft_model(model) else None
 
 
+# upstream-pr: end
 def _all_configs(config: Any):
     """The config and its sub-configs (text, vision, encoder, decoder, ...), recursively, each once."""
     from ..configuration_utils import PreTrainedConfig
@@ -478,6 +493,7 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
     else:
         precision, compute = _resolve_run(inner, None, accelerator_or_dtype, None)
 
+    # upstream-pr: adapter
     peft_model = _peft_model_of(model)
     if peft_model is not None:
         # the adapter's record keeps the base's lineage as it is before the base's config is stamped
@@ -490,16 +506,22 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
                 if mixed == FP16 and _device_type(accelerator_or_dtype) == "cpu":
                     mixed = None  # accelerate applies no fp16 autocast on the CPU
         start_adapter_run(peft_model, precision, base=inner, mixed_precision=mixed)
+    # upstream-pr: end
     if check:
         check_run_precision(inner, precision, compute)
+    record = RunRecord(RUN_STARTED, compute, 0, 0)
+    # upstream-pr: fp16-plan
     # read before anything changes the configs: whether this run keeps a stored fp16 plan's modules in fp32
-    plan_in_use = precision == FP16 and any(read_fp16_plan(config) is not None for config in configs)
-    record = RunRecord(RUN_STARTED, compute, 0, 0, plan_in_use).to_dict()
+    if precision == FP16 and any(read_fp16_plan(config) is not None for config in configs):
+        record = dataclasses.replace(record, fp16_plan=True)
+    # upstream-pr: end
     for config in configs:
         _record_stage(config, precision, inner)
-        setattr(config, RUN_FIELD, dict(record))
+        setattr(config, RUN_FIELD, record.to_dict())
+        # upstream-pr: evidence
         # a new run changes the weights: the publisher's reference runtime no longer holds for them
         vars(config).pop(REFERENCE_FIELD, None)
+        # upstream-pr: end
     _RUNS[inner] = _RunState()
     why = ""
     if _mixed_precision(accelerator=accelerator_or_dtype) == FP16 and _device_type(accelerator_or_dtype) == "cpu":
@@ -566,7 +588,7 @@ def note_training_loss(model: Any, loss: Any) -> None:
 def note_optimizer_step(model: Any, skipped: Any = False) -> None:
     """
     Notes one optimizer step of the run stamped on `model`, for [`finish_trained_precision_run`]: only steps that
-    updated the weights count towards the [`~trained_precision.evidence.MIN_RUN_STEPS`] a run needs to be evidence.
+    updated the weights count towards the [`~trained_precision.run_record.MIN_RUN_STEPS`] a run needs to be evidence.
     The [`Trainer`] calls it after every `optimizer.step()`.
 
     Args:
@@ -621,18 +643,22 @@ def finish_trained_precision_run(model: Any) -> str | None:
         )
     status = RUN_FINISHED if finite else RUN_DIVERGED
     started = read_run_record(configs[0]) or RunRecord(RUN_STARTED)
-    record = RunRecord(status, started.compute, state.optimizer_steps, state.skipped_steps, started.fp16_plan)
+    record = dataclasses.replace(
+        started, status=status, optimizer_steps=state.optimizer_steps, skipped_steps=state.skipped_steps
+    )
     for config in configs:
         setattr(config, RUN_FIELD, record.to_dict())
+    # upstream-pr: adapter
     peft_model = _peft_model_of(model)
     if peft_model is not None:
         from .adapter import finish_adapter_run
 
         finish_adapter_run(peft_model, status, steps=state.optimizer_steps)
+    # upstream-pr: end
     precision = config_precision(configs[0], FIELD)
     name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
     if finite:
-        why_not = record.why_not_evidence(precision, record.compute or RUN_PURE, plan={} if record.fp16_plan else None)
+        why_not = record.why_not_evidence(precision, record.compute or RUN_PURE)
         if why_not is None:
             counts = f"evidence that {precision} works for this model"
             if record.compute == RUN_AMP:
