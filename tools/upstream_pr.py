@@ -1610,8 +1610,9 @@ def lint(root: Path = ROOT, log=print) -> int:
                 )
     if not failed:
         log(
-            f"upstream-lint: {len(ours)} files of ours and {len(theirs)} patched upstream files pass ruff with "
-            f"upstream's configuration ({upstream_config})"
+            f"upstream-lint: {len(ours)} files of ours, {len(staged_files)} earlier branches' copies of files with "
+            f"regions and {len(theirs)} patched upstream files pass ruff with upstream's configuration "
+            f"({upstream_config})"
         )
     return 1 if failed else 0
 

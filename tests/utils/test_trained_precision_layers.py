@@ -33,6 +33,7 @@ LAYERS = {
     "risk": 2,
     "storage": 2,
     "configuration": 2,
+    "run_record": 1,  # the record of a checkpoint's latest training run, and what it proves
     "evidence": 2,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
     "resolver": 3,  # the answer
     "check": 4,  # uses

@@ -372,13 +372,12 @@ def keep_in_fp32_mitigation(
     if not modules:
         return None
     names = ", ".join(f"`{m}`" for m in modules)
-    return Evidence(
-        KEEP_IN_FP32,
-        FP16,
+    detail = (
         f"upstream keeps {names} in fp32 for fp16 loads (`_keep_in_fp32_modules`), which covers the known overflow "
-        "site; the other modules are not measured: `transformers precision plan` measures them and stores a plan",
-        None,
+        "site; the other modules are not measured"
     )
+    detail += ": `transformers precision plan` measures them and stores a plan"  # upstream-pr: cli
+    return Evidence(KEEP_IN_FP32, FP16, detail, None)
 
 
 __all__ = [

@@ -15,9 +15,9 @@
 The one answer to "what precision was this model trained in?".
 
 [`resolve_trained_precision`] turns a config (a `PreTrainedConfig` or the dict of a `config.json`) and the name or
-path the model comes from into a [`TrainedPrecisionInfo`]: the precision and where it was read from. Every path asks
-it: `from_pretrained`, `from_config` and the casts, the Trainer stamp, `transformers precision` (report and `set`),
-and the repository check. The order is:
+path the model comes from into a [`TrainedPrecisionInfo`]: the precision and where it was read from. Every path that
+needs the answer asks it (`from_pretrained`, `from_config`, the casts, the repository check), so they all give the
+same one. The order is:
 
 1. the config's own `trained_precision`, when it is known: it always wins;
 2. else the registry row of the model's Hub id ([`~trained_precision.hub_ids.hub_id_for`]: legacy short ids, any

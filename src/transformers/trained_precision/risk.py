@@ -23,7 +23,7 @@ precision is silent. The risky cells (trained -> runtime):
 | bf16    | overflow: activations learned in bf16's range  | safe                                 |
 | fp16    | safe                                           | precision loss (11 -> 8 bits), mild  |
 
-Every caller (the loading check, the Trainer stamp, `transformers precision`) asks [`assess_risk`].
+Every path that judges a runtime precision asks [`assess_risk`], so they all apply the same rules.
 """
 
 from __future__ import annotations
