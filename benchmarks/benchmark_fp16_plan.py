@@ -48,7 +48,7 @@ import time
 import torch
 
 from transformers import AutoModel, AutoTokenizer, GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
-from transformers.trained_precision import fp16_plan
+from transformers.trained_precision import fp16_plan, fp16_plan_search
 from transformers.trained_precision.audit import DEFAULT_TEXTS, audit_activations, audit_checkpoint, calibration_inputs
 from transformers.trained_precision.testing_utils import plant_fp16_overflow
 
@@ -123,7 +123,7 @@ def variants(model, plan_modules, device):
     yield "bf16", cast(torch.bfloat16), 0.0
     yield "fp16", cast(torch.float16), 0.0
     yield "fp16+clamp", clamp_hooks(cast(torch.float16)), 0.0
-    yield "fp16+plan", fp16_plan._fp16_copy(model, plan_modules), fp16_plan._weight_share(model, plan_modules)
+    yield "fp16+plan", fp16_plan_search._fp16_copy(model, plan_modules), fp16_plan._weight_share(model, plan_modules)
 
 
 def on(batches, device):
@@ -144,7 +144,7 @@ def end_to_end(model, tokenizer, repeats):
         audit_times, plan_times = [], []
         for _ in range(repeats):
             audit_times.append(timed(lambda: audit_checkpoint(path))[1])
-            plan_times.append(timed(lambda: fp16_plan.plan_checkpoint(path))[1])
+            plan_times.append(timed(lambda: fp16_plan_search.plan_checkpoint(path))[1])
     return statistics.median(audit_times), statistics.median(plan_times)
 
 
@@ -159,19 +159,19 @@ def measure(model, tokenizer, repeats, device):
 
     def split(texts, seed):  # the texts, and one window per sweep length, as the search builds its own inputs
         short, _ = calibration_inputs(model, tokenizer, list(texts), max_length=sweep[-1])
-        return on(short + fp16_plan.sweep_inputs(model, tokenizer, list(texts), sweep, seed=seed), device)
+        return on(short + fp16_plan_search.sweep_inputs(model, tokenizer, list(texts), sweep, seed=seed), device)
 
-    inputs, held = split(DEFAULT_TEXTS, 100), split(fp16_plan.HELD_OUT_TEXTS, 101)
+    inputs, held = split(DEFAULT_TEXTS, 100), split(fp16_plan_search.HELD_OUT_TEXTS, 101)
     test = split(TEST_TEXTS, 102)  # never passed to the search
-    fp16_plan._run(model, inputs[:1])  # warm-up, so neither timing pays for first-call setup
+    fp16_plan_search._run(model, inputs[:1])  # warm-up, so neither timing pays for first-call setup
     audit_times, search_times = [], []
     for _ in range(repeats):
         audit_times.append(timed(lambda: audit_activations(model, inputs=inputs))[1])
-        result, seconds = timed(lambda: fp16_plan.search_fp16_plan(model, inputs=inputs, held_out_inputs=held))
+        result, seconds = timed(lambda: fp16_plan_search.search_fp16_plan(model, inputs=inputs, held_out_inputs=held))
         search_times.append(seconds)
     modules = result.modules if result.passed else []
     held = test  # every figure below is on the test split
-    reference, is_logits, _ = fp16_plan._run(model, held)
+    reference, is_logits, _ = fp16_plan_search._run(model, held)
     scale = max(float(r.abs().max()) for r in reference)
     built = [
         (label, candidate.to(device).eval(), share) for label, candidate, share in variants(model, modules, device)
@@ -180,7 +180,7 @@ def measure(model, tokenizer, repeats, device):
     outputs = {}
     for _ in range(repeats):
         for label, candidate, _ in built:
-            out, seconds = timed(lambda candidate=candidate: fp16_plan._run(candidate, held)[0])
+            out, seconds = timed(lambda candidate=candidate: fp16_plan_search._run(candidate, held)[0])
             if device == "cuda":
                 torch.cuda.synchronize()
             outputs[label] = out
@@ -191,12 +191,14 @@ def measure(model, tokenizer, repeats, device):
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-            fp16_plan._run(candidate, held)
+            fp16_plan_search._run(candidate, held)
             peak = f"{torch.cuda.max_memory_allocated() / 2**20:.1f}"
         bad = sum(not bool(torch.isfinite(o).all()) for o in outputs[label])
         finite = [(r, o) for r, o in zip(reference, outputs[label]) if bool(torch.isfinite(o).all())]
         error = max((float((o - r).abs().max()) for r, o in finite), default=float("inf")) / scale
-        agreement = fp16_plan._compare([r for r, _ in finite], [o for _, o in finite], is_logits)["top1_agreement"]
+        agreement = fp16_plan_search._compare([r for r, _ in finite], [o for _, o in finite], is_logits)[
+            "top1_agreement"
+        ]
         weights = sum(p.numel() * p.element_size() for p in candidate.parameters()) / 2**20
         median_ms = statistics.median(times[label]) * 1000
         rows.append((label, f"{bad}/{len(held)}", error, agreement, share, weights, peak, median_ms))

@@ -68,7 +68,7 @@ if is_torch_available():
         TrainingArguments,
     )
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.fp16_plan import search_fp16_plan
+    from transformers.trained_precision.fp16_plan_search import search_fp16_plan
     from transformers.trained_precision.stamp import (
         check_run_precision,
         finish_trained_precision_run,

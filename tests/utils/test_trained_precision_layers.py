@@ -39,7 +39,8 @@ LAYERS = {
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,
-    "fp16_plan": 5,
+    "fp16_plan": 5,  # applying a stored plan, and whether it is evidence
+    "fp16_plan_search": 6,  # measuring and validating a plan, writing it into a checkpoint
     "adapter": 5,  # a PEFT adapter's training record and the check of base + adapter
     "stamp": 6,
     "inspection": 6,

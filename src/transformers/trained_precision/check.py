@@ -601,7 +601,7 @@ def trained_precision_cast_scope(model, fn, **check_kwargs):
             check_trained_precision_on_cast(model, after, **check_kwargs)
 
 
-# upstream-pr: fp16-plan
+# upstream-pr: fp16-plan-search
 @contextlib.contextmanager
 def quiet_casts():
     """Casts inside this block are not checked (a search's own fp16 copies of a model)."""
