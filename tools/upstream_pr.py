@@ -134,8 +134,6 @@ class EntrySpec:
     feature_off: str = ""
     numbers: str = ""
     review_first: str = ""
-    forward_reads: list[str] = dataclasses.field(default_factory=list)
-    over_budget: str = ""
 
 
 #: No entry's budget may exceed this (a table may set a lower `max-lines-ceiling`, never a higher one).
@@ -154,8 +152,6 @@ ENTRY_KEYS = {
     "feature-off",
     "numbers",
     "review-first",
-    "forward-reads",
-    "over-budget",
 }
 TABLE_KEYS = {"branch-prefix", "fork-only", "pr", "max-lines-ceiling", "rfc-core", "rfc-thread"}
 
@@ -205,8 +201,6 @@ def load_table(root: Path = ROOT) -> Table:
                 feature_off=raw.get("feature-off", "").strip(),
                 numbers=raw.get("numbers", "").strip(),
                 review_first=raw.get("review-first", "").strip(),
-                forward_reads=list(raw.get("forward-reads", [])),
-                over_budget=raw.get("over-budget", "").strip(),
             )
         )
     if not entries:
@@ -613,12 +607,6 @@ def plan_stack(root: Path = ROOT) -> Plan:
             review_errors.append(
                 f"{entry.branch}: max-lines = {budget} is above the ceiling of {table.ceiling} changed lines: split "
                 "the entry instead of raising its budget"
-            )
-        elif entry.estimated_lines > budget and entry.spec.over_budget:
-            # a known, stated excess: `check` warns and STRICT=1 (the stack that is sent) refuses it
-            warnings.append(
-                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of {budget}; waived by "
-                f"over-budget in {STACK_TABLE} ({entry.spec.over_budget})"
             )
         elif entry.estimated_lines > budget:
             review_errors.append(
@@ -1052,7 +1040,7 @@ def _attribute_problems(
 ) -> tuple[list[str], list[str]]:
     """A config attribute an entry's code reads must be one upstream's configs have, or one the branch so far writes
     (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares). Returns (errors,
-    warnings): a read listed in the entry's `forward-reads` is a warning (STRICT=1 refuses it), not an error."""
+    warnings)."""
     all_files = [rel for e in entries for rel in e.files]
     constants = _field_constants(root, all_files)
     uses = []
@@ -1093,10 +1081,7 @@ def _attribute_problems(
             later = next((e.branch for e, _, w in uses[index + 1 :] if attr in w), None)
             where = f"first written in {later}" if later else "written by no pull request"
             message = f"{entry.branch}: {rel}:{n} reads config attribute {attr!r}, which upstream's configs do not have ({where})"
-            if attr in entry.spec.forward_reads:
-                warnings.append(f"{message}; waived by forward-reads in {STACK_TABLE}")
-            else:
-                errors.append(f"{message}: move the read to that pull request, or the write to this one")
+            errors.append(f"{message}: move the read to that pull request, or the write to this one")
     return errors, warnings
 
 
