@@ -320,9 +320,17 @@ class StackTest(StackTestBase):
             if entry.branch not in [b.branch for b in self.result.branches]:
                 continue
             changed = self.diff_names(parent, entry.branch)
-            for rel in entry.files:
+            for rel in entry.touched:
+                # each file as this branch holds it: the lines of later entries' regions are not there yet
                 self.assertIn(rel, changed, entry.branch)
-                self.assertEqual(self.show(entry.branch, rel), (self.root / rel).read_bytes(), rel)
+                self.assertEqual(self.show(entry.branch, rel), self.plan.staged[rel].content(entry.number), rel)
+                self.assertNotIn(b"upstream-pr:", self.show(entry.branch, rel), rel)
+            last = self.result.branches[-1].branch
+            for rel in entry.files:
+                # the last branch holds every file as it is here, less the region markers
+                text = (self.root / rel).read_bytes()
+                if b"upstream-pr:" not in text:
+                    self.assertEqual(self.show(last, rel), text, rel)
             for patch in entry.patches:
                 for rel in patch_paths(patch):
                     self.assertIn(rel, changed, f"{entry.branch}: {patch.name}")

@@ -341,17 +341,6 @@ class AdapterLoadCheckTest(TestCasePlus):
         )
         self.assertEqual(unfinished.status("fp16"), "risky")
 
-    def test_malformed_record_is_ignored_with_a_warning(self):
-        base = save_base(os.path.join(self.get_auto_remove_tmp_dir(), "base"), trained_precision="bf16")
-        adapter = self.adapter_with(base, self.amp_record(base))
-        weights = os.path.join(adapter, "adapter_model.safetensors")
-        from safetensors.torch import load_file, save_file
-
-        save_file(load_file(weights), weights, metadata={"format": "pt", "trained_precision": '{"version": 9}'})
-        with CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
-            self.assertIsNone(read_adapter_record(adapter))
-        self.assertIn("malformed", al.out)
-
     def test_a_peft_model_cast_is_checked(self):
         # reaches the check through `PreTrainedModel._apply` (the cast hook every `nn.Module` cast goes through)
         from peft import LoraConfig, get_peft_model
