@@ -28,13 +28,14 @@ install: venv
 test: install
 	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml $(PYTEST_ARGS) .
 
-# Repo consistency: the patch series applies exactly; the stack table places every change; everything that goes
-# upstream passes ruff with upstream's own configuration (from the pinned sdist, cached in .cache/); all our files
-# pass our own rules.
+# Repo consistency: the patch series applies exactly; the stack table places every change, and its pull requests
+# break no rule and raise no warning (check --strict); everything that goes upstream passes ruff with upstream's own
+# configuration (from the pinned sdist, cached in .cache/), each earlier branch's copy of a file with regions too;
+# all our files pass our own rules.
 check: $(VPY)
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
 	$(VPY) tools/patchset.py check
-	$(VPY) tools/upstream_pr.py check
+	$(VPY) tools/upstream_pr.py check --strict
 	$(VPY) -m ruff check setup.py tools utils tests src benchmarks examples
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install

@@ -1841,7 +1841,7 @@ def _conflict_message(fork: Path, state: dict, version: str, old: str, output: s
     )
 
 
-def check(root: Path = ROOT) -> str:
+def check(root: Path = ROOT, strict: bool = False) -> str:
     """Validates what `make pr` would use without a clone: the series, the stack table placing every patch and
     upstream-bound file exactly once, and the rules of a reviewable stack (each PR within its budget and whole: no
     tests-only PR, no link to a later PR's page, no read of a config attribute a later PR writes); returns the planned
@@ -1852,6 +1852,8 @@ def check(root: Path = ROOT) -> str:
     lines.extend(f"upstream-pr: warning: {warning}" for warning in plan.warnings)
     if plan.errors:
         raise PrError("\n".join(lines) + "\nthe stack breaks its rules:\n  " + "\n  ".join(plan.errors))
+    if strict and plan.warnings:
+        raise PrError("\n".join(lines) + "\nSTRICT: the stack is not ready for review (the warnings above)")
     return "\n".join(lines)
 
 
@@ -1937,7 +1939,8 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument(
         "--descriptions", type=Path, default=None, help="where to write <branch>.md (.cache/pr-descriptions)"
     )
-    sub.add_parser("check", help="validate the stack table and its rules, print the planned stack")
+    ck = sub.add_parser("check", help="validate the stack table and its rules, print the planned stack")
+    ck.add_argument("--strict", action="store_true", help="also fail on warnings (imports, untested modules, words)")
     ds = sub.add_parser("describe", help="write each pull request's description from the table, without a clone")
     ds.add_argument("--output", type=Path, default=ROOT / ".cache" / "pr-descriptions")
     sub.add_parser("lint", help="ruff with upstream's configuration on everything that goes upstream")
@@ -1953,7 +1956,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
-            print(check())
+            print(check(strict=args.strict))
         elif args.command == "describe":
             for path in write_descriptions(plan_stack(), args.output):
                 print(f"upstream-pr: description: {path}")

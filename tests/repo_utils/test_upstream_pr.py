@@ -733,6 +733,12 @@ class TableTest(unittest.TestCase):
             with self.assertRaisesRegex(upstream_pr.PrError, f"unknown keys: {key.split(' ')[0]}"):
                 upstream_pr.plan_stack(root)
 
+    def test_check_strict_fails_on_a_warning(self):
+        root = tiny_root(self.tmp / "r", TINY_TABLE, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\n"})
+        self.assertIn("a.py is not reached by any test", upstream_pr.check(root))  # a warning: check passes
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)a.py is not reached by any test.*STRICT"):
+            upstream_pr.check(root, strict=True)
+
     def test_no_budget_above_the_ceiling(self):
         table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 2500')
         plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""}))
