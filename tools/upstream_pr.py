@@ -271,6 +271,8 @@ class StagedFile:
         kept = [
             (n, line) for n, (line, stage) in enumerate(zip(self.lines, self.stages), 1) if stage and stage <= number
         ]
+        if self.rel.endswith(".py") and self.has_regions:
+            kept = _prune_all(kept)
         return "".join(line for _, line in kept), [n for n, _ in kept]
 
     def content(self, number: int) -> bytes:
@@ -292,6 +294,43 @@ class StagedFile:
             if stage and stage != self.owner:
                 counts[stage] = counts.get(stage, 0) + 1
         return counts
+
+
+_ALL_ITEM = re.compile(r"""^\s*["']([A-Za-z_][A-Za-z0-9_]*)["'],?\s*$""")
+
+
+def _prune_all(kept: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """
+    Drops from a multi-line `__all__` list the names the module does not define in this branch: `__all__` is read as
+    text by the lazy package (`define_import_structure`), which takes every line of it as a name, so it carries no
+    region markers, and each branch's copy names what that branch's module defines.
+    """
+    try:
+        tree = ast.parse("".join(line for _, line in kept))
+    except SyntaxError:
+        return kept
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    out, inside = [], False
+    for n, line in kept:
+        if line.startswith("__all__") and line.rstrip().endswith("["):
+            inside = True
+        elif inside and line.strip() == "]":
+            inside = False
+        elif inside:
+            match = _ALL_ITEM.match(line)
+            if match and match.group(1) not in defined:
+                continue
+        out.append((n, line))
+    return out
 
 
 def staged_file(root: Path, rel: str, owner: int, numbers: dict[str, int], errors: list[str]) -> StagedFile:

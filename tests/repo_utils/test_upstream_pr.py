@@ -871,6 +871,16 @@ class TableTest(unittest.TestCase):
         self.assertEqual(plan.errors, [])
         self.assertFalse([w for w in plan.warnings if " imports trained_precision." in w], plan.warnings)
 
+    def test_all_names_only_what_the_branch_defines(self):
+        # `__all__` is read as text by the lazy package, so it carries no markers: each branch's copy drops the names
+        # its module does not define yet
+        a = 'VALUE = 1\n# upstream-pr: two\n\n\ndef f():\n    return 2\n# upstream-pr: end\n\n\n__all__ = [\n    "VALUE",\n    "f",\n]\n'
+        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": a}
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
+        one, two = plan.entries
+        self.assertEqual(plan.text(f"{PKG}/a.py", one), 'VALUE = 1\n\n\n__all__ = [\n    "VALUE",\n]\n')
+        self.assertIn('    "f",\n]', plan.text(f"{PKG}/a.py", two))
+
     def test_bad_regions_are_errors_naming_the_line(self):
         cases = {
             "# upstream-pr: one\nX = 1\n# upstream-pr: end\n": "a.py:1: the region names 'one', which does not come after",

@@ -381,15 +381,15 @@ def keep_in_fp32_mitigation(
 
 
 __all__ = [
-    "FINISHED_RUN",  # upstream-pr: stamp
-    "FP16_PLAN",  # upstream-pr: fp16-plan
+    "FINISHED_RUN",
+    "FP16_PLAN",
     "KEEP_IN_FP32",
     "REFERENCE_RUNTIME",
     "Evidence",
     "find_evidence",
-    "fp16_plan_problem",  # upstream-pr: fp16-plan
+    "fp16_plan_problem",
     "keep_in_fp32_mitigation",
     "keep_in_fp32_modules",
-    "read_fp16_plan",  # upstream-pr: fp16-plan
-    "read_reference_record",  # upstream-pr: evidence
+    "read_fp16_plan",
+    "read_reference_record",
 ]

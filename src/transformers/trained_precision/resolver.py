@@ -439,7 +439,7 @@ __all__ = [
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",
     "config_precision",
-    "forget_changed_reference",  # upstream-pr: evidence
+    "forget_changed_reference",
     "persist_registry_precision",
     "resolve_sub_models",
     "resolve_trained_precision",
