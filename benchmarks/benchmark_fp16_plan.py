@@ -155,7 +155,7 @@ def measure(model, tokenizer, repeats, device):
     slows them alike.
     """
     model = model.to(device).eval()
-    sweep = fp16_plan.length_sweep(fp16_plan.usable_length(model.config))
+    sweep = fp16_plan_search.length_sweep(fp16_plan.usable_length(model.config))
 
     def split(texts, seed):  # the texts, and one window per sweep length, as the search builds its own inputs
         short, _ = calibration_inputs(model, tokenizer, list(texts), max_length=sweep[-1])

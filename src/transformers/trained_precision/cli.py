@@ -407,8 +407,7 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
 def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
     from ..utils import CONFIG_NAME
-    from .fp16_plan import Fp16PlanError
-    from .fp16_plan_search import DEFAULT_HEADROOM, plan_checkpoint, write_fp16_plan
+    from .fp16_plan_search import DEFAULT_HEADROOM, Fp16PlanError, plan_checkpoint, write_fp16_plan
     from .hub_ids import find_cached_snapshot, parse_hub_id
     from .inspection import CheckpointInspectionError
     from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision

@@ -65,8 +65,6 @@ logger = logging.get_logger(__name__)
 #: `max_position_embeddings`) or states no limit: a forward at this length costs seconds on a CPU for a model of a
 #: few hundred million parameters.
 DEFAULT_MAX_LENGTH = 2048
-#: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
-SWEEP_START = 32
 #: Values sampled per weight tensor for the fingerprint (evenly strided, at a different offset in each stride).
 FINGERPRINT_SAMPLES = 256
 
@@ -76,10 +74,6 @@ _INNER_FORWARD = "_fp16_plan_inner_forward"
 _DISABLED = "_fp16_plan_disabled"
 #: The attribute of a planned module that holds the dtype its outputs go to when it has no floating input.
 _OUTPUT_DTYPE = "_fp16_plan_output_dtype"
-
-
-class Fp16PlanError(ValueError):
-    """Bad input for the plan search: a model that cannot be run, broken weights, a plan that does not fit a model."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -259,15 +253,6 @@ def usable_length(config) -> int:
                 found.append(value)
                 break
     return min([*found, DEFAULT_MAX_LENGTH])
-
-
-def length_sweep(max_length: int) -> list[int]:
-    """The input lengths a plan is calibrated and validated on: 32, 128, 512, 2048, ... below `max_length`, and it."""
-    lengths, length = [], SWEEP_START
-    while length < max_length:
-        lengths.append(length)
-        length *= 4
-    return [*lengths, max_length]
 
 
 def _backend(device) -> str:
@@ -623,14 +608,12 @@ def fp16_plan_cast_scope(model, fn):
 __all__ = [
     "DEFAULT_MAX_LENGTH",
     "Fp16PlanDecision",
-    "Fp16PlanError",
     "apply_fp16_plan",
     "decide_fp16_plan",
     "fp16_plan_cast_scope",
     "fp16_plan_dtype_plan",
     "fp16_plan_pending",
     "keep_module_in_fp32",
-    "length_sweep",
     "mark_fp16_plan_stale",
     "plan_fingerprint",
     "release_module",

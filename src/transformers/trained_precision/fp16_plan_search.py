@@ -62,12 +62,10 @@ from ..utils import logging
 from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs, load_audit_model
 from .check import quiet_casts
 from .fp16_plan import (
-    Fp16PlanError,
     _backend,
     _first_floating,
     _weight_share,
     keep_module_in_fp32,
-    length_sweep,
     plan_fingerprint,
     release_module,
     sub_models,
@@ -80,6 +78,8 @@ from .vocabulary import FP16, FP16_PLAN_FIELD
 
 logger = logging.get_logger(__name__)
 
+#: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
+SWEEP_START = 32
 #: The version of the stored plan's schema (2: bound to its weights and to its inputs).
 PLAN_VERSION = 2
 #: The default headroom: a module is hot when a value reaches fp16's max divided by this.
@@ -102,6 +102,19 @@ HELD_OUT_TEXTS = (
     "Die Katze schläft auf dem Sofa, während draußen der Schnee fällt. El tren sale a las 8:45.",
 )
 _ROOT = "(model)"
+
+
+class Fp16PlanError(ValueError):
+    """Bad input for the plan search: a model that cannot be run, broken weights, a plan that does not fit a model."""
+
+
+def length_sweep(max_length: int) -> list[int]:
+    """The input lengths a plan is calibrated and validated on: 32, 128, 512, 2048, ... below `max_length`, and it."""
+    lengths, length = [], SWEEP_START
+    while length < max_length:
+        lengths.append(length)
+        length *= 4
+    return [*lengths, max_length]
 
 
 @dataclasses.dataclass
@@ -812,6 +825,8 @@ def write_fp16_plan(
 
 
 __all__ = [
+    "Fp16PlanError",
+    "length_sweep",
     "DEFAULT_HEADROOM",
     "HELD_OUT_TEXTS",
     "MAX_FP32_SHARE",
