@@ -781,6 +781,14 @@ class EvidenceRulesTest(unittest.TestCase):
         self.assertEqual(read_run_record(config), RunRecord("finished"))
         self.assertIsNotNone(resolve_trained_precision(config).risk("fp16"))
 
+    def test_a_record_with_a_member_this_version_does_not_know_is_no_evidence(self):
+        record = {"status": "finished", "compute": "pure", "optimizer_steps": MIN_RUN_STEPS, "skipped_steps": 0}
+        config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record}
+        self.assertIsNone(resolve_trained_precision(config).risk("fp16"))
+        config[RUN_FIELD] = {**record, "kept_in_fp32_by": "something newer"}
+        self.assertEqual(read_run_record(config), RunRecord("finished"))
+        self.assertIsNotNone(resolve_trained_precision(config).risk("fp16"))
+
     def test_a_run_on_a_plan_lasts_as_long_as_the_plan(self):
         run = RunRecord("finished", "pure", MIN_RUN_STEPS, 0, fp16_plan=True)
         self.assertIsNone(find_evidence("fp16", trained="fp16", run=run))

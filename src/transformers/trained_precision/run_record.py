@@ -114,14 +114,18 @@ class RunRecord:
 def read_run_record(config: Any) -> RunRecord | None:
     """
     The latest training run recorded in a config (`trained_precision_run`), or `None` when there is none or it is
-    malformed. A bare status string (a record written before the run's kind and steps were recorded) reads as a
-    record with only its status, which is no evidence.
+    malformed. A bare status string (a record written before the run's kind and steps were recorded), and a record
+    with a member this version does not know, read as a record with only its status, which is no evidence.
     """
     value = config.get(RUN_FIELD) if isinstance(config, Mapping) else getattr(config, RUN_FIELD, None)
     if isinstance(value, str):
         return RunRecord(value) if value in RUN_STATUSES else None
     if not isinstance(value, Mapping) or value.get("status") not in RUN_STATUSES:
         return None
+    if set(value) - {field.name for field in dataclasses.fields(RunRecord)}:
+        # a member this version does not know (a newer one wrote it): what it changes about the run is unknown, so
+        # the record is its status only, which is no evidence
+        return RunRecord(value["status"])
     compute = value.get("compute") if value.get("compute") in RUN_COMPUTES else None
     steps, skipped = value.get("optimizer_steps"), value.get("skipped_steps", 0)
     steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
