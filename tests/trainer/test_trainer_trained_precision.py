@@ -323,7 +323,7 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assertEqual(saved["pretraining_precision"], "bf16")
         # fp16 weights, no autocast: a pure fp16 run; both of its optimizer steps updated the weights
         expected = {"status": "finished", "compute": "pure", "optimizer_steps": 2, "skipped_steps": 0}
-        expected["fp16_plan"] = False  # upstream-pr: fp16-plan
+        expected["fp16_plan"] = False
         self.assertEqual(saved["trained_precision_run"], expected)
         with open(os.path.join(self.output_dir, "checkpoint-2", "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["trained_precision_run"]["status"], "started")  # saved before the run ended

@@ -53,10 +53,10 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .evidence import read_fp16_plan  # upstream-pr: fp16-plan
+from .evidence import read_fp16_plan
 from .resolver import (
     Assessment,
-    forget_changed_reference,  # upstream-pr: evidence
+    forget_changed_reference,
     persist_registry_precision,
     resolve_trained_precision,
 )
@@ -104,7 +104,7 @@ class _ConstructionScope:
     model_name: str | None
     action: str
     registry_row: Any = None
-    deferred: bool = False  # upstream-pr: fp16-plan
+    deferred: bool = False
 
 
 # The registry row the latest `from_pretrained` check wrote into its config, with the model name, until its
@@ -202,7 +202,7 @@ def format_risk_message(
     mitigation: str | None = None,
     runtime_note: str | None = None,
     sub_model: str = "",
-    evidence_note: str | None = None,  # upstream-pr: fp16-plan
+    evidence_note: str | None = None,
 ) -> str:
     """
     The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
@@ -222,10 +222,8 @@ def format_risk_message(
         runtime_note (`str`, *optional*): why this runtime applies, e.g. for a quantized model whose compute dtype
             differs from its load dtype.
         sub_model (`str`, *optional*): the sub-model of a composite model the risk is about (its `model_type`).
-        # upstream-pr: fp16-plan
         evidence_note (`str`, *optional*): why evidence the checkpoint stores is no evidence on this path (a stale
             fp16 plan), said before the fix.
-        # upstream-pr: end
     """
     if action not in _ACTIONS:
         raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
@@ -240,10 +238,8 @@ def format_risk_message(
     if mitigation:
         reason = f"{reason}; {mitigation}"
     note = ""
-    # upstream-pr: fp16-plan
     if evidence_note:
         note = f"{evidence_note} "
-    # upstream-pr: end
     return (
         f"{_who(model_name, sub_model)} was trained in {risk.trained} ({source}) but {verb}: {reason}. "
         f"{note}{_fix_text(risk, action, mode, per_call)}"
@@ -313,10 +309,10 @@ def check_trained_precision(
     action: str = LOAD,
     model_class=None,
     registry_row=None,
-    fp16_plan: dict | None = None,  # upstream-pr: fp16-plan
-    fp16_plan_problem: str | None = None,  # upstream-pr: fp16-plan
+    fp16_plan: dict | None = None,
+    fp16_plan_problem: str | None = None,
     sub_model: str | None = None,
-    deferred: bool = False,  # upstream-pr: fp16-plan
+    deferred: bool = False,
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
@@ -339,20 +335,16 @@ def check_trained_precision(
             first `architectures` entry.
         registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision
             loading wrote into `config` (so a cast names the registry, as the load did).
-        # upstream-pr: fp16-plan
         fp16_plan (`dict`, *optional*): the fp16 plan this path applies and has verified against the model's weights
             ([`~trained_precision.fp16_plan.decide_fp16_plan`]): evidence for an fp16 runtime. A plan stored in the
             config is never evidence by itself.
         fp16_plan_problem (`str`, *optional*): why the config's stored plan is no evidence on this path (stale, not
             applied, not validated on the model's lengths); a remaining risk's message says it.
-        # upstream-pr: end
         sub_model (`str`, *optional*): the sub-model of a composite model being judged (its `model_type`); by default
             the construction scope decides.
-        # upstream-pr: fp16-plan
         deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
             (a stored fp16 plan needs them): the registry precision is still recorded, nothing is said now, and the
             sub-models built in this call are not judged while they are constructed.
-        # upstream-pr: end
 
     Returns:
         The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
@@ -365,10 +357,8 @@ def check_trained_precision(
     if sub_model is None:
         sub_model = _sub_model_label(config, scope)
     if scope is not None and action in (FROM_CONFIG, CAST):
-        # upstream-pr: fp16-plan
         if scope.deferred:  # judged with the whole model once its weights are loaded
             return None
-        # upstream-pr: end
         mode = mode if mode is not None else scope.mode
         model_name = scope.model_name or model_name
         action = scope.action
@@ -379,7 +369,7 @@ def check_trained_precision(
         config,
         model_name,
         persisted_from=registry_row,
-        fp16_plan=fp16_plan,  # upstream-pr: fp16-plan
+        fp16_plan=fp16_plan,
     )
     if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
         persisted = persist_registry_precision(config, info) if action == LOAD else False
@@ -388,14 +378,11 @@ def check_trained_precision(
             {
                 "who": who,
                 "row": info.entry if persisted else None,
-                "deferred": deferred,  # upstream-pr: fp16-plan
+                "deferred": deferred,
             }
         )
-    # upstream-pr: evidence
     # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
     forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
-    # upstream-pr: end
-    # upstream-pr: fp16-plan
     if deferred:
         return None
     if fp16_plan_problem is None and action == LOAD and scope is None and read_fp16_plan(config) is not None:
@@ -405,7 +392,6 @@ def check_trained_precision(
             if hf_quantizer is not None
             else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
         )
-    # upstream-pr: end
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:
@@ -444,13 +430,11 @@ def check_trained_precision(
         per_call=per_call,
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
-        # upstream-pr: fp16-plan
         evidence_note=(
             f"Its stored fp16 plan is no evidence here: {fp16_plan_problem}."
             if fp16_plan_problem and prior.runtime == "fp16"
             else None
         ),
-        # upstream-pr: end
     )
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
@@ -503,14 +487,12 @@ def check_trained_precision_on_cast(
     dtype,
     *,
     action: str = CAST,
-    fp16_plans: dict[str, dict | None] | None = None,  # upstream-pr: fp16-plan
-    fp16_plan_problems: dict[str, str] | None = None,  # upstream-pr: fp16-plan
+    fp16_plans: dict[str, dict | None] | None = None,
+    fp16_plan_problems: dict[str, str] | None = None,
 ) -> Risk | None:
     """
     Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`.
-    # upstream-pr: fp16-plan
     Also the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
-    # upstream-pr: end
     The mode is the `trained_precision_check` the model was loaded (or built with `from_config`) with, when one was
     given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
 
@@ -519,11 +501,9 @@ def check_trained_precision_on_cast(
         dtype (`torch.dtype`): the dtype it is cast to.
         action (`str`, *optional*, defaults to `"cast"`): `"cast"`, or `"load"` / `"from_config"` for the check
             after loading.
-        # upstream-pr: fp16-plan
         fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own config), the fp16 plan this path
             applies and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
         fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
-        # upstream-pr: end
 
     Returns:
         The first [`~trained_precision.risk.Risk`] found, or `None`.
@@ -534,7 +514,7 @@ def check_trained_precision_on_cast(
     if config is None:
         return None
     name = getattr(config, "name_or_path", None) or type(model).__name__
-    plans, problems = fp16_plans or {}, fp16_plan_problems or {}  # upstream-pr: fp16-plan
+    plans, problems = fp16_plans or {}, fp16_plan_problems or {}
     common = {
         "mode": vars(model).get(MODE_ATTRIBUTE),
         "model_name": name,
@@ -545,8 +525,8 @@ def check_trained_precision_on_cast(
         config,
         dtype,
         model_class=type(model),
-        fp16_plan=plans.get(""),  # upstream-pr: fp16-plan
-        fp16_plan_problem=problems.get(""),  # upstream-pr: fp16-plan
+        fp16_plan=plans.get(""),
+        fp16_plan_problem=problems.get(""),
         sub_model="",
         **common,
     )
@@ -554,8 +534,8 @@ def check_trained_precision_on_cast(
         risk = check_trained_precision(
             sub_config,
             dtype,
-            fp16_plan=plans.get(key),  # upstream-pr: fp16-plan
-            fp16_plan_problem=problems.get(key),  # upstream-pr: fp16-plan
+            fp16_plan=plans.get(key),
+            fp16_plan_problem=problems.get(key),
             sub_model=getattr(sub_config, "model_type", None) or key,
             **common,
         )
@@ -601,7 +581,6 @@ def trained_precision_cast_scope(model, fn, **check_kwargs):
             check_trained_precision_on_cast(model, after, **check_kwargs)
 
 
-# upstream-pr: fp16-plan-search
 @contextlib.contextmanager
 def quiet_casts():
     """Casts inside this block are not checked (a search's own fp16 copies of a model)."""
@@ -612,14 +591,11 @@ def quiet_casts():
         _IN_CAST.reset(token)
 
 
-# upstream-pr: end
-# upstream-pr: fp16-plan
 def in_construction() -> bool:
     """Whether a model is being constructed inside a `from_pretrained` / `_from_config` call (a sub-model)."""
     return _SCOPE.get() is not None
 
 
-# upstream-pr: end
 @contextlib.contextmanager
 def model_construction_scope(mode: str | None = None, model_name: str | os.PathLike | None = None, action: str = LOAD):
     """
@@ -647,7 +623,7 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
             name,
             action,
             row,
-            deferred=mine and persisted["deferred"],  # upstream-pr: fp16-plan
+            deferred=mine and persisted["deferred"],
         )
     )
     try:

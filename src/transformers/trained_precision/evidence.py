@@ -21,27 +21,18 @@ decides ([`find_evidence`]):
 | order | evidence | where it is read | what it covers |
 |-------|----------|------------------|----------------|
 | 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for the publisher's unchanged weights |
-# upstream-pr: fp16-plan
 | 2 | a validated fp16 plan | the config's `fp16_plan`, once the loader or cast verified it (see below) | fp16, with the plan's modules kept in fp32, for the input lengths it was validated on |
-# upstream-pr: end
-# upstream-pr: stamp
 | 3 | a finished training run | the config's `trained_precision_run` ([`~trained_precision.run_record.RunRecord`]), `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
-# upstream-pr: end
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
-# upstream-pr: evidence
 A `save_pretrained` copy of a Hub checkpoint has no Hub id of its own: the load that took its precision from the
 registry persists the row's reference runtime in the config (`trained_precision_reference`), so the copy keeps the
 publisher's evidence while its weights are the publisher's ([`read_reference_record`]).
-# upstream-pr: end
 
 A stored dtype alone is never evidence (anyone can save bf16 weights as fp16).
-# upstream-pr: stamp
 Neither is a run that diverged (`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during
 the run); a finished run is bound to what it proves: its kind and its length
 ([`~trained_precision.run_record.RunRecord.proves`]).
-# upstream-pr: end
-# upstream-pr: fp16-plan
 A run that kept an fp16 plan's modules in fp32 proves fp16 only together with that plan, so it counts only while the
 plan itself is evidence (verified on this path, as below).
 
@@ -50,7 +41,6 @@ once [`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path t
 not quantized, every module name resolves, its fingerprint matches these weights and its own record, validated up to
 the model's usable length). `transformers precision` reads `config.json` without the weights: there a stored plan is
 reported as unverified and clears nothing.
-# upstream-pr: end
 """
 
 from __future__ import annotations
@@ -60,13 +50,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..utils import logging
-from .run_record import RunRecord  # upstream-pr: stamp
+from .run_record import RunRecord
 from .vocabulary import (
     FP16,
-    FP16_PLAN_FIELD,  # upstream-pr: fp16-plan
-    REFERENCE_FIELD,  # upstream-pr: evidence
-    RUN_FIELD,  # upstream-pr: stamp
-    RUN_PURE,  # upstream-pr: stamp
+    FP16_PLAN_FIELD,
+    REFERENCE_FIELD,
+    RUN_FIELD,
+    RUN_PURE,
     UNKNOWN,
     dtype_to_precision,
 )
@@ -76,9 +66,8 @@ logger = logging.get_logger(__name__)
 
 #: Evidence kinds, in the order they are looked for.
 REFERENCE_RUNTIME = "reference_runtime"
-FP16_PLAN = "fp16_plan"  # upstream-pr: fp16-plan
-FINISHED_RUN = "finished_run"  # upstream-pr: stamp
-# upstream-pr: fp16-plan
+FP16_PLAN = "fp16_plan"
+FINISHED_RUN = "finished_run"
 #: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Version 1 plans (no fingerprint, no record of
 #: their inputs) are still read and applied, but are never evidence.
 FP16_PLAN_VERSION = 2
@@ -113,7 +102,6 @@ _VALIDATION_SCHEMA: dict[str, tuple[type, ...]] = {
     "top1_agreement": (int, float),
     "texts": (int,),
 }
-# upstream-pr: end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +135,6 @@ class Evidence:
 KEEP_IN_FP32 = "keep_in_fp32"
 
 
-# upstream-pr: fp16-plan
 def _member(config: Any, name: str) -> Any:
     """A member of a `PreTrainedConfig`, or of the dict of a `config.json`."""
     if isinstance(config, dict):
@@ -219,8 +206,6 @@ def read_fp16_plan(config: Any) -> dict | None:
     return dict(plan) if plan["validation"]["passed"] is True else None
 
 
-# upstream-pr: end
-# upstream-pr: evidence
 def read_reference_record(config: Any) -> dict | None:
     """
     The publisher reference a load persisted into a config (`trained_precision_reference`: the Hub id it was loaded
@@ -243,7 +228,6 @@ def read_reference_record(config: Any) -> dict | None:
     return dict(value)
 
 
-# upstream-pr: end
 def keep_in_fp32_modules(
     architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
 ) -> tuple[str, ...]:
@@ -274,17 +258,11 @@ def find_evidence(
     runtime: Any,
     *,
     entry: Any = None,
-    # upstream-pr: fp16-plan
     plan: dict | None = None,
-    # upstream-pr: end
-    # upstream-pr: stamp
     trained: str = UNKNOWN,
     run: RunRecord | None = None,
     compute: str = RUN_PURE,
-    # upstream-pr: end
-    # upstream-pr: evidence
     copied_from: str | None = None,
-    # upstream-pr: end
     hub_id: str | None = None,
 ) -> Evidence | None:
     """
@@ -294,21 +272,15 @@ def find_evidence(
     Args:
         runtime (`str` or `torch.dtype`): the runtime precision.
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint's Hub id.
-        # upstream-pr: fp16-plan
         plan (`dict`, *optional*): the fp16 plan that this path applies and verified
             ([`~trained_precision.fp16_plan.decide_fp16_plan`]); never the config's claim alone.
-        # upstream-pr: end
-        # upstream-pr: stamp
         trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
         run ([`~trained_precision.run_record.RunRecord`], *optional*): that run, as
             [`~trained_precision.run_record.read_run_record`] returns it.
         compute (`str`, *optional*, defaults to `"pure"`): how `runtime` computes: `"pure"` for a model loaded or cast
             into it, `"amp"` for a mixed-precision training run over wider weights (the Trainer's check).
-        # upstream-pr: end
-        # upstream-pr: evidence
         copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from
             the copy's `trained_precision_reference` rather than from its own Hub id.
-        # upstream-pr: end
         hub_id (`str`, *optional*): the checkpoint's Hub id, named instead of a family glob's pattern.
     """
     runtime = dtype_to_precision(runtime)
@@ -318,18 +290,15 @@ def find_evidence(
     if reference is not None and dtype_to_precision(reference) == runtime and entry.reference_source:
         name = hub_id or entry.model_id if entry.is_glob else entry.model_id
         copy = ""
-        # upstream-pr: evidence
         if copied_from:
             name = copied_from if entry.is_glob else name
             copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})"
-        # upstream-pr: end
         return Evidence(
             REFERENCE_RUNTIME,
             runtime,
             f"its publisher runs '{name}' in {runtime}{copy}",
             f"stated at {entry.reference_source}",
         )
-    # upstream-pr: fp16-plan
     if runtime == FP16 and plan is not None:
         validation = plan["validation"]
         domain = plan.get("validated_on") or {}
@@ -350,11 +319,8 @@ def find_evidence(
     if runtime == FP16 and run is not None and run.fp16_plan:
         # the run kept a stored plan's modules in fp32: it proves fp16 only while that plan is evidence (`plan`)
         return None
-    # upstream-pr: end
-    # upstream-pr: stamp
     if trained == runtime and run is not None and run.proves(runtime, compute):
         return Evidence(FINISHED_RUN, runtime, run.describe(runtime), f"config: {RUN_FIELD}")
-    # upstream-pr: end
     return None
 
 
@@ -376,7 +342,7 @@ def keep_in_fp32_mitigation(
         f"upstream keeps {names} in fp32 for fp16 loads (`_keep_in_fp32_modules`), which covers the known overflow "
         "site; the other modules are not measured"
     )
-    detail += ": `transformers precision plan` measures them and stores a plan"  # upstream-pr: cli
+    detail += ": `transformers precision plan` measures them and stores a plan"
     return Evidence(KEEP_IN_FP32, FP16, detail, None)
 
 

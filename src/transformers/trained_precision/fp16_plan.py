@@ -19,9 +19,7 @@ A plan is measured and validated against fp32 and stored in the config (`config.
 It records what it promises: the `fingerprint` of the weights it was measured on (a strided sample of every weight
 tensor, [`weights_fingerprint`]) and of its own content ([`plan_fingerprint`]), and `validated_on` (the number of
 sequences, their lengths, the device and its backend).
-# upstream-pr: fp16-plan-search
 [`~trained_precision.fp16_plan_search.search_fp16_plan`] measures a plan.
-# upstream-pr: end
 
 [`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in fp32 and whether the
 plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not `False`, the model
@@ -326,7 +324,7 @@ def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -
 
 #: What a reason a plan is no evidence ends with: what to do about it.
 STALE = "the plan is stale: measure it again"
-STALE += " (`transformers precision plan`)"  # upstream-pr: cli
+STALE += " (`transformers precision plan`)"
 
 
 @dataclasses.dataclass
@@ -440,7 +438,7 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
                 f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
                 "plan again for this model"
             )
-            message += ": `transformers precision plan PATH --dtype fp16 --write`"  # upstream-pr: cli
+            message += ": `transformers precision plan PATH --dtype fp16 --write`"
             logger.warning_once(f"{message}.")
             return refuse(
                 f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"

@@ -48,17 +48,17 @@ from .evidence import (
     Evidence,
     find_evidence,
     keep_in_fp32_mitigation,
-    read_reference_record,  # upstream-pr: evidence
+    read_reference_record,
 )
 from .hub_ids import hub_id_for
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
-from .run_record import RunRecord, read_run_record  # upstream-pr: stamp
+from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
     PRETRAINING_FIELD,
-    REFERENCE_FIELD,  # upstream-pr: evidence
-    RUN_PURE,  # upstream-pr: stamp
+    REFERENCE_FIELD,
+    RUN_PURE,
     UNKNOWN,
     InvalidTrainedPrecisionError,
     dtype_to_precision,
@@ -134,19 +134,13 @@ class TrainedPrecisionInfo:
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
         row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
             (its reference runtime is evidence even when the config states the precision itself).
-        # upstream-pr: evidence
             For a `save_pretrained` copy of a Hub checkpoint, the row of the id its `trained_precision_reference`
             names.
         copied_from (`str`, *optional*): that id, when `row` comes from the copy's `trained_precision_reference`.
-        # upstream-pr: end
-        # upstream-pr: fp16-plan
         plan (`dict`, *optional*): the fp16 plan verified on this path (see `resolve_trained_precision`'s
             `fp16_plan`); a plan the config merely stores is not evidence.
-        # upstream-pr: end
-        # upstream-pr: stamp
         run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped the config's
             `trained_precision`.
-        # upstream-pr: end
         architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
     """
 
@@ -156,18 +150,16 @@ class TrainedPrecisionInfo:
     entry: RegistryEntry | None = None
     pretraining: str = UNKNOWN
     row: RegistryEntry | None = None
-    plan: dict | None = dataclasses.field(default=None, compare=False)  # upstream-pr: fp16-plan
-    run: RunRecord | None = None  # upstream-pr: stamp
+    plan: dict | None = dataclasses.field(default=None, compare=False)
+    run: RunRecord | None = None
     architectures: tuple[str, ...] = ()
-    copied_from: str | None = None  # upstream-pr: evidence
+    copied_from: str | None = None
 
-    # upstream-pr: stamp
     @property
     def run_status(self) -> str | None:
         """How the run that stamped the config's `trained_precision` ended, or `None`."""
         return self.run.status if self.run is not None else None
 
-    # upstream-pr: end
     @property
     def is_known(self) -> bool:
         return self.precision != UNKNOWN
@@ -190,7 +182,7 @@ class TrainedPrecisionInfo:
         runtime: Any,
         model_class: Any = None,
         import_classes: bool = True,
-        compute: str = RUN_PURE,  # upstream-pr: stamp
+        compute: str = RUN_PURE,
     ) -> Assessment:
         """
         The [`Assessment`] of running at `runtime`: the prior of the oldest training stage, then the evidence in the
@@ -202,11 +194,9 @@ class TrainedPrecisionInfo:
                 of the config's `architectures`.
             import_classes (`bool`, *optional*, defaults to `True`): whether that default may import the model class
                 (and so torch); the report without `--audit` passes `False`.
-            # upstream-pr: stamp
             compute (`str`, *optional*, defaults to `"pure"`): how the runtime computes: `"pure"` (weights in it:
                 loading, casting, reports) or `"amp"` (a mixed-precision training run over wider weights). A finished
                 AMP run is evidence for `"amp"` only.
-            # upstream-pr: end
         """
         runtime = dtype_to_precision(runtime)
         prior = assess_lineage_risk(self.lineage, runtime)
@@ -215,11 +205,11 @@ class TrainedPrecisionInfo:
         evidence = find_evidence(
             runtime,
             entry=self.row,
-            plan=self.plan,  # upstream-pr: fp16-plan
-            trained=self.precision if self.source == SOURCE_CONFIG else UNKNOWN,  # upstream-pr: stamp
-            run=self.run,  # upstream-pr: stamp
-            compute=compute,  # upstream-pr: stamp
-            copied_from=self.copied_from,  # upstream-pr: evidence
+            plan=self.plan,
+            trained=self.precision if self.source == SOURCE_CONFIG else UNKNOWN,
+            run=self.run,
+            compute=compute,
+            copied_from=self.copied_from,
             hub_id=self.hub_id,
         )
         if evidence is not None:
@@ -255,7 +245,7 @@ def resolve_trained_precision(
     name_or_path: str | os.PathLike | None = None,
     *,
     persisted_from: RegistryEntry | None = None,
-    fp16_plan: dict | None = None,  # upstream-pr: fp16-plan
+    fp16_plan: dict | None = None,
 ) -> TrainedPrecisionInfo:
     """
     A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
@@ -269,11 +259,9 @@ def resolve_trained_precision(
         persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
             wrote into this config ([`persist_registry_precision`]); while the config still holds that value, it is
             reported as the registry's, so a later cast names the same source as the load.
-        # upstream-pr: fp16-plan
         fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the model's weights
             (`trained_precision.fp16_plan.decide_fp16_plan`). The plan a config stores is evidence only through it:
             without the weights (the torch-free report), a stored plan is unverified and clears nothing.
-        # upstream-pr: end
     """
     if not name_or_path:
         name_or_path = (
@@ -288,28 +276,21 @@ def resolve_trained_precision(
         "row": row,
         "architectures": _architectures(config) if config is not None else (),
     }
-    # upstream-pr: evidence
     if row is None and config is not None:
         row, found["copied_from"] = _copied_reference_row(config, precision)
         found["row"] = row
-    # upstream-pr: end
-    # upstream-pr: fp16-plan
     # the plan verified on this path: the plan's own evidence, and a finished run that rested on it, use it
     found["plan"] = fp16_plan
-    # upstream-pr: end
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
         return TrainedPrecisionInfo(precision, SOURCE_REGISTRY, entry=persisted_from, **found)
     if precision != UNKNOWN:
-        # upstream-pr: stamp
         found["run"] = read_run_record(config)
-        # upstream-pr: end
         return TrainedPrecisionInfo(precision, SOURCE_CONFIG, **found)
     if row is None:
         return TrainedPrecisionInfo(UNKNOWN, None, **found)
     return TrainedPrecisionInfo(normalize_precision(row.precision), SOURCE_REGISTRY, entry=row, **found)
 
 
-# upstream-pr: evidence
 def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | None, str | None]:
     """
     For a `save_pretrained` copy of a Hub checkpoint (no Hub id of its own): the registry row its
@@ -360,7 +341,6 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
     return True
 
 
-# upstream-pr: end
 def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """
     The sub-configs of a composite model's config, recursively, as `(dotted key, sub-config)` pairs: `encoder` and
@@ -416,7 +396,6 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     setattr(config, FIELD, info.precision)
     entry = info.entry
     written = f"`{FIELD}={info.precision!r}`"
-    # upstream-pr: evidence
     if entry.reference_runtime is not None and entry.reference_source and info.hub_id:
         # the publisher's reference runtime holds for the publisher's weights: an unchanged copy keeps it, a
         # fine-tune drops it (the Trainer stamp removes the field)
@@ -425,7 +404,6 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
             reference["stored_dtype"] = entry.stored_dtype
         setattr(config, REFERENCE_FIELD, reference)
         written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
-    # upstream-pr: end
     logger.info(
         f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
         f"'{entry.model_id}' ({entry.citation}); `save_pretrained` will write it."

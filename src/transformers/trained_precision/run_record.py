@@ -56,20 +56,16 @@ class RunRecord:
             precision); `None` in a record written before it was recorded.
         optimizer_steps (`int`, *optional*): the optimizer steps that updated the weights (skipped steps excluded).
         skipped_steps (`int`, *optional*, defaults to 0): the optimizer steps a gradient scaler skipped.
-        # upstream-pr: fp16-plan
         fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
             the run: the run proves fp16 only together with that plan, so it counts only while the plan itself is
             evidence (see [`~trained_precision.evidence.find_evidence`]).
-        # upstream-pr: end
     """
 
     status: str
     compute: str | None = None
     optimizer_steps: int | None = None
     skipped_steps: int = 0
-    # upstream-pr: fp16-plan
     fp16_plan: bool = False
-    # upstream-pr: end
 
     def to_dict(self) -> dict[str, Any]:
         """The record as `config.json` stores it."""
@@ -104,10 +100,8 @@ class RunRecord:
     def describe(self, runtime: str) -> str:
         kind = "mixed-precision (autocast)" if self.compute == RUN_AMP else "pure"
         text = f"a {kind} {runtime} training run"
-        # upstream-pr: fp16-plan
         if self.fp16_plan:
             text += " with its fp16 plan"
-        # upstream-pr: end
         return f"{text} finished {self.optimizer_steps} optimizer steps with finite losses"
 
 
@@ -131,10 +125,8 @@ def read_run_record(config: Any) -> RunRecord | None:
     steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
     skipped = skipped if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped >= 0 else 0
     record = RunRecord(value["status"], compute, steps, skipped)
-    # upstream-pr: fp16-plan
     if value.get("fp16_plan") is True:
         record = dataclasses.replace(record, fp16_plan=True)
-    # upstream-pr: end
     return record
 
 

@@ -23,25 +23,19 @@ keep), then, from [`finish_trained_precision_run`] at the end of `train()`, `"fi
 ([`note_training_loss`]) and every trainable weight stayed finite, else `"diverged"`; how it computed (`compute`:
 `"amp"` for autocast over wider weights, `"pure"` for weights in the run's precision, see [`resolve_run_compute`]);
 the optimizer steps that updated the weights ([`note_optimizer_step`]; steps a gradient scaler skipped do not count).
-# upstream-pr: fp16-plan
 It also records whether a stored fp16 plan was in use.
-# upstream-pr: end
 Only a finished run of at least [`~trained_precision.run_record.MIN_RUN_STEPS`] steps is evidence that its precision
 works for the checkpoint, and only for runs of its kind ([`~trained_precision.run_record.RunRecord.proves`]): a
 bf16-pretrained T5 whose fp16 fine-tune diverged still warns in fp16, and so does one fine-tuned with fp16 autocast
 when it is loaded in fp16.
-# upstream-pr: evidence
 
 A stamp is a new run: it removes the publisher's reference runtime a load persisted (`trained_precision_reference`),
 which holds only for the publisher's unchanged weights.
-# upstream-pr: end
 
 Which precision a run has is decided by [`resolve_run_precision`], in this order:
-# upstream-pr: pure-bf16
 
 0. the precision policy the model carries, when the run set one (pure bf16, `bf16_full_train`, leaves its policy on
    the model it casts);
-# upstream-pr: end
 
 1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
    not apply);
@@ -67,7 +61,7 @@ from typing import Any
 
 from ..utils import logging
 from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
-from .evidence import read_fp16_plan  # upstream-pr: fp16-plan
+from .evidence import read_fp16_plan
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
 from .run_record import RunRecord, read_run_record
@@ -76,9 +70,9 @@ from .vocabulary import (
     FIELD,
     FP16,
     FP32,
-    PRECISION_POLICY_ATTR,  # upstream-pr: pure-bf16
+    PRECISION_POLICY_ATTR,
     PRETRAINING_FIELD,
-    REFERENCE_FIELD,  # upstream-pr: evidence
+    REFERENCE_FIELD,
     RUN_AMP,
     RUN_DIVERGED,
     RUN_FIELD,
@@ -152,13 +146,11 @@ def resolve_run_compute(
 
 def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any) -> tuple[str, str]:
     """`(precision, compute)` of a run: see [`resolve_run_precision`] and [`resolve_run_compute`]."""
-    # upstream-pr: pure-bf16
     # a run whose model carries a precision policy (pure bf16, `bf16_full_train`) computes in the policy's precision
     policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
     if policy is not None:
         return normalize_precision(policy.name), RUN_PURE
 
-    # upstream-pr: end
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
     ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)
@@ -356,7 +348,6 @@ def unwrap_model_for_config(model: Any) -> Any:
     return model
 
 
-# upstream-pr: adapter
 def _peft_model_of(model: Any) -> Any:
     """The `PeftModel` inside DDP/DeepSpeed/FSDP/`torch.compile` wrappers, or `None` when `model` is not one."""
     from .adapter import is_peft_model
@@ -370,7 +361,6 @@ def _peft_model_of(model: Any) -> Any:
     return model if is_peft_model(model) else None
 
 
-# upstream-pr: end
 def _all_configs(config: Any):
     """The config and its sub-configs (text, vision, encoder, decoder, ...), recursively, each once."""
     from ..configuration_utils import PreTrainedConfig
@@ -493,7 +483,6 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
     else:
         precision, compute = _resolve_run(inner, None, accelerator_or_dtype, None)
 
-    # upstream-pr: adapter
     peft_model = _peft_model_of(model)
     if peft_model is not None:
         # the adapter's record keeps the base's lineage as it is before the base's config is stamped
@@ -506,22 +495,17 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
                 if mixed == FP16 and _device_type(accelerator_or_dtype) == "cpu":
                     mixed = None  # accelerate applies no fp16 autocast on the CPU
         start_adapter_run(peft_model, precision, base=inner, mixed_precision=mixed)
-    # upstream-pr: end
     if check:
         check_run_precision(inner, precision, compute)
     record = RunRecord(RUN_STARTED, compute, 0, 0)
-    # upstream-pr: fp16-plan
     # read before anything changes the configs: whether this run keeps a stored fp16 plan's modules in fp32
     if precision == FP16 and any(read_fp16_plan(config) is not None for config in configs):
         record = dataclasses.replace(record, fp16_plan=True)
-    # upstream-pr: end
     for config in configs:
         _record_stage(config, precision, inner)
         setattr(config, RUN_FIELD, record.to_dict())
-        # upstream-pr: evidence
         # a new run changes the weights: the publisher's reference runtime no longer holds for them
         vars(config).pop(REFERENCE_FIELD, None)
-        # upstream-pr: end
     _RUNS[inner] = _RunState()
     why = ""
     if _mixed_precision(accelerator=accelerator_or_dtype) == FP16 and _device_type(accelerator_or_dtype) == "cpu":
@@ -648,13 +632,11 @@ def finish_trained_precision_run(model: Any) -> str | None:
     )
     for config in configs:
         setattr(config, RUN_FIELD, record.to_dict())
-    # upstream-pr: adapter
     peft_model = _peft_model_of(model)
     if peft_model is not None:
         from .adapter import finish_adapter_run
 
         finish_adapter_run(peft_model, status, steps=state.optimizer_steps)
-    # upstream-pr: end
     precision = config_precision(configs[0], FIELD)
     name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
     if finite:

@@ -35,12 +35,9 @@ FIELD = "trained_precision"
 PRETRAINING_FIELD = "pretraining_precision"
 #: Both fields; they accept the same values and are validated the same way.
 FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
-# upstream-pr: fp16-plan
 #: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
 #: measurement that validated it (`transformers precision plan --write`).
 FP16_PLAN_FIELD = "fp16_plan"
-# upstream-pr: end
-# upstream-pr: stamp
 #: The config field in which the Trainer records its latest run: an object whose `status` is `"started"` from the
 #: start of `train()` (what an interrupted run and every checkpoint saved during the run keep), `"finished"` when the
 #: run ended with finite losses and weights, `"diverged"` when a loss or a weight became inf/NaN; with how the run
@@ -57,19 +54,14 @@ RUN_STATUSES: tuple[str, ...] = (RUN_STARTED, RUN_FINISHED, RUN_DIVERGED)
 RUN_AMP = "amp"
 RUN_PURE = "pure"
 RUN_COMPUTES: tuple[str, ...] = (RUN_AMP, RUN_PURE)
-# upstream-pr: end
-# upstream-pr: evidence
 #: The config field that keeps the publisher's reference runtime of the registry row a load took the precision from,
 #: bound to the publisher's weights: a `save_pretrained` copy keeps the evidence, a fine-tune (the Trainer stamp)
 #: drops it.
 REFERENCE_FIELD = "trained_precision_reference"
-# upstream-pr: end
-# upstream-pr: pure-bf16
 #: The model attribute that holds a training run's precision policy (set when `bf16_full_train` casts the model; the
 #: Trainer stamp reads its `name`).
 PRECISION_POLICY_ATTR = "_precision_policy"
 
-# upstream-pr: end
 FP32 = "fp32"
 BF16 = "bf16"
 FP16 = "fp16"
