@@ -31,7 +31,8 @@ test: install
 # Repo consistency: the patch series applies exactly; the stack table places every change, and its pull requests
 # break no rule and raise no warning (check --strict); everything that goes upstream passes ruff with upstream's own
 # configuration (from the pinned sdist, cached in .cache/), each earlier branch's copy of a file with regions too;
-# all our files pass our own rules.
+# all our files pass our own rules; the published precisions (utils/trained_precisions.json) are valid and sorted,
+# and the registry's table in docs/source/en/trained_precision_registry.md is current.
 check: $(VPY)
 	@$(VPY) -m ruff --version >/dev/null 2>&1 || $(VPY) -m pip install -q ruff==0.14.10
 	$(VPY) tools/patchset.py check
@@ -40,6 +41,7 @@ check: $(VPY)
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
 	$(VPY) utils/check_trained_precision.py
+	$(VPY) tools/registry_table.py
 	$(VPY) tools/upstream_pr.py lint
 
 # Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.

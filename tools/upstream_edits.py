@@ -195,7 +195,7 @@ def register_checker(text: str) -> str:
                 f"it reads {', '.join(read)}: rename the key in utils/{CHECKER_SCRIPT}'s CHECKER_CONFIG",
             )
         return text
-    entry = f'"{CHECKER_NAME}": ("Trained precision registry", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
+    entry = f'"{CHECKER_NAME}": ("Published trained precisions", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
     return _insert_python_item(
         text,
         "utils/checkers.py",

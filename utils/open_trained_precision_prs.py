@@ -12,9 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Maintainer utility that proposes the registry's trained precisions (`src/transformers/trained_precision/registry.py`)
-to the Hub repos they describe: for each exact-id row, a pull request that adds `trained_precision` to the repo's
-`config.json`, whose description cites the row's source. Glob rows name families, not repos, and are left out.
+Maintainer utility that proposes the published trained precisions (`utils/trained_precisions.json`, checked by
+`utils/check_trained_precision.py`) to the Hub repos they describe: for each exact-id row, a pull request that adds
+`trained_precision` to the repo's `config.json`, whose description cites the row's source. Glob rows name families,
+not repos, and are left out.
 
 Use from the root of the repo, with this checkout installed (`pip install -e .`), with:
 
@@ -34,15 +35,17 @@ or closed: a closed one is a maintainer's answer), is skipped unless `--force`. 
 document holding `"exit_code"`.
 
 Exit codes: 0 when everything asked was done or already so (a dry run included), 2 for a usage error, 4 when an id is
-not an exact-id row of the registry or a pull request could not be prepared or opened.
+not an exact-id row of `utils/trained_precisions.json` or a pull request could not be prepared or opened.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import sys
+from pathlib import Path
 
 from transformers.trained_precision.inspection import EXIT_BAD_INPUT, EXIT_NOT_DONE, EXIT_SAFE
 from transformers.trained_precision.populate import (
@@ -55,13 +58,26 @@ from transformers.trained_precision.populate import (
     set_config_field,
     unified_diff,
 )
-from transformers.trained_precision.registry import REGISTRY
 from transformers.trained_precision.vocabulary import FIELD
 from transformers.utils import CONFIG_NAME
 
 
 RFC_URL = "https://github.com/huggingface/transformers/issues/11209"
 PR_TITLE = "Add `trained_precision` to config.json"
+# `dtype` (`torch_dtype` before 4.56) as config.json stores it, in the field's names
+STORED_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _load_checker():
+    """utils/check_trained_precision.py, imported by path: it holds the published precisions and checks them."""
+    path = Path(__file__).resolve().parent / "check_trained_precision.py"
+    spec = importlib.util.spec_from_file_location("check_trained_precision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_trained_precision = _load_checker()
 
 
 @dataclasses.dataclass
@@ -94,18 +110,24 @@ class HubPullRequest:
         return self.status == ERROR
 
 
-def pr_description(entry) -> str:
-    """The PR description: the value, its source as the row cites it, and what the field means."""
-    stored = ""
-    if entry.stored_dtype:
-        stored = (
-            f"\n\nThe weights in this repo are stored in {entry.stored_dtype}; that is unchanged. `{FIELD}` records "
-            "how the model was trained, which is what decides whether running it in a half-precision format is safe."
+def stored_precision(config_text: str) -> str | None:
+    """The precision the repo's weights are stored in, as its config.json says (`dtype` or `torch_dtype`)."""
+    config = json.loads(config_text)
+    return STORED_DTYPES.get(str(config.get("dtype") or config.get("torch_dtype")))
+
+
+def pr_description(row, stored: str | None = None) -> str:
+    """The PR description: the value, the source where its trainers state it, and what the field means."""
+    _, precision, source = row
+    stored_note = ""
+    if stored and stored != precision:
+        stored_note = (
+            f"\n\nThe weights in this repo are stored in {stored}; that is unchanged. `{FIELD}` records how the model "
+            "was trained, which is what decides whether running it in a half-precision format is safe."
         )
     return (
-        f'This PR adds `"{FIELD}": "{entry.precision}"` to `{CONFIG_NAME}`.\n\n'
-        f"Source: {entry.citation}\n"
-        f"Note: {entry.note}{stored}\n\n"
+        f'This PR adds `"{FIELD}": "{precision}"` to `{CONFIG_NAME}`.\n\n'
+        f"Source: stated at {source}{stored_note}\n\n"
         f"`{FIELD}` ({RFC_URL}) says in which precision a checkpoint was trained (`fp32`, `bf16` or `fp16`). "
         "Libraries that read it can warn before the model is run in a precision it overflows in, e.g. a "
         "bf16-trained model in fp16. Loaders that do not know the field ignore it; nothing else in the file changes."
@@ -118,14 +140,14 @@ def earlier_pr(api, repo_id: str):
     return next((d for d in discussions if d.title == PR_TITLE), None)
 
 
-def prepare_pr(api, entry, push: bool = False, force: bool = False) -> HubPullRequest:
+def prepare_pr(api, row, push: bool = False, force: bool = False) -> HubPullRequest:
     """
-    Prepares (and with `push=True` opens) the pull request that adds the field to `entry`'s repo. A network or auth
-    failure is an `"error"` result, so that one repo does not stop the others.
+    Prepares (and with `push=True` opens) the pull request that adds the field to the repo of `row` (`[hub_id,
+    precision, source]`). A network or auth failure is an `"error"` result, so that one repo does not stop the others.
     """
     from huggingface_hub import CommitOperationAdd
 
-    repo_id = entry.model_id
+    repo_id, precision, source = row
     try:
         sha = api.model_info(repo_id).sha
         earlier = earlier_pr(api, repo_id)
@@ -138,15 +160,15 @@ def prepare_pr(api, entry, push: bool = False, force: bool = False) -> HubPullRe
             )
         with open(api.hf_hub_download(repo_id, CONFIG_NAME, revision=sha), encoding="utf-8", newline="") as f:
             text = f.read()
-        new_text = set_config_field(text, entry.precision, force=force, source=entry.source)
+        new_text = set_config_field(text, precision, force=force, source=source)
         if new_text == text:
-            return HubPullRequest(repo_id, UNCHANGED, f"already says {FIELD}={entry.precision!r}.")
+            return HubPullRequest(repo_id, UNCHANGED, f"already says {FIELD}={precision!r}.")
         result = HubPullRequest(
             repo_id,
             WOULD_WRITE,
-            f"would open a PR setting {FIELD}={entry.precision!r} (dry run; pass --push to open it).",
+            f"would open a PR setting {FIELD}={precision!r} (dry run; pass --push to open it).",
             [CommitOperationAdd(path_in_repo=CONFIG_NAME, path_or_fileobj=new_text.encode())],
-            pr_description(entry),
+            pr_description(row, stored_precision(text)),
             sha,
             unified_diff(text, new_text, f"{repo_id}/{CONFIG_NAME}"),
         )
@@ -168,26 +190,28 @@ def prepare_pr(api, entry, push: bool = False, force: bool = False) -> HubPullRe
         return HubPullRequest(repo_id, ERROR, f"{type(e).__name__}: {e}")
 
 
-def open_prs(ids=(), push: bool = False, force: bool = False, registry=REGISTRY, api=None) -> tuple[list, list[str]]:
+def open_prs(ids=(), push: bool = False, force: bool = False, rows=None, api=None) -> tuple[list, list[str]]:
     """
-    The results for the exact-id rows of `registry` (those of `ids` only, when given; case-insensitive, as the Hub
-    resolves ids), and the ids that are no exact-id row.
+    The results for the exact-id rows of `rows` (by default those of utils/trained_precisions.json; those of `ids`
+    only, when given; case-insensitive, as the Hub resolves ids), and the ids that are no exact-id row.
     """
     if api is None:
         from huggingface_hub import HfApi
 
         api = HfApi()
+    if rows is None:
+        rows = check_trained_precision.load_rows()[1]
     wanted = {i.lower() for i in ids}
-    rows = [e for e in registry if not e.is_glob and (not wanted or e.model_id.lower() in wanted)]
-    known = {e.model_id.lower() for e in rows}
+    rows = [row for row in rows if "*" not in row[0] and (not wanted or row[0].lower() in wanted)]
+    known = {row[0].lower() for row in rows}
     missing = [i for i in ids if i.lower() not in known]
-    return [prepare_pr(api, entry, push=push, force=force) for entry in rows], missing
+    return [prepare_pr(api, row, push=push, force=force) for row in rows], missing
 
 
 def report(results, missing: list[str], push: bool, json_output: bool) -> int:
     """Prints the results (text, or one JSON document) and returns the exit code."""
     code = EXIT_NOT_DONE if missing or any(r.failed for r in results) else EXIT_SAFE
-    error = f"not exact-id rows of the registry: {', '.join(missing)}" if missing else None
+    error = f"not exact-id rows of utils/trained_precisions.json: {', '.join(missing)}" if missing else None
     if json_output:
         document = {
             "results": [
@@ -227,7 +251,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 def main(argv=None, api=None) -> int:
     """The command line; `api` is the Hub client (`huggingface_hub.HfApi()` by default)."""
     parser = _ArgumentParser(argv, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("hub_ids", nargs="*", metavar="HUB_ID", help="Exact-id registry rows (default: all of them).")
+    parser.add_argument("hub_ids", nargs="*", metavar="HUB_ID", help="Exact-id rows (default: all of them).")
     parser.add_argument("--push", action="store_true", help="Open the pull requests (default: a dry run).")
     parser.add_argument("--force", action="store_true", help="Propose even over another value or an earlier PR.")
     parser.add_argument("--json", action="store_true", help="Print one JSON document holding `exit_code`.")

@@ -21,7 +21,7 @@ fresh working folder per page, offline (`HF_HUB_OFFLINE=1`, `HF_HOME` of the tes
   the folder, not run, as a reader saves it before the command that uses it.
 - In the guide pages, every line of a ```bash block runs, with the venv's `python` and `transformers` first on `PATH`,
   and must exit with the code its comment documents (`# ... exit code 1 ...`), else 0. Lines that start with
-  `python utils/` are the repository's own tools: they run from the repository root. Not run: lines marked
+  `python utils/` or `python tools/` are the repository's own tools: they run from the repository root. Not run: lines marked
   `# needs the Hub` and `pip install` lines (they need the package index). README's shell lines (installing, `make`)
   are the fork's own workflow and are not run here.
 
@@ -134,7 +134,7 @@ def classify(command: str) -> tuple[str, int | None]:
     match = EXIT_CODE.search(comment)
     code = int(match[1]) if match else 0
     words = [w for w in command.split() if "=" not in w.split("/")[0]]  # past `VAR=value` prefixes
-    return ("repo" if words[1:2] and words[1].startswith("utils/") else "run"), code
+    return ("repo" if words[1:2] and words[1].startswith(("utils/", "tools/")) else "run"), code
 
 
 def environment() -> dict[str, str]:
@@ -226,6 +226,7 @@ class BlockExtractionTest(unittest.TestCase):
         self.assertEqual(classify('pip install "transformers[optimi]"'), ("install", None))
         self.assertEqual(classify("python utils/check_trained_precision.py"), ("repo", 0))
         self.assertEqual(classify("A=1 python utils/check_trained_precision.py"), ("repo", 0))
+        self.assertEqual(classify("python tools/registry_table.py --fix_and_overwrite"), ("repo", 0))
         self.assertEqual(classify("echo '# exit code 3' > f.txt"), ("run", 0))
 
     def test_the_guide_pages_are_found_and_hold_python_blocks(self):

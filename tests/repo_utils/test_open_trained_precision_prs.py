@@ -11,7 +11,7 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Tests of `utils/open_trained_precision_prs.py`: the registry's values proposed as Hub pull requests."""
+"""Tests of `utils/open_trained_precision_prs.py`: the published precisions proposed as Hub pull requests."""
 
 import contextlib
 import io
@@ -23,7 +23,6 @@ from types import SimpleNamespace
 from parameterized import parameterized
 
 from transformers.testing_utils import TestCasePlus
-from transformers.trained_precision import registry
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -87,22 +86,23 @@ class OpenPullRequestsTest(TestCasePlus):
     def test_dry_run_prepares_a_pr_for_every_exact_row(self):
         api = FakeHubApi(self.tmp)
         results, missing = prs.open_prs(api=api)
-        exact = [e for e in registry.REGISTRY if not e.is_glob]
-        self.assertEqual([r.repo_id for r in results], [e.model_id for e in exact])
+        exact = [row for row in prs.check_trained_precision.load_rows()[1] if "*" not in row[0]]
+        self.assertGreaterEqual(len(exact), 40)
+        self.assertEqual([r.repo_id for r in results], [row[0] for row in exact])
         self.assertEqual(missing, [])
         self.assertEqual(api.commits, [])  # a dry run sends nothing
-        for entry, result in zip(exact, results):
+        for (hub_id, precision, source), result in zip(exact, results):
             self.assertEqual(result.status, "would write")
             [op] = result.operations
             self.assertEqual(op.path_in_repo, "config.json")
-            self.assertEqual(
-                op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": entry.precision}).encode()
-            )
-            self.assertIn(f"Source: {entry.citation}\n", result.commit_description)
-            self.assertEqual(result.parent_commit, api.model_info(entry.model_id).sha)
+            self.assertEqual(op.path_or_fileobj, dump_config({**CONFIG, "trained_precision": precision}).encode())
+            self.assertIn(f"Source: stated at {source}\n", result.commit_description)
+            self.assertNotIn("stored in", result.commit_description)  # CONFIG names no dtype
+            self.assertEqual(result.parent_commit, api.model_info(hub_id).sha)
 
     def test_push_opens_a_pull_request(self):
-        api = FakeHubApi(self.tmp)
+        stored_in_fp16 = dump_config({**CONFIG, "torch_dtype": "float16"})
+        api = FakeHubApi(self.tmp, configs={"meta-llama/Llama-2-7b-hf": stored_in_fp16})
         code, out, _ = run(api, "meta-llama/llama-2-7b-hf", "--push")  # ids as the Hub resolves them
         self.assertEqual(code, 0, out)
         self.assertIn("[written] meta-llama/Llama-2-7b-hf: opened https://huggingface.co/meta-llama/", out)
@@ -112,7 +112,7 @@ class OpenPullRequestsTest(TestCasePlus):
         self.assertEqual(kwargs["parent_commit"], api.model_info(repo_id).sha)
         self.assertEqual(kwargs["commit_message"], prs.PR_TITLE)
         self.assertIn("https://github.com/huggingface/transformers/pull/25794", kwargs["commit_description"])
-        self.assertIn("stored in fp16", kwargs["commit_description"])
+        self.assertIn("The weights in this repo are stored in fp16", kwargs["commit_description"])
         self.assertEqual(json.loads(operations[0].path_or_fileobj)["trained_precision"], "bf16")
 
     def test_dry_run_is_the_default(self):
@@ -124,16 +124,17 @@ class OpenPullRequestsTest(TestCasePlus):
         self.assertEqual(api.commits, [])
 
     def test_skips_and_errors(self):
-        ids = ["EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neo-2.7B", "bigscience/bloom"]
+        ids = ["EleutherAI/gpt-neo-1.3B", "EleutherAI/gpt-neox-20b", "bigscience/bloom"]
         configs = {
             "EleutherAI/gpt-neo-1.3B": dump_config({**CONFIG, "trained_precision": "bf16"}),
-            "EleutherAI/gpt-neo-2.7B": dump_config({**CONFIG, "trained_precision": "bf16"}),  # the row says fp32
+            "EleutherAI/gpt-neox-20b": dump_config({**CONFIG, "trained_precision": "bf16"}),  # the row says fp16
         }
         api = FakeHubApi(self.tmp, configs, failing=("bigscience/bloom",))
-        results, _ = prs.open_prs(ids, push=True, api=api)
-        self.assertEqual([r.status for r in results], ["unchanged", "error", "error"])
-        self.assertIn("pass --force", results[1].message)
-        self.assertIn("cannot reach bigscience/bloom", results[2].message)
+        results, _ = prs.open_prs(ids, push=True, api=api)  # in the order of the rows, sorted by id
+        self.assertEqual([r.repo_id for r in results], ["bigscience/bloom", *ids[:2]])
+        self.assertEqual([r.status for r in results], ["error", "unchanged", "error"])
+        self.assertIn("cannot reach bigscience/bloom", results[0].message)
+        self.assertIn("pass --force", results[2].message)
         self.assertEqual(api.commits, [])
         code, _, _ = run(api, *ids, "--push")
         self.assertEqual(code, 4)  # not done: 1 means risky and nothing else
@@ -153,10 +154,10 @@ class OpenPullRequestsTest(TestCasePlus):
 
     def test_an_id_that_is_no_exact_row_is_not_done(self):
         api = FakeHubApi(self.tmp)
-        for hub_id in ("not/in-registry", "EleutherAI/pythia-*"):  # a glob row is a family, not a repo
+        for hub_id in ("not/in-registry", "google-t5/t5-*"):  # a glob row is a family, not a repo
             code, _, err = run(api, hub_id)
             self.assertEqual(code, 4)
-            self.assertIn(f"not exact-id rows of the registry: {hub_id}", err)
+            self.assertIn(f"not exact-id rows of utils/trained_precisions.json: {hub_id}", err)
         self.assertEqual(api.commits, [])
 
     def test_json_is_one_document_with_the_exit_code(self):

@@ -150,7 +150,7 @@ class CheckersTest(EditCase):
             table = assigned_literal(new, "CHECKERS")
             self.assertEqual(
                 table.pop("trained_precision"),
-                ("Trained precision registry", "check_trained_precision.py", [], ["--fix_and_overwrite"]),
+                ("Published trained precisions", "check_trained_precision.py", [], ["--fix_and_overwrite"]),
             )
             self.assertEqual(table, assigned_literal(text, "CHECKERS"))
         keys = list(assigned_literal(ue.register_checker(fx.CHECKERS), "CHECKERS"))
@@ -176,7 +176,7 @@ class CheckersTest(EditCase):
             spec.loader.exec_module(runner)
             label, script, globs, check_args = runner.discover()[ue.CHECKER_NAME]
         self.assertEqual(script, ue.CHECKER_SCRIPT)
-        self.assertIn("src/transformers/trained_precision/registry.py", globs)
+        self.assertIn("utils/trained_precisions.json", globs)
 
     def test_a_discovering_runner_with_another_glob_key_is_named(self):
         with self.assertRaisesRegex(ue.EditError, r"reads `cache_globs`.*it reads file_globs: rename the key"):

@@ -16,7 +16,8 @@ The registry: checkpoints published before `trained_precision` existed, with the
 
 Only rows with a public source are listed, each with a confidence (`"stated"` or `"inferred"`, see
 `CONFIDENCE_LEVELS`). The registry is consulted when a loaded config says `"unknown"`; a config's own value always
-wins. `utils/check_trained_precision.py` keeps this table consistent and renders it into the docs.
+wins. `tests/utils/test_trained_precision_registry.py` keeps this table consistent (its `stated` rows are those of
+`utils/trained_precisions.json`) and `tools/registry_table.py` renders it into the docs.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class RegistryEntry:
         confidence (`str`, *optional*): how directly `source` states the precision: `"stated"` (the trainers state
             it for this checkpoint or its family) or `"inferred"` (it follows from what the source states: the same
             training pipeline or configuration, a sibling, the published model config, the publisher's runtime).
-            See `CONFIDENCE_LEVELS`. Every row of `REGISTRY` has one (`utils/check_trained_precision.py` checks it).
+            See `CONFIDENCE_LEVELS`. Every row of `REGISTRY` has one (tests/utils/test_trained_precision_registry.py).
         reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference
             runtime (Llama 2: fp16 inference), when it differs from `precision`. It is evidence that this runtime
             works for this checkpoint, and needs a source of its own.
@@ -163,8 +164,8 @@ def _llama3_family(model_id: str) -> RegistryEntry:
 # 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Diffusers pipelines stay out although their
 # trainers state it (CogVideoX-2b fp16, CogVideoX-5b bf16: zai-org/CogVideo#217): a row gives one precision per Hub id,
 # and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
-# Order: gpt-neo first, then by organisation. Edit here, then run
-# `python utils/check_trained_precision.py --fix_and_overwrite` to regenerate the table in
+# Order: gpt-neo first, then by organisation. Edit here (a `stated` row in utils/trained_precisions.json too), then run
+# `python tools/registry_table.py --fix_and_overwrite` to regenerate the table in
 # docs/source/en/trained_precision_registry.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(
