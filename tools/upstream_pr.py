@@ -6,7 +6,8 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
     pr       create a STACK of branches in a clone of huggingface/transformers, each based on the one before and each
              a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.23.0] [BRANCH=prefix] [STRICT=1]`)
     check    validate the stack table against the patches and files, print the planned stack with line counts, and fail
-             on a stack that breaks the review rules (budgets, tests-only PRs, links and config reads of later PRs)
+             on a stack that breaks the review rules (budgets, tests-only PRs, links and config reads of later PRs,
+             region markers: the stack is cut by files and patches only)
     describe write each pull request's description (`<branch>.md`) from the table, without a clone
     lint     run ruff with upstream's own configuration (from the pinned sdist) on everything that goes upstream
     test-stack  on each branch alone (`make pr-test UPSTREAM=...`): star-import the package, run ruff with upstream's
@@ -18,7 +19,7 @@ Turn the fork into upstream pull requests, and move the fork to a new upstream r
 What goes into which pull request is data, not code: `tools/pr_stack.toml` maps `patches/series` entries, our files
 (globs) and the rule-based upstream edits (`tools/upstream_edits.py`) to stack entries. Each branch holds, in order:
 one commit per patch of its entry (`git am`, in series order, fork-only trailers dropped, authored by you), one
-commit with the entry's new files, one commit per upstream edit.
+commit with the entry's new files (each file wholly in one entry, as it is in the tree), one commit per upstream edit.
 
 Only files git tracks are used: `make pr` refuses a repository with uncommitted changes and names the untracked
 files it leaves out. Fork-only files (tools/, patches/, setup.py, pyproject.toml, the Makefile, .ci/, benchmarks/,
@@ -138,9 +139,12 @@ class EntrySpec:
 
 #: No entry's budget may exceed this (a table may set a lower `max-lines-ceiling`, never a higher one).
 MAX_LINES_CEILING = 2000
-#: The RFC itself (`rfc-core`) fits in this many entries, the first of them in this many changed lines.
-RFC_CORE_MAX_ENTRIES = 4
-RFC_FIRST_MAX_LINES = 800
+#: The RFC itself (`rfc-core`) fits in this many entries. By default (and at most: a table may lower them, never raise
+#: them) the core's entries add up to `rfc-core-max-lines` changed lines, and the first of them to
+#: `rfc-core-first-max-lines`.
+RFC_CORE_MAX_ENTRIES = 3
+RFC_CORE_MAX_LINES = 1000
+RFC_FIRST_MAX_LINES = 250
 ENTRY_KEYS = {
     "name",
     "title",
@@ -153,7 +157,16 @@ ENTRY_KEYS = {
     "numbers",
     "review-first",
 }
-TABLE_KEYS = {"branch-prefix", "fork-only", "pr", "max-lines-ceiling", "rfc-core", "rfc-thread"}
+TABLE_KEYS = {
+    "branch-prefix",
+    "fork-only",
+    "pr",
+    "max-lines-ceiling",
+    "rfc-core",
+    "rfc-core-max-lines",
+    "rfc-core-first-max-lines",
+    "rfc-thread",
+}
 
 
 @dataclasses.dataclass
@@ -164,6 +177,46 @@ class Table:
     ceiling: int = MAX_LINES_CEILING
     rfc_core: list[str] = dataclasses.field(default_factory=list)
     rfc_thread: str = ""
+    rfc_core_max_lines: int = RFC_CORE_MAX_LINES
+    rfc_first_max_lines: int = RFC_FIRST_MAX_LINES
+
+
+def _entry_spec(i: int, raw: dict) -> EntrySpec:
+    """The `i`-th `[[pr]]` of the table, checked: its keys, its name, the edits it names."""
+    unknown = set(raw) - ENTRY_KEYS
+    if unknown or "name" not in raw or "title" not in raw:
+        raise PrError(
+            f"{STACK_TABLE}: [[pr]] #{i} needs `name` and `title`; unknown keys: {', '.join(sorted(unknown)) or '-'}"
+        )
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", raw["name"]):
+        raise PrError(f"{STACK_TABLE}: [[pr]] name {raw['name']!r} must be lowercase letters, digits and '-'")
+    for edit in raw.get("edits", []):
+        if edit not in upstream_edits.EDITS:
+            raise PrError(
+                f"{STACK_TABLE}: [[pr]] {raw['name']!r} names the unknown edit {edit!r}; the edits of "
+                f"tools/upstream_edits.py are: {', '.join(upstream_edits.EDITS)}"
+            )
+    return EntrySpec(
+        name=raw["name"],
+        title=raw["title"],
+        body=raw.get("body", "").strip(),
+        max_lines=raw.get("max-lines"),
+        patches=list(raw.get("patches", [])),
+        files=list(raw.get("files", [])),
+        edits=list(raw.get("edits", [])),
+        feature_off=raw.get("feature-off", "").strip(),
+        numbers=raw.get("numbers", "").strip(),
+        review_first=raw.get("review-first", "").strip(),
+    )
+
+
+def _line_budget(data: dict, key: str, default: int, what: str) -> int:
+    """A budget key of the table: a positive number of changed lines, at most `default` (a table may lower a budget,
+    never raise it: the rules have no waiver)."""
+    value = data.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= default:
+        raise PrError(f"{STACK_TABLE}: {key} = {value!r}: {what} is at most {default} changed lines")
+    return value
 
 
 def load_table(root: Path = ROOT) -> Table:
@@ -174,35 +227,7 @@ def load_table(root: Path = ROOT) -> Table:
     unknown_top = set(data) - TABLE_KEYS
     if unknown_top:
         raise PrError(f"{STACK_TABLE}: unknown top-level keys: {', '.join(sorted(unknown_top))}")
-    entries = []
-    for i, raw in enumerate(data.get("pr", []), 1):
-        unknown = set(raw) - ENTRY_KEYS
-        if unknown or "name" not in raw or "title" not in raw:
-            raise PrError(
-                f"{STACK_TABLE}: [[pr]] #{i} needs `name` and `title`; unknown keys: {', '.join(sorted(unknown)) or '-'}"
-            )
-        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", raw["name"]):
-            raise PrError(f"{STACK_TABLE}: [[pr]] name {raw['name']!r} must be lowercase letters, digits and '-'")
-        for edit in raw.get("edits", []):
-            if edit not in upstream_edits.EDITS:
-                raise PrError(
-                    f"{STACK_TABLE}: [[pr]] {raw['name']!r} names the unknown edit {edit!r}; the edits of "
-                    f"tools/upstream_edits.py are: {', '.join(upstream_edits.EDITS)}"
-                )
-        entries.append(
-            EntrySpec(
-                name=raw["name"],
-                title=raw["title"],
-                body=raw.get("body", "").strip(),
-                max_lines=raw.get("max-lines"),
-                patches=list(raw.get("patches", [])),
-                files=list(raw.get("files", [])),
-                edits=list(raw.get("edits", [])),
-                feature_off=raw.get("feature-off", "").strip(),
-                numbers=raw.get("numbers", "").strip(),
-                review_first=raw.get("review-first", "").strip(),
-            )
-        )
+    entries = [_entry_spec(i, raw) for i, raw in enumerate(data.get("pr", []), 1)]
     if not entries:
         raise PrError(f"{STACK_TABLE} has no [[pr]] entries")
     names = [e.name for e in entries]
@@ -213,11 +238,6 @@ def load_table(root: Path = ROOT) -> Table:
         raise PrError(
             f"{STACK_TABLE}: an edit is listed in two entries: {sorted({x for x in edits if edits.count(x) > 1})}"
         )
-    ceiling = data.get("max-lines-ceiling", MAX_LINES_CEILING)
-    if not isinstance(ceiling, int) or not 0 < ceiling <= MAX_LINES_CEILING:
-        raise PrError(
-            f"{STACK_TABLE}: max-lines-ceiling = {ceiling!r}: a PR's budget is at most {MAX_LINES_CEILING} changed lines"
-        )
     core = list(data.get("rfc-core", []))
     missing = [name for name in core if name not in names]
     if missing:
@@ -226,9 +246,13 @@ def load_table(root: Path = ROOT) -> Table:
         prefix=data.get("branch-prefix", "trained-precision"),
         fork_only=list(data.get("fork-only", [])),
         entries=entries,
-        ceiling=ceiling,
+        ceiling=_line_budget(data, "max-lines-ceiling", MAX_LINES_CEILING, "a PR's budget"),
         rfc_core=core,
         rfc_thread=data.get("rfc-thread", "").strip(),
+        rfc_core_max_lines=_line_budget(data, "rfc-core-max-lines", RFC_CORE_MAX_LINES, "the RFC core's budget"),
+        rfc_first_max_lines=_line_budget(
+            data, "rfc-core-first-max-lines", RFC_FIRST_MAX_LINES, "the RFC's first pull request's budget"
+        ),
     )
 
 
@@ -242,146 +266,33 @@ def _match(name: str, patterns: list[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Staged regions: a later pull request that changes a file an earlier one adds
+# No region markers: the stack is cut by files and patches only
 
-#: A region of a file that a later entry adds, between `# upstream-pr: <entry name>` and `# upstream-pr: end` lines
-#: (`<!-- upstream-pr: <entry name> -->` in Markdown), or one line that ends with the comment `# upstream-pr: <entry
-#: name>` (an import, an item of a list). The markers reach no branch; the region's lines appear from that entry's
-#: branch on, so its pull request shows them as a change of the file, as a stack written by hand would. The entry
-#: must come after the one that adds the file; regions do not nest.
-_REGION_MARKER = re.compile(r"^\s*(?:#|<!--)\s*upstream-pr:\s*([a-z0-9][a-z0-9-]*)\s*(?:-->)?\s*$")
-_LINE_MARKER = re.compile(r"\s+(?:#|<!--)\s*upstream-pr:\s*([a-z0-9][a-z0-9-]*)\s*(?:-->)?\s*$")
-REGION_END = "end"
+#: The string of the retired region markers (`# upstream-pr: <entry>`, issue 38). Each upstream-bound file belongs
+#: wholly to one entry and each branch holds it as it is in the tree; a later entry changes what an upstream call site
+#: calls through a later patch in patches/series, never by editing an earlier entry's file in place.
+RETIRED_MARKER = re.compile(r"upstream-pr:", re.I)
 
 
-@dataclasses.dataclass
-class StagedFile:
-    rel: str
-    owner: int  # the number of the entry that adds the file
-    data: bytes  # the file here, markers included
-    lines: list[str]  # with their line ends
-    stages: list[int | None]  # per line: the number of the entry that adds it; `None` for a marker line
-
-    @property
-    def has_regions(self) -> bool:
-        return any(stage != self.owner for stage in self.stages)
-
-    def view(self, number: int) -> tuple[str, list[int]]:
-        """The file as entry `number`'s branch holds it, and the line number here of each of its lines."""
-        kept = [
-            (n, line) for n, (line, stage) in enumerate(zip(self.lines, self.stages), 1) if stage and stage <= number
-        ]
-        if self.rel.endswith(".py") and self.has_regions:
-            kept = _prune_all(kept)
-        return "".join(line for _, line in kept), [n for n, _ in kept]
-
-    def content(self, number: int) -> bytes:
-        """The bytes entry `number`'s branch holds (the file unchanged when it has no regions)."""
-        return self.view(number)[0].encode("utf-8") if self.has_regions else self.data
-
-    def final(self) -> bytes:
-        """The file as the last branch holds it: every region, no marker."""
-        return self.content(max(filter(None, self.stages), default=self.owner))
-
-    def lines_of(self, number: int) -> set[int]:
-        """The line numbers (here) that entry `number` adds."""
-        return {n for n, stage in enumerate(self.stages, 1) if stage == number}
-
-    def later(self) -> dict[int, int]:
-        """Entry number -> lines it adds, for the entries after the owner."""
-        counts: dict[int, int] = {}
-        for stage in self.stages:
-            if stage and stage != self.owner:
-                counts[stage] = counts.get(stage, 0) + 1
-        return counts
-
-
-_ALL_ITEM = re.compile(r"""^\s*["']([A-Za-z_][A-Za-z0-9_]*)["'],?\s*$""")
-
-
-def _prune_all(kept: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """
-    Drops from a multi-line `__all__` list the names the module does not define in this branch: `__all__` is read as
-    text by the lazy package (`define_import_structure`), which takes every line of it as a name, so it carries no
-    region markers, and each branch's copy names what that branch's module defines.
-    """
-    try:
-        tree = ast.parse("".join(line for _, line in kept))
-    except SyntaxError:
-        return kept
-    defined = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, ast.Assign):
-            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            defined.add(node.target.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    out, inside = [], False
-    for n, line in kept:
-        if line.startswith("__all__") and line.rstrip().endswith("["):
-            inside = True
-        elif inside and line.strip() == "]":
-            inside = False
-        elif inside:
-            match = _ALL_ITEM.match(line)
-            if match and match.group(1) not in defined:
-                continue
-        out.append((n, line))
-    return out
-
-
-def staged_file(root: Path, rel: str, owner: int, numbers: dict[str, int], errors: list[str]) -> StagedFile:
-    """Reads `rel` (added by entry `owner`) and its regions; a region that names no entry, an entry that is not
-    after `owner`, a nested or unclosed region is appended to `errors`."""
-    data = (root / rel).read_bytes()
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    if not rel.endswith((".py", ".md")) or b"upstream-pr:" not in data:
-        return StagedFile(rel, owner, data, lines, [owner] * len(lines))
-    stages: list[int | None] = []
-    current: int | None = None
-    opened = 0
-
-    def number_of(name: str, n: int) -> int | None:
-        if name not in numbers:
-            errors.append(f"{rel}:{n}: the region names {name!r}, which is no entry of {STACK_TABLE}")
-        elif numbers[name] <= owner:
-            errors.append(
-                f"{rel}:{n}: the region names {name!r}, which does not come after the entry that adds the file: "
-                "a region is what a later pull request adds"
-            )
-        else:
-            return numbers[name]
-        return None
-
-    for n, line in enumerate(lines, 1):
-        match = _REGION_MARKER.match(line)
-        if not match:
-            tail = _LINE_MARKER.search(line.rstrip("\r\n"))
-            if tail is None:
-                stages.append(current or owner)
-                continue
-            ending = line[len(line.rstrip("\r\n")) :]
-            lines[n - 1] = line[: tail.start()] + ending
-            if current is not None:
-                errors.append(f"{rel}:{n}: a one-line region inside the region opened at line {opened}")
-            stages.append(number_of(tail.group(1), n) or owner)
-            continue
-        stages.append(None)
-        name = match.group(1)
-        if name == REGION_END:
-            if current is None:
-                errors.append(f"{rel}:{n}: `upstream-pr: end` closes no region")
-            current = None
-        elif current is not None:
-            errors.append(f"{rel}:{n}: a region opens inside the region opened at line {opened}: regions do not nest")
-        else:
-            current, opened = number_of(name, n), n
-    if current is not None:
-        errors.append(f"{rel}:{opened}: the region opened here is never closed (`upstream-pr: end`)")
-    return StagedFile(rel, owner, data, lines, stages)
+def _marker_errors(entries: list[Entry], root: Path) -> list[str]:
+    """Every line of an upstream-bound file (or an added line of a patch) that says `upstream-pr:`, as file:line."""
+    found = []
+    for entry in entries:
+        for rel in entry.files:
+            for n, line in enumerate(_text(root, rel).splitlines(), 1):
+                if RETIRED_MARKER.search(line):
+                    found.append(f"{rel}:{n}")
+        for patch in entry.patches:
+            in_diff = False
+            for n, line in enumerate(patch.read_bytes().decode("utf-8", "replace").splitlines(), 1):
+                in_diff = in_diff or line.startswith("diff --git ")
+                if in_diff and line.startswith("+") and not line.startswith("+++") and RETIRED_MARKER.search(line):
+                    found.append(f"patches/{patch.name}:{n}")
+    return [
+        f"{where}: says `upstream-pr:`, a region marker: the stack is cut by files and patches only (a later "
+        "entry changes an earlier one's code through a later patch in patches/series); remove the marker"
+        for where in found
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -456,6 +367,11 @@ def _is_binary(path: Path) -> bool:
         return b"\0" in f.read(8192)
 
 
+def _text(root: Path, rel: str) -> str:
+    """A file of ours as every branch from its entry's on holds it."""
+    return (root / rel).read_bytes().decode("utf-8", errors="replace")
+
+
 @dataclasses.dataclass
 class Entry:
     number: int
@@ -464,24 +380,17 @@ class Entry:
     files: list[str]
     branch: str = ""
 
+    _file_lines: list[int] = dataclasses.field(default_factory=list)
+
     @property
     def estimated_lines(self) -> int:
         """Added + removed lines the entry's PR will show, before building it (edits count one line each)."""
         total = sum(sum(_patch_lines(p)) for p in self.patches)
-        return total + sum(self._file_lines) + sum(self.regions.values()) + len(self.spec.edits)
-
-    _file_lines: list[int] = dataclasses.field(default_factory=list)
-    #: files of earlier entries this entry changes (staged regions), with the number of lines it adds to each
-    regions: dict[str, int] = dataclasses.field(default_factory=dict)
+        return total + sum(self._file_lines) + len(self.spec.edits)
 
     @property
     def is_empty(self) -> bool:
-        return not (self.patches or self.files or self.regions or self.spec.edits)
-
-    @property
-    def touched(self) -> list[str]:
-        """The entry's own files, then the earlier entries' files it changes."""
-        return [*self.files, *self.regions]
+        return not (self.patches or self.files or self.spec.edits)
 
 
 @dataclasses.dataclass
@@ -491,11 +400,6 @@ class Plan:
     warnings: list[str]  # the stack builds, but a reviewer would object (imports, untested modules, words)
     notes: list[str]  # informational (stale globs, empty entries, links that cannot be checked here)
     errors: list[str] = dataclasses.field(default_factory=list)  # the stack breaks the rules: `check` and `pr` fail
-    staged: dict[str, StagedFile] = dataclasses.field(default_factory=dict)  # every placed file, by path
-
-    def text(self, rel: str, entry: Entry) -> str:
-        """`rel` as the branch of `entry` holds it."""
-        return self.staged[rel].view(entry.number)[0]
 
 
 def _module_of(rel: str) -> str | None:
@@ -546,27 +450,18 @@ def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
 _PATCH_IMPORT = re.compile(rb"^\+.*\b(trained_precision|integrations)(?:\.|\s+import\s+)(\w+)", re.M)
 
 
-def plan_stack(root: Path = ROOT) -> Plan:
-    """Reads the stack table and places every patch and upstream-bound file; raises PrError naming what is
-    unassigned, assigned twice, or cannot go upstream (binary)."""
-    table = load_table(root)
+def _place_all(root: Path, table: Table, entries: list[Entry]) -> list[str]:
+    """Places every patch and upstream-bound file in the one entry whose globs match it; raises PrError naming what
+    is unassigned, assigned twice, or cannot go upstream (binary). Returns notes on the globs that match nothing."""
     errors: list[str] = []
-    warnings: list[str] = []
-    notes: list[str] = []
-    review_errors: list[str] = []
-    entries = [Entry(i, spec, [], []) for i, spec in enumerate(table.entries, 1)]
-    for entry in entries:
-        entry.branch = f"{table.prefix}-{entry.number}-{entry.spec.name}"
-
-    used_patterns: set[tuple[int, str, str]] = set()
+    used: set[tuple[int, str, str]] = set()
 
     def place(item: str, key: str, kind: str) -> Entry | None:
         hits = []
         for entry in entries:
-            patterns = entry.spec.patches if kind == "patches" else entry.spec.files
-            for p in _match(key, patterns):
-                used_patterns.add((entry.number, kind, p))
-            if _match(key, patterns):
+            found = _match(key, entry.spec.patches if kind == "patches" else entry.spec.files)
+            used.update((entry.number, kind, p) for p in found)
+            if found:
                 hits.append(entry)
         if not hits:
             errors.append(f"{item} is in no entry of {STACK_TABLE}: add it to one `{kind}` list (or to fork-only)")
@@ -591,29 +486,42 @@ def plan_stack(root: Path = ROOT) -> Plan:
             entry.files.append(rel)
     if errors:
         raise PrError("the stack table does not place every change:\n  " + "\n  ".join(errors))
-    for entry in entries:
-        for kind in ("patches", "files"):
-            for p in getattr(entry.spec, kind):
-                if (entry.number, kind, p) not in used_patterns:
-                    notes.append(f"{STACK_TABLE}: {entry.spec.name}: {kind} glob {p!r} matches nothing")
-    numbers = {entry.spec.name: entry.number for entry in entries}
-    staged: dict[str, StagedFile] = {}
-    for entry in entries:
-        for rel in entry.files:
-            staged[rel] = staged_file(root, rel, entry.number, numbers, review_errors)
-        entry._file_lines = [
-            len(staged[rel].lines_of(entry.number)) if staged[rel].has_regions else len(staged[rel].data.splitlines())
-            for rel in entry.files
-        ]
-    for rel, found in staged.items():
-        for number, count in sorted(found.later().items()):
-            entries[number - 1].regions[rel] = count
+    return [
+        f"{STACK_TABLE}: {entry.spec.name}: {kind} glob {p!r} matches nothing"
+        for entry in entries
+        for kind in ("patches", "files")
+        for p in getattr(entry.spec, kind)
+        if (entry.number, kind, p) not in used
+    ]
 
-    def view(rel: str, number: int) -> str:
-        return staged[rel].view(number)[0]
 
-    # Can each PR be merged without the ones after it? Our package's modules that a PR's code imports must be in it
-    # or in an earlier PR.
+def plan_stack(root: Path = ROOT) -> Plan:
+    """Reads the stack table and places every patch and upstream-bound file (each file wholly in one entry, as it is
+    in the tree); raises PrError naming what is unassigned, assigned twice, or cannot go upstream (binary). The plan
+    lists what breaks the review rules (errors) and what a reviewer would object to (warnings)."""
+    table = load_table(root)
+    entries = [Entry(i, spec, [], []) for i, spec in enumerate(table.entries, 1)]
+    for entry in entries:
+        entry.branch = f"{table.prefix}-{entry.number}-{entry.spec.name}"
+    notes = _place_all(root, table, entries)
+    for entry in entries:
+        entry._file_lines = [len((root / rel).read_bytes().splitlines()) for rel in entry.files]
+    errors = _marker_errors(entries, root)
+    errors += _budget_errors(table, entries)
+    errors += _shape_errors(table, entries)
+    warnings = _import_warnings(root, entries) + _fork_words(root, entries) + _untested_modules(root, entries)
+    link_errors, link_notes = _doc_link_problems(root, entries)
+    errors += link_errors
+    notes += link_notes
+    attribute_errors, attribute_warnings = _attribute_problems(root, entries)
+    errors += attribute_errors
+    warnings += attribute_warnings
+    return Plan(table, entries, warnings, notes, errors)
+
+
+def _import_warnings(root: Path, entries: list[Entry]) -> list[str]:
+    """Can each PR be merged without the ones after it? Our package's modules that a PR's code (its files and the
+    call sites its patches add) imports must be in it or in an earlier PR."""
     owner = {}
     for entry in entries:
         for rel in entry.files:
@@ -621,14 +529,12 @@ def plan_stack(root: Path = ROOT) -> Plan:
             if mod:
                 owner[mod] = entry
     modules = set(owner)
+    warnings = []
     for entry in entries:
-        for rel in entry.touched:
+        for rel in entry.files:
             if not rel.endswith(".py"):
                 continue
-            imported = _imported_modules(view(rel, entry.number), rel, modules)
-            if rel in entry.regions:  # what the entry's regions import, not what the file imported before
-                imported -= _imported_modules(view(rel, entry.number - 1), rel, modules)
-            for mod in sorted(imported):
+            for mod in sorted(_imported_modules(_text(root, rel), rel, modules)):
                 if owner[mod].number > entry.number:
                     warnings.append(
                         f"{entry.branch}: {rel} imports {mod}, which comes later "
@@ -641,58 +547,23 @@ def plan_stack(root: Path = ROOT) -> Plan:
                     warnings.append(
                         f"{entry.branch}: patches/{patch.name} calls {mod}, which comes later ({owner[mod].branch})"
                     )
-        budget = entry.spec.max_lines if entry.spec.max_lines is not None else table.ceiling
-        if budget > table.ceiling:
-            review_errors.append(
-                f"{entry.branch}: max-lines = {budget} is above the ceiling of {table.ceiling} changed lines: split "
-                "the entry instead of raising its budget"
-            )
-        elif entry.estimated_lines > budget:
-            review_errors.append(
-                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of {budget} (max-lines "
-                f"in {STACK_TABLE}): move files to another entry or split the module"
-            )
-        mentions = []
-        for rel in entry.touched:
-            found = staged[rel]
-            hits = [
-                n
-                for n, (line, stage) in enumerate(zip(found.lines, found.stages), 1)
-                if stage == entry.number and re.search(r"\bfork(?!_rng)", line, flags=re.I)
-            ]
-            mentions.extend(f"{rel}:{n}" for n in hits)
+    return warnings
+
+
+def _fork_words(root: Path, entries: list[Entry]) -> list[str]:
+    """Where an entry's files say "fork" (upstream has no fork; `fork_rng` is torch's)."""
+    warnings = []
+    for entry in entries:
+        mentions = [
+            f"{rel}:{n}"
+            for rel in entry.files
+            for n, line in enumerate(_text(root, rel).splitlines(), 1)
+            if re.search(r"\bfork(?!_rng)", line, flags=re.I)
+        ]
         if mentions:
             shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")
             warnings.append(f"{entry.branch}: the word 'fork' (upstream has none) at {shown}")
-    review_errors.extend(_shape_errors(table, entries))
-    review_errors.extend(_staged_syntax_errors(staged, entries))
-    warnings.extend(_untested_modules(root, entries, staged))
-    link_errors, link_notes = _doc_link_problems(root, entries, staged)
-    review_errors.extend(link_errors)
-    notes.extend(link_notes)
-    attribute_errors, attribute_warnings = _attribute_problems(root, entries, staged)
-    review_errors.extend(attribute_errors)
-    warnings.extend(attribute_warnings)
-    return Plan(table, entries, warnings, notes, review_errors, staged)
-
-
-def _staged_syntax_errors(staged: dict[str, StagedFile], entries: list[Entry]) -> list[str]:
-    """Each branch's copy of a Python file with regions must still parse (a region cut at the wrong line does not)."""
-    errors = []
-    for rel, found in staged.items():
-        if not rel.endswith(".py") or not found.has_regions:
-            continue
-        for number in sorted({found.owner, *found.later()}):
-            text, where = found.view(number)
-            try:
-                ast.parse(text)
-            except SyntaxError as e:
-                line = where[e.lineno - 1] if e.lineno and e.lineno <= len(where) else "?"
-                errors.append(
-                    f"{entries[number - 1].branch}: {rel} does not parse without the regions of later entries "
-                    f"({e.msg}, line {line} here)"
-                )
-    return errors
+    return warnings
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -703,26 +574,65 @@ def _is_test_file(rel: str) -> bool:
     return rel.startswith("tests/")
 
 
-def _shape_errors(table: Table, entries: list[Entry]) -> list[str]:
-    """The stack's shape: the RFC core in at most 4 entries (the first within 800 lines), and no tests-only PR."""
+def _budget_errors(table: Table, entries: list[Entry]) -> list[str]:
+    """Each entry within its `max-lines` budget, and no budget above the ceiling."""
+    errors = []
+    for entry in entries:
+        budget = entry.spec.max_lines if entry.spec.max_lines is not None else table.ceiling
+        if budget > table.ceiling:
+            errors.append(
+                f"{entry.branch}: max-lines = {budget} is above the ceiling of {table.ceiling} changed lines: split "
+                "the entry instead of raising its budget"
+            )
+        elif entry.estimated_lines > budget:
+            errors.append(
+                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of {budget} (max-lines "
+                f"in {STACK_TABLE}): move files to another entry or split the module"
+            )
+    return errors
+
+
+def _core_errors(table: Table, entries: list[Entry]) -> list[str]:
+    """The RFC core: at most `RFC_CORE_MAX_ENTRIES` entries, within `rfc-core-max-lines` together, the first within
+    `rfc-core-first-max-lines` (estimated, and allowed by its `max-lines`)."""
     errors = []
     core = [e for e in entries if e.spec.name in table.rfc_core]
+    sizes = ", ".join(f"{e.spec.name} ~{e.estimated_lines}" for e in core)
     if len(core) > RFC_CORE_MAX_ENTRIES:
         errors.append(
-            f"rfc-core holds {len(core)} entries ({', '.join(e.spec.name for e in core)}): the RFC itself (field, "
-            f"registry and its check, load check, stamp) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
+            f"rfc-core holds {len(core)} entries ({sizes}): the RFC itself (the field, its repo check, the stamp, "
+            f"the load check) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
         )
-    if core and core[0].estimated_lines > RFC_FIRST_MAX_LINES:
+    total = sum(e.estimated_lines for e in core)
+    if total > table.rfc_core_max_lines:
         errors.append(
-            f"{core[0].branch}: the RFC's first pull request has about {core[0].estimated_lines} changed lines, over "
-            f"{RFC_FIRST_MAX_LINES}"
+            f"rfc-core has about {total} changed lines ({sizes}), over its budget of {table.rfc_core_max_lines} "
+            f"(rfc-core-max-lines in {STACK_TABLE}): move what is not the RFC itself into extension entries"
         )
-    if core and (core[0].spec.max_lines or table.ceiling) > RFC_FIRST_MAX_LINES:
-        errors.append(f"{core[0].branch}: the RFC's first pull request needs max-lines <= {RFC_FIRST_MAX_LINES}")
+    if not core:
+        return errors
+    first, limit = core[0], table.rfc_first_max_lines
+    if first.estimated_lines > limit:
+        errors.append(
+            f"{first.branch}: the RFC's first pull request ({first.spec.name}) has about {first.estimated_lines} "
+            f"changed lines, over its budget of {limit} (rfc-core-first-max-lines in {STACK_TABLE})"
+        )
+    allowed = first.spec.max_lines or table.ceiling
+    if allowed > limit:
+        errors.append(
+            f"{first.branch}: the RFC's first pull request ({first.spec.name}) is allowed {allowed} changed lines: it "
+            f"needs max-lines <= {limit} (rfc-core-first-max-lines in {STACK_TABLE})"
+        )
+    return errors
+
+
+def _shape_errors(table: Table, entries: list[Entry]) -> list[str]:
+    """The stack's shape: the RFC core within its budgets (`_core_errors`), and no tests-only PR."""
+    errors = _core_errors(table, entries)
     for entry in entries:
-        if entry.touched and not entry.patches and all(_is_test_file(rel) for rel in entry.touched):
+        if entry.files and not entry.patches and all(_is_test_file(rel) for rel in entry.files):
             errors.append(
-                f"{entry.branch}: holds tests only ({', '.join(entry.touched)}): a pull request ships the code it tests; "
+                f"{entry.branch}: holds tests only ({', '.join(entry.files)}): a pull request ships the code it tests; "
                 "move these tests into the entry of the code they test"
             )
     return errors
@@ -781,9 +691,8 @@ def _reached(text: str, rel: str, modules: set[str], public: dict[str, str], scr
     return found
 
 
-def _untested_modules(root: Path, entries: list[Entry], staged: dict[str, StagedFile]) -> list[str]:
-    """A module of ours that no test file of its own entry reaches (directly, or through the entry's other files, and
-    the test files of earlier entries that the entry changes)."""
+def _untested_modules(root: Path, entries: list[Entry]) -> list[str]:
+    """A module of ours that no test file of its own entry reaches (directly, or through the entry's other files)."""
     all_files = [rel for e in entries for rel in e.files]
     modules = {m for m in map(_module_of, all_files) if m}
     public = _public_names(root, all_files)
@@ -800,8 +709,8 @@ def _untested_modules(root: Path, entries: list[Entry], staged: dict[str, Staged
         if not code:
             continue
         edges = {
-            rel: _reached(staged[rel].view(entry.number)[0], rel, modules, public, scripts)
-            for rel in entry.touched
+            rel: _reached(_text(root, rel), rel, modules, public, scripts)
+            for rel in entry.files
             if rel.endswith(".py")
         }
         seen: set[str] = set()
@@ -865,7 +774,7 @@ def _guide_page(rel: str, target: str) -> str | None:
     return None if os.path.splitext(page)[1] else page + ".md"
 
 
-def _doc_link_problems(root: Path, entries: list[Entry], staged: dict[str, StagedFile]) -> tuple[list[str], list[str]]:
+def _doc_link_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
     """Links to guide pages must resolve within the entry's branch: a page of ours in this or an earlier entry. A
     link to a page of ours that a later entry ships, or to a page that is neither ours nor upstream's by name, is an
     error; upstream's own pages cannot be checked without upstream's docs (a note)."""
@@ -873,21 +782,7 @@ def _doc_link_problems(root: Path, entries: list[Entry], staged: dict[str, Stage
     tracked = set(ps.tracked_files(root))
     errors, notes = [], []
     for entry in entries:
-        sources = []
-        for rel in entry.touched:
-            if rel.endswith((".md", ".py")):
-                # the lines this entry adds: its own files without later regions, its regions in earlier files
-                mine = staged[rel].lines_of(entry.number)
-                sources.append(
-                    (
-                        rel,
-                        [
-                            (n, target)
-                            for n, target in _doc_links(staged[rel].data.decode("utf-8", "replace"))
-                            if n in mine
-                        ],
-                    )
-                )
+        sources = [(rel, _doc_links(_text(root, rel))) for rel in entry.files if rel.endswith((".md", ".py"))]
         sources += [(f"patches/{p.name}", _patch_doc_links(p)) for p in entry.patches]
         for rel, links in sources:
             for n, target in links:
@@ -1074,9 +969,7 @@ def _upstream_config_words(root: Path) -> set[str]:
     return _UPSTREAM_CONFIG_WORDS
 
 
-def _attribute_problems(
-    root: Path, entries: list[Entry], staged: dict[str, StagedFile]
-) -> tuple[list[str], list[str]]:
+def _attribute_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
     """A config attribute an entry's code reads must be one upstream's configs have, or one the branch so far writes
     (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares). Returns (errors,
     warnings)."""
@@ -1086,19 +979,12 @@ def _attribute_problems(
     for entry in entries:
         reads: dict[tuple[str, str], int] = {}
         writes: set[str] = set()
-        for rel in entry.touched:
+        for rel in entry.files:
             if rel.endswith(".py") and not _is_test_file(rel):
-                text, where = staged[rel].view(entry.number)
-                r, w = _attribute_uses(text, constants)
+                r, w = _attribute_uses(_text(root, rel), constants)
                 writes |= w
-                before = (
-                    _attribute_uses(staged[rel].view(entry.number - 1)[0], constants)[0]
-                    if rel in entry.regions
-                    else {}
-                )
                 for attr, n in r.items():
-                    if attr not in before:  # a region's reads are its entry's, not the file's first entry's
-                        reads.setdefault((rel, attr), where[n - 1])
+                    reads.setdefault((rel, attr), n)
         for patch in entry.patches:
             r, w = _patch_attribute_uses(patch)
             writes |= w
@@ -1129,8 +1015,6 @@ def format_plan(plan: Plan) -> str:
     for entry in plan.entries:
         budget = f" / {entry.spec.max_lines}" if entry.spec.max_lines else ""
         what = f"{len(entry.patches)} patches, {len(entry.files)} files, {len(entry.spec.edits)} edits"
-        if entry.regions:
-            what += f", changes {len(entry.regions)} earlier files"
         if entry.is_empty:
             what = "empty: no branch"
         lines.append(f"  {entry.number}. {entry.branch:<36} ~{entry.estimated_lines:>5}{budget} lines  ({what})")
@@ -1259,20 +1143,8 @@ def _numstat(worktree: Path, a: str, b: str) -> tuple[int, int, list[str]]:
     return added, removed, files
 
 
-def make_pr(
-    clone: Path,
-    base: str | None = None,
-    prefix: str | None = None,
-    root: Path = ROOT,
-    log=print,
-    strict: bool = False,
-    descriptions: Path | None = None,
-) -> PrResult:
-    """Creates the stack of branches in `clone` from `base`, and writes one description per branch (`<branch>.md`) in
-    `descriptions` (default `.cache/pr-descriptions/`). See the module docstring."""
-    clone = clone.resolve()
-    root = root.resolve()
-    base = base or f"v{ps.read_config(root).upstream_version}"
+def _check_sides(clone: Path, root: Path) -> None:
+    """`clone` is the top of a checkout outside this repository, and this repository has nothing uncommitted."""
     if not clone.is_dir():
         raise PrError(f"{clone} does not exist: pass UPSTREAM=/path/to/a/clone/of/huggingface/transformers")
     top = _run(["rev-parse", "--show-toplevel"], clone, check=False)
@@ -1280,23 +1152,16 @@ def make_pr(
         raise PrError(f"{clone} is not the top of a git checkout (clone huggingface/transformers there)")
     if root == clone or root in clone.parents:
         raise PrError(f"{clone} is inside this repository; use a separate clone of huggingface/transformers")
-
     dirty = dirty_files(root)
     if dirty:
         raise PrError(
             f"{root} has uncommitted changes; the pull request is built from what git tracks, so commit or stash "
             "them first: " + ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
         )
-    left_out = untracked_left_out(root)
-    plan = plan_stack(root)
-    if prefix:
-        for entry in plan.entries:
-            entry.branch = f"{prefix}-{entry.number}-{entry.spec.name}"
-    if plan.errors:
-        raise PrError("the stack breaks its rules (`make check` says the same):\n  " + "\n  ".join(plan.errors))
-    if strict and plan.warnings:
-        raise PrError("STRICT: the stack is not ready for review:\n  " + "\n  ".join(plan.warnings))
 
+
+def _base_commit(clone: Path, plan: Plan, base: str) -> str:
+    """The commit `base` names in `clone`, once every branch name of the stack is valid and free there."""
     for entry in plan.entries:
         if _run(["check-ref-format", "--branch", entry.branch], clone, check=False).returncode != 0:
             raise PrError(f"{entry.branch!r} is not a valid branch name")
@@ -1312,24 +1177,55 @@ def make_pr(
             f"{base!r} is not a commit in {clone}: fetch upstream's tags (`git -C {clone} fetch --tags "
             "https://github.com/huggingface/transformers`) or pass BASE=<tag or commit>"
         )
-    base_sha = resolved.stdout.strip()
-    env = user_identity(clone)
+    return resolved.stdout.strip()
 
+
+def _clashes(clone: Path, base_sha: str, plan: Plan, root: Path) -> list[str]:
+    """Files of ours that the clone already has at `base_sha` with other content."""
     clashes = []
-    for entry in plan.entries:
-        for rel in entry.files:
-            if _run(["cat-file", "-e", f"{base_sha}:{rel}"], clone, check=False).returncode == 0:
-                theirs = subprocess.run(
-                    ["git", "show", f"{base_sha}:{rel}"], cwd=clone, capture_output=True, check=True
-                ).stdout
-                if theirs != plan.staged[rel].final():
-                    clashes.append(rel)
-    if clashes:
-        raise PrError(
-            "these files of ours already exist in the clone at " + base + " with other content (rename ours, or "
-            "change theirs with a patch): " + ", ".join(clashes)
-        )
+    for rel in (rel for entry in plan.entries for rel in entry.files):
+        if _run(["cat-file", "-e", f"{base_sha}:{rel}"], clone, check=False).returncode == 0:
+            theirs = subprocess.run(
+                ["git", "show", f"{base_sha}:{rel}"], cwd=clone, capture_output=True, check=True
+            ).stdout
+            if theirs != (root / rel).read_bytes():
+                clashes.append(rel)
+    return clashes
 
+
+def _build_entry(worktree: Path, entry: Entry, root: Path, env: dict, tmp: Path, log) -> None:
+    """On the checked-out branch: one commit per patch, one with the entry's files as they are here, one per edit."""
+    for patch in entry.patches:
+        _apply_mail(worktree, patch, env, tmp)
+    files = [rel for rel in entry.files if not (worktree / rel).exists()]
+    if files:
+        for rel in files:
+            out = worktree / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes((root / rel).read_bytes())
+        _run(["add", "--", *files], worktree, env=env)
+        message = f"{entry.spec.title}\n\n{entry.spec.body}\n\nNew files:\n" + "\n".join(f"  {rel}" for rel in files)
+        _run(["commit", "-q", "--no-verify", "-m", message + "\n"], worktree, env=env)
+    for name in entry.spec.edits:
+        edit = upstream_edits.EDITS[name]
+        try:
+            changed = upstream_edits.apply_edit(name, worktree)
+        except upstream_edits.EditError as e:
+            raise PrError(f"{entry.branch}: edit {name!r}: {e}") from None
+        if changed:
+            _run(["add", "--", edit.path], worktree, env=env)
+            subject = f"{edit.path.rsplit('/', 1)[-1]}: {edit.summary}"
+            _run(["commit", "-q", "--no-verify", "-m", subject], worktree, env=env)
+        else:
+            log(f"upstream-pr: {entry.branch}: {edit.path} already has the {name} edit")
+    status = _run(["status", "--porcelain"], worktree).stdout
+    if status.strip():
+        raise PrError(f"unexpected changes left in the worktree:\n{status}")
+
+
+def _build_stack(clone: Path, plan: Plan, root: Path, base: str, base_sha: str, env: dict, log) -> list[BranchResult]:
+    """Every non-empty entry's branch, each on the one before, built in a temporary worktree of `clone`; on any
+    failure the worktree and every branch made so far are removed."""
     tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-"))
     worktree = tmp / "worktree"
     created: list[str] = []
@@ -1343,56 +1239,59 @@ def make_pr(
                 continue
             _run(["checkout", "-q", "-b", entry.branch], worktree, env=env)
             created.append(entry.branch)
-            for patch in entry.patches:
-                _apply_mail(worktree, patch, env, tmp)
-            files = [rel for rel in entry.files if not (worktree / rel).exists()]
-            changed = list(entry.regions)
-            if files or changed:
-                # each file as this branch holds it: without the regions later entries add
-                for rel in files + changed:
-                    out = worktree / rel
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_bytes(plan.staged[rel].content(entry.number))
-                _run(["add", "--", *files, *changed], worktree, env=env)
-                message = f"{entry.spec.title}\n\n{entry.spec.body}\n"
-                if files:
-                    message += "\nNew files:\n" + "\n".join(f"  {rel}" for rel in files) + "\n"
-                if changed:
-                    message += "\nChanged files:\n" + "\n".join(f"  {rel}" for rel in changed) + "\n"
-                _run(["commit", "-q", "--no-verify", "-m", message], worktree, env=env)
-            for name in entry.spec.edits:
-                edit = upstream_edits.EDITS[name]
-                try:
-                    changed = upstream_edits.apply_edit(name, worktree)
-                except upstream_edits.EditError as e:
-                    raise PrError(f"{entry.branch}: edit {name!r}: {e}") from None
-                if changed:
-                    _run(["add", "--", edit.path], worktree, env=env)
-                    subject = f"{edit.path.rsplit('/', 1)[-1]}: {edit.summary}"
-                    _run(["commit", "-q", "--no-verify", "-m", subject], worktree, env=env)
-                else:
-                    log(f"upstream-pr: {entry.branch}: {edit.path} already has the {name} edit")
-            status = _run(["status", "--porcelain"], worktree).stdout
-            if status.strip():
-                raise PrError(f"unexpected changes left in the worktree:\n{status}")
+            _build_entry(worktree, entry, root, env, tmp, log)
             commits = _run(["log", "--reverse", "--format=%s", f"{parent}..HEAD"], worktree).stdout.splitlines()
-            added, removed, changed_files = _numstat(worktree, parent, "HEAD")
+            added, removed, files = _numstat(worktree, parent, "HEAD")
             results.append(
-                BranchResult(
-                    entry.number, entry.spec.name, entry.branch, parent_name, commits, changed_files, added, removed
-                )
+                BranchResult(entry.number, entry.spec.name, entry.branch, parent_name, commits, files, added, removed)
             )
             parent, parent_name = entry.branch, entry.branch
     except BaseException:
         _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
         _run(["worktree", "prune"], clone, check=False)
-        for branch in created:
+        for branch in created:  # a branch checked out in a worktree cannot be deleted: the worktree goes first
             _run(["branch", "-D", branch], clone, check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
-    _run(["worktree", "prune"], clone, check=False)
-    shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+        _run(["worktree", "prune"], clone, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def make_pr(
+    clone: Path,
+    base: str | None = None,
+    prefix: str | None = None,
+    root: Path = ROOT,
+    log=print,
+    strict: bool = False,
+    descriptions: Path | None = None,
+) -> PrResult:
+    """Creates the stack of branches in `clone` from `base`, and writes one description per branch (`<branch>.md`) in
+    `descriptions` (default `.cache/pr-descriptions/`). See the module docstring."""
+    clone = clone.resolve()
+    root = root.resolve()
+    base = base or f"v{ps.read_config(root).upstream_version}"
+    _check_sides(clone, root)
+    left_out = untracked_left_out(root)
+    plan = plan_stack(root)
+    if prefix:
+        for entry in plan.entries:
+            entry.branch = f"{prefix}-{entry.number}-{entry.spec.name}"
+    if plan.errors:
+        raise PrError("the stack breaks its rules (`make check` says the same):\n  " + "\n  ".join(plan.errors))
+    if strict and plan.warnings:
+        raise PrError("STRICT: the stack is not ready for review:\n  " + "\n  ".join(plan.warnings))
+    base_sha = _base_commit(clone, plan, base)
+    env = user_identity(clone)
+    clashes = _clashes(clone, base_sha, plan, root)
+    if clashes:
+        raise PrError(
+            "these files of ours already exist in the clone at " + base + " with other content (rename ours, or "
+            "change theirs with a patch): " + ", ".join(clashes)
+        )
+    results = _build_stack(clone, plan, root, base, base_sha, env, log)
     out_dir = Path(descriptions) if descriptions else root / ".cache" / "pr-descriptions"
     described = write_descriptions(plan, out_dir, results, prefix)
     return PrResult(base=base, branches=results, left_out=left_out, warnings=plan.warnings, descriptions=described)
@@ -1477,6 +1376,57 @@ def _new_ruff_failures(clone: Path, parent: str, worktree: Path, upstream_config
     return failures
 
 
+def _import_branch(worktree: Path, env: dict) -> tuple[str, str, subprocess.CompletedProcess]:
+    """The package's star import on a branch that has the package; `import transformers` on a pull request before the
+    package's (a bug fix of upstream's code). Returns (what ran, the code, the process)."""
+    if (worktree / PACKAGE_DIR / "__init__.py").is_file():
+        what, code = "star import", STAR_IMPORT
+    else:
+        what, code = "import", "import transformers"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=worktree, env=env, capture_output=True, text=True)
+    return what, code, proc
+
+
+def _check_branch(
+    clone: Path, branch: str, parent: str, tests: list[str], upstream_config: Path, log, pytest_args, run_tests: bool
+) -> int:
+    """`test_stack` on one branch, in a temporary worktree of it: 0 when it passes."""
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
+    worktree = tmp / "worktree"
+    try:
+        _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
+        failures = []
+        what, code, proc = _import_branch(worktree, env)
+        done = [what, "ruff"]
+        if proc.returncode != 0:
+            failures.append(what)
+            log(f"upstream-pr: {branch}: `{code}` failed:\n{proc.stderr[-3000:]}".rstrip())
+        lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
+        if lint_failures:
+            failures.append("ruff")
+            log(f"upstream-pr: {branch}: upstream's ruff:\n  " + "\n  ".join(lint_failures))
+        summary = ""
+        if tests and run_tests:
+            done.append("tests")
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+            proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
+            summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+            if proc.returncode != 0:
+                failures.append("tests")
+                log(f"upstream-pr: {branch}: tests failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}".rstrip())
+        elif run_tests:
+            log(f"upstream-pr: {branch}: adds no tests")
+        state = f"FAILED ({', '.join(failures)})" if failures else "passed"
+        log(f"upstream-pr: {branch}: {state}: {', '.join(done)}" + (f": {summary}" if summary else ""))
+        return 1 if failures else 0
+    finally:
+        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+        _run(["worktree", "prune"], clone, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_stack(
     clone: Path,
     prefix: str | None = None,
@@ -1503,60 +1453,8 @@ def test_stack(
         if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
             log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
             continue
-        tests = [
-            rel for rel in entry.touched if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")
-        ]
-        tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
-        worktree = tmp / "worktree"
-        try:
-            _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
-            env = dict(os.environ, HF_HUB_OFFLINE="1")
-            env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
-            failures = []
-            done = ["ruff"]
-            if (worktree / PACKAGE_DIR / "__init__.py").is_file():
-                done.insert(0, "star import")
-                proc = subprocess.run(
-                    [sys.executable, "-c", STAR_IMPORT], cwd=worktree, env=env, capture_output=True, text=True
-                )
-                if proc.returncode != 0:
-                    failures.append("star import")
-                    log(f"upstream-pr: {branch}: `{STAR_IMPORT}` failed:\n{proc.stderr[-3000:]}".rstrip())
-            else:
-                # a pull request before the package's (a bug fix of upstream's code): `import transformers` instead
-                done.insert(0, "import")
-                proc = subprocess.run(
-                    [sys.executable, "-c", "import transformers"],
-                    cwd=worktree,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                )
-                if proc.returncode != 0:
-                    failures.append("import")
-                    log(f"upstream-pr: {branch}: `import transformers` failed:\n{proc.stderr[-3000:]}".rstrip())
-            lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
-            if lint_failures:
-                failures.append("ruff")
-                log(f"upstream-pr: {branch}: upstream's ruff:\n  " + "\n  ".join(lint_failures))
-            summary = ""
-            if tests and run_tests:
-                done.append("tests")
-                cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
-                proc = subprocess.run([*cmd, *pytest_args], cwd=worktree, env=env, capture_output=True, text=True)
-                summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-                if proc.returncode != 0:
-                    failures.append("tests")
-                    log(f"upstream-pr: {branch}: tests failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}".rstrip())
-            elif run_tests:
-                log(f"upstream-pr: {branch}: adds no tests")
-            results[branch] = 1 if failures else 0
-            state = f"FAILED ({', '.join(failures)})" if failures else "passed"
-            log(f"upstream-pr: {branch}: {state}: {', '.join(done)}" + (f": {summary}" if summary else ""))
-        finally:
-            _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
-            _run(["worktree", "prune"], clone, check=False)
-            shutil.rmtree(tmp, ignore_errors=True)
+        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
+        results[branch] = _check_branch(clone, branch, parent, tests, upstream_config, log, pytest_args, run_tests)
         parent = branch
     return results
 
@@ -1565,18 +1463,11 @@ def test_stack(
 # Upstream's lint rules
 
 
-def lint(root: Path = ROOT, log=print) -> int:
-    """ruff with upstream's configuration (the pinned sdist's pyproject.toml) on every Python file that goes upstream:
-    our files in place, and the upstream files our patches and edits change, materialised in `.cache/pr-lint`."""
-    config = ps.read_config(root)
-    upstream_config = ps.upstream_pyproject(config)
-    plan = plan_stack(root)
-    ours = [rel for entry in plan.entries for rel in entry.files if rel.endswith(".py")]
+def _materialise_upstream(root: Path, config, plan: Plan, scratch: Path) -> list[str]:
+    """Writes under `scratch` the upstream Python files our patches change (as patched) and those our edits change
+    (from the pinned sdist, edited); returns their paths relative to `scratch`."""
     upstream = ps.load_upstream(config, "wheel")
     changed = ps.patched_files(upstream, ps.check_series(root / "patches"), root / "patches", root / "src")
-    scratch = ps.CACHE / "pr-lint"
-    if scratch.exists():
-        shutil.rmtree(scratch)
     theirs = []
     for rel, data in changed.items():
         if rel.endswith(".py"):
@@ -1606,22 +1497,24 @@ def lint(root: Path = ROOT, log=print) -> int:
                 upstream_edits.apply_edit(name, scratch)
                 if edit.path not in theirs:
                     theirs.append(edit.path)
-    # a file with regions, as each earlier branch holds it (the file in place is the last branch's, with markers)
-    stages, staged_files = scratch / "stages", []
-    for rel, found in plan.staged.items():
-        if rel.endswith(".py") and found.has_regions:
-            for number in sorted({found.owner, *found.later()})[:-1]:
-                out = stages / str(number) / rel
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(found.content(number))
-                staged_files.append(f"{number}/{rel}")
+    return theirs
+
+
+def lint(root: Path = ROOT, log=print) -> int:
+    """ruff with upstream's configuration (the pinned sdist's pyproject.toml) on every Python file that goes upstream:
+    our files in place (each branch holds them as they are here), and the upstream files our patches and edits change,
+    materialised in `.cache/pr-lint`."""
+    config = ps.read_config(root)
+    upstream_config = ps.upstream_pyproject(config)
+    plan = plan_stack(root)
+    ours = [rel for entry in plan.entries for rel in entry.files if rel.endswith(".py")]
+    scratch = ps.CACHE / "pr-lint"
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    theirs = _materialise_upstream(root, config, plan, scratch)
     ruff = [sys.executable, "-m", "ruff"]
     failed = 0
-    for cwd, files, where in (
-        (root, ours, "our files"),
-        (scratch, theirs, f"patched upstream files in {scratch}"),
-        (stages, staged_files, f"the earlier branches' copies of files with regions, in {stages}/<entry number>"),
-    ):
+    for cwd, files, where in ((root, ours, "our files"), (scratch, theirs, f"patched upstream files in {scratch}")):
         if not files:
             continue
         for args in (["check", "--no-cache", "--output-format", "concise"], ["format", "--check", "--no-cache"]):
@@ -1635,9 +1528,8 @@ def lint(root: Path = ROOT, log=print) -> int:
                 )
     if not failed:
         log(
-            f"upstream-lint: {len(ours)} files of ours, {len(staged_files)} earlier branches' copies of files with "
-            f"regions and {len(theirs)} patched upstream files pass ruff with upstream's configuration "
-            f"({upstream_config})"
+            f"upstream-lint: {len(ours)} files of ours and {len(theirs)} patched upstream files pass ruff with "
+            f"upstream's configuration ({upstream_config})"
         )
     return 1 if failed else 0
 
@@ -1738,6 +1630,72 @@ def _write_atomic(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
+def _start_rebase(fork: Path, root: Path, old: str, version: str, new_upstream, old_upstream_wheel, log) -> None:
+    """Checks (or builds) `fork/`, imports upstream `version` on top of `upstream/<old>` and rebases our commits onto
+    it; raises PrError with the way forward on a conflict."""
+    if fork.exists():
+        if not (fork / ".git").exists():
+            raise PrError(f"{fork} exists but is not a git checkout; move it away and run this again")
+        if _run(["status", "--porcelain", "--untracked-files=no"], fork).stdout.strip():
+            raise PrError(f"{fork} has uncommitted changes: commit them (one commit per patch) first")
+        if _rebase_in_progress(fork):
+            raise PrError(f"{fork} is in the middle of a rebase: finish or abort it first")
+        if _run(["rev-parse", "--verify", "-q", f"upstream/{old}"], fork, check=False).returncode != 0:
+            raise PrError(f"{fork} has no tag upstream/{old}: it was not made from the pinned upstream")
+        differs = _fork_matches_patches(fork, old, root)
+        if differs:
+            raise PrError(
+                f"{fork} and patches/ hold different series ({', '.join(differs)}). If fork/ holds newer work, "
+                "`make export` first; if patches/ is newer, remove fork/ (it is rebuilt from patches/)."
+            )
+    else:
+        if old_upstream_wheel is not None:
+            old_upstream = ps.upstream_from_wheel(old_upstream_wheel, old)
+        else:
+            pin = ps.read_config(root).pins["wheel"]
+            old_upstream = ps.upstream_from_wheel(ps.cached_upstream_wheel(old, pin), old, pin)
+        build_fork(fork, root, old_upstream, old)
+        log(f"upstream-pr: built {fork} from patches/ on {ps.PACKAGE} {old}")
+    branch = _run(["symbolic-ref", "-q", "--short", "HEAD"], fork, check=False).stdout.strip()
+    if not branch:
+        raise PrError(f"{fork} is not on a branch (detached HEAD): check out its `patches` branch first")
+    if _run(["rev-parse", "--verify", "-q", f"upstream/{version}"], fork, check=False).returncode == 0:
+        raise PrError(f"{fork} already has a tag upstream/{version}; delete it (`git tag -d`) to import again")
+    names = ps.check_series(root / "patches")
+    _import_upstream(fork, new_upstream, old, version)
+    state = {"old": old, "new": version, "patches": names}
+    (_git_dir(fork) / REBASE_STATE).write_text(json.dumps(state, indent=2) + "\n")
+    proc = _fixed(["rebase", "-q", "--onto", f"upstream/{version}", f"upstream/{old}", branch], fork, check=False)
+    if proc.returncode != 0:
+        raise PrError(_conflict_message(fork, state, version, old, proc.stdout + proc.stderr))
+
+
+def _write_rebased(fork: Path, root: Path, old: str, version: str, new_upstream, new_pins: dict) -> list[str]:
+    """Once the rebase is done: exports it, checks it exactly against the new upstream, then writes patches/, series
+    and the pins. Returns the series."""
+    with tempfile.TemporaryDirectory() as tmp:
+        produced = _export(fork, version, Path(tmp))
+        names = [p.name for p in produced]
+        ps.patched_files(new_upstream, names, Path(tmp), root / "src")
+        shadows = sorted(p for p in ps.overlay_files(root / "src") if p in new_upstream.files)
+        if shadows:
+            raise PrError(f"{ps.PACKAGE} {version} now has files that ours would shadow: {', '.join(shadows)}")
+        pyproject = _bump_pin(root / "pyproject.toml", old, version) if old != version else None
+        if pyproject is not None:
+            pyproject = _set_pins(pyproject, new_pins)
+        patches_dir = root / "patches"
+        header = _series_header(patches_dir)
+        for stale in patches_dir.glob("*.patch"):
+            if stale.name not in names:
+                stale.unlink()
+        for path in produced:
+            _write_atomic(patches_dir / path.name, path.read_bytes())
+    _write_atomic(patches_dir / "series", header + "".join(f"{n}\n" for n in names))
+    if pyproject is not None:
+        _write_atomic(root / "pyproject.toml", pyproject)
+    return names
+
+
 def rebase(
     version: str,
     root: Path = ROOT,
@@ -1759,11 +1717,8 @@ def rebase(
     fork = (fork or root / "fork").resolve()
     if not re.fullmatch(r"\d+\.\d+\.\d+([.\-+]?[0-9A-Za-z.]+)?", version):
         raise PrError(f"VERSION={version!r} is not an upstream release like 5.24.0")
-    config = ps.read_config(root)
-    old = config.upstream_version
-    state_path = None
-    if (fork / ".git").exists():
-        state_path = _git_dir(fork) / REBASE_STATE
+    old = ps.read_config(root).upstream_version
+    state_path = _git_dir(fork) / REBASE_STATE if (fork / ".git").exists() else None
     state = json.loads(state_path.read_text()) if state_path and state_path.exists() else None
     resuming = state is not None and state.get("new") == version and state.get("old") == old
     if version == old and not resuming:
@@ -1773,72 +1728,18 @@ def rebase(
     new_upstream = ps.upstream_from_wheel(new_wheel, version)
     new_pins = ps.wheel_pins(new_wheel)
     new_pins["sdist"] = ps.file_sha256(upstream_sdist or ps.cached_upstream_sdist(version))
-    if resuming:
-        if _rebase_in_progress(fork):
-            raise PrError(
-                f"the rebase in {fork} is not finished: resolve the conflicts there, `git add` the files, "
-                f"`git rebase --continue`, then run `make rebase VERSION={version}` again"
-            )
-        log(f"upstream-pr: resuming the rebase onto {ps.PACKAGE} {version}")
+    if not resuming:
+        _start_rebase(fork, root, old, version, new_upstream, old_upstream_wheel, log)
+    elif _rebase_in_progress(fork):
+        raise PrError(
+            f"the rebase in {fork} is not finished: resolve the conflicts there, `git add` the files, "
+            f"`git rebase --continue`, then run `make rebase VERSION={version}` again"
+        )
     else:
-        if fork.exists():
-            if not (fork / ".git").exists():
-                raise PrError(f"{fork} exists but is not a git checkout; move it away and run this again")
-            if _run(["status", "--porcelain", "--untracked-files=no"], fork).stdout.strip():
-                raise PrError(f"{fork} has uncommitted changes: commit them (one commit per patch) first")
-            if _rebase_in_progress(fork):
-                raise PrError(f"{fork} is in the middle of a rebase: finish or abort it first")
-            if _run(["rev-parse", "--verify", "-q", f"upstream/{old}"], fork, check=False).returncode != 0:
-                raise PrError(f"{fork} has no tag upstream/{old}: it was not made from the pinned upstream")
-            differs = _fork_matches_patches(fork, old, root)
-            if differs:
-                raise PrError(
-                    f"{fork} and patches/ hold different series ({', '.join(differs)}). If fork/ holds newer work, "
-                    "`make export` first; if patches/ is newer, remove fork/ (it is rebuilt from patches/)."
-                )
-        else:
-            if old_upstream_wheel is not None:
-                old_upstream = ps.upstream_from_wheel(old_upstream_wheel, old)
-            else:
-                pin = config.pins["wheel"]
-                old_upstream = ps.upstream_from_wheel(ps.cached_upstream_wheel(old, pin), old, pin)
-            build_fork(fork, root, old_upstream, old)
-            log(f"upstream-pr: built {fork} from patches/ on {ps.PACKAGE} {old}")
-        branch = _run(["symbolic-ref", "-q", "--short", "HEAD"], fork, check=False).stdout.strip()
-        if not branch:
-            raise PrError(f"{fork} is not on a branch (detached HEAD): check out its `patches` branch first")
-        if _run(["rev-parse", "--verify", "-q", f"upstream/{version}"], fork, check=False).returncode == 0:
-            raise PrError(f"{fork} already has a tag upstream/{version}; delete it (`git tag -d`) to import again")
-        names = ps.check_series(root / "patches")
-        _import_upstream(fork, new_upstream, old, version)
-        state = {"old": old, "new": version, "patches": names}
-        state_path = _git_dir(fork) / REBASE_STATE
-        state_path.write_text(json.dumps(state, indent=2) + "\n")
-        proc = _fixed(["rebase", "-q", "--onto", f"upstream/{version}", f"upstream/{old}", branch], fork, check=False)
-        if proc.returncode != 0:
-            raise PrError(_conflict_message(fork, state, version, old, proc.stdout + proc.stderr))
-    # The rebase is done: export, check exactly against the new upstream, then write patches/ and the pin.
-    with tempfile.TemporaryDirectory() as tmp:
-        produced = _export(fork, version, Path(tmp))
-        names = [p.name for p in produced]
-        ps.patched_files(new_upstream, names, Path(tmp), root / "src")
-        shadows = sorted(p for p in ps.overlay_files(root / "src") if p in new_upstream.files)
-        if shadows:
-            raise PrError(f"{ps.PACKAGE} {version} now has files that ours would shadow: {', '.join(shadows)}")
-        pyproject = _bump_pin(root / "pyproject.toml", old, version) if old != version else None
-        if pyproject is not None:
-            pyproject = _set_pins(pyproject, new_pins)
-        patches_dir = root / "patches"
-        header = _series_header(patches_dir)
-        for stale in patches_dir.glob("*.patch"):
-            if stale.name not in names:
-                stale.unlink()
-        for path in produced:
-            _write_atomic(patches_dir / path.name, path.read_bytes())
-    _write_atomic(patches_dir / "series", header + "".join(f"{n}\n" for n in names))
-    if pyproject is not None:
-        _write_atomic(root / "pyproject.toml", pyproject)
-    if state_path is not None and state_path.exists():
+        log(f"upstream-pr: resuming the rebase onto {ps.PACKAGE} {version}")
+    names = _write_rebased(fork, root, old, version, new_upstream, new_pins)
+    state_path = _git_dir(fork) / REBASE_STATE
+    if state_path.exists():
         state_path.unlink()
     log(
         f"upstream-pr: {len(names)} patches rebased onto {ps.PACKAGE} {version}; pin and sha256 pins bumped in "
@@ -1883,9 +1784,10 @@ def _conflict_message(fork: Path, state: dict, version: str, old: str, output: s
 
 def check(root: Path = ROOT, strict: bool = False) -> str:
     """Validates what `make pr` would use without a clone: the series, the stack table placing every patch and
-    upstream-bound file exactly once, and the rules of a reviewable stack (each PR within its budget and whole: no
-    tests-only PR, no link to a later PR's page, no read of a config attribute a later PR writes); returns the planned
-    stack with estimated line counts and any warnings, or raises PrError listing what breaks the rules."""
+    upstream-bound file exactly once, no region marker (`upstream-pr:`) in an upstream-bound file, and the rules of a
+    reviewable stack (each PR within its budget and whole: the RFC core within its budgets, no tests-only PR, no link
+    to a later PR's page, no read of a config attribute a later PR writes); returns the planned stack with estimated
+    line counts and any warnings, or raises PrError listing what breaks the rules."""
     plan = plan_stack(root)
     lines = [f"upstream-pr: the stack `make pr` would build ({STACK_TABLE}):", format_plan(plan)]
     lines.extend(f"upstream-pr: note: {note}" for note in plan.notes)
@@ -1927,12 +1829,10 @@ def describe(plan: Plan, entry: Entry, result: BranchResult | None = None) -> st
     for rel, n in zip(entry.files, entry._file_lines):
         kind = "test" if _is_test_file(rel) else "doc" if rel.endswith(".md") else "new file"
         out.append(f"- {kind}: `{rel}` ({n} lines)")
-    for rel, n in entry.regions.items():
-        out.append(f"- changes `{rel}` (+{n} lines)")
     for name in spec.edits:
         edit = upstream_edits.EDITS[name]
         out.append(f"- `{edit.path}`: {edit.summary}")
-    tests = [rel for rel in entry.touched if _is_test_file(rel)]
+    tests = [rel for rel in entry.files if _is_test_file(rel)]
     out += ["", "Tests: " + (", ".join(f"`{t}`" for t in tests) if tests else "none of its own") + "."]
     return "\n".join(out).rstrip() + "\n"
 

@@ -320,17 +320,12 @@ class StackTest(StackTestBase):
             if entry.branch not in [b.branch for b in self.result.branches]:
                 continue
             changed = self.diff_names(parent, entry.branch)
-            for rel in entry.touched:
-                # each file as this branch holds it: the lines of later entries' regions are not there yet
-                self.assertIn(rel, changed, entry.branch)
-                self.assertEqual(self.show(entry.branch, rel), self.plan.staged[rel].content(entry.number), rel)
-                self.assertNotIn(b"upstream-pr:", self.show(entry.branch, rel), rel)
             last = self.result.branches[-1].branch
             for rel in entry.files:
-                # the last branch holds every file as it is here, less the region markers
-                text = (self.root / rel).read_bytes()
-                if b"upstream-pr:" not in text:
-                    self.assertEqual(self.show(last, rel), text, rel)
+                # each file wholly in its entry's branch, as it is here, and unchanged by every later branch
+                self.assertIn(rel, changed, entry.branch)
+                self.assertEqual(self.show(entry.branch, rel), (self.root / rel).read_bytes(), rel)
+                self.assertEqual(self.show(last, rel), (self.root / rel).read_bytes(), rel)
             for patch in entry.patches:
                 for rel in patch_paths(patch):
                     self.assertIn(rel, changed, f"{entry.branch}: {patch.name}")
@@ -341,9 +336,8 @@ class StackTest(StackTestBase):
             parent = entry.branch
 
     def test_every_branch_imports_alone_and_passes_upstream_ruff(self):
-        # each PR of the real stack on its own: the package star-imports from the branch's src/ (a region cut at the
-        # wrong line, or a name an earlier branch imports from a later region, fails here) and upstream's ruff passes
-        # on what it adds; `make pr-test` runs the branches' tests too
+        # each PR of the real stack on its own: the package star-imports from the branch's src/ (a module that needs
+        # a later PR's fails here) and upstream's ruff passes on what it adds; `make pr-test` runs the branches' tests
         log = []
         results = upstream_pr.test_stack(self.clone, root=self.root, log=log.append, run_tests=False)
         self.assertEqual(list(results), [b.branch for b in self.result.branches])
@@ -575,19 +569,25 @@ class StackFailureTest(StackTestBase):
             self.make_pr(clone, root=root)
         self.assertEqual(clone_state(clone), before)
 
+    def test_a_region_marker_is_refused_before_any_branch_exists(self):
+        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1  # upstream-pr: two\n"}
+        root = tiny_root(self.tmp / "marker", TINY_TABLE, files)
+        clone = self.new_clone()
+        before = clone_state(clone)
+        with self.assertRaisesRegex(upstream_pr.PrError, f"(?s)breaks its rules.*{PKG}/a.py:1: says `upstream-pr:`"):
+            self.make_pr(clone, root=root)
+        self.assertEqual(clone_state(clone), before)
+
     def test_the_real_stack_is_ready_for_review(self):
         # no error and no warning: every entry within its budget, whole (no tests-only PR, no link, import or config
         # read of a later PR, every module reached by its own PR's tests); what STRICT=1 sends
         self.assertEqual(self.plan.errors, [])
         self.assertEqual(self.plan.warnings, [])
-        # the evidence of later PRs reaches the files of the load check as those PRs' own changes
-        names = {e.spec.name: e for e in self.plan.entries}
-        evidence = "src/transformers/trained_precision/evidence.py"
-        for later in ("stamp", "fp16-plan", "evidence"):
-            self.assertIn(evidence, names[later].regions, later)
-        check_text = self.plan.text(evidence, names["check"])
-        for word in ("fp16_plan", "trained_precision_run", "trained_precision_reference", "RunRecord"):
-            self.assertNotIn(word, check_text)
+        # the RFC itself is small: at most three entries, within their budgets together and the first on its own
+        core = [e for e in self.plan.entries if e.spec.name in self.plan.table.rfc_core]
+        self.assertLessEqual(len(core), upstream_pr.RFC_CORE_MAX_ENTRIES)
+        self.assertLessEqual(sum(e.estimated_lines for e in core), self.plan.table.rfc_core_max_lines)
+        self.assertLessEqual(core[0].estimated_lines, self.plan.table.rfc_first_max_lines)
         upstream_pr.check(self.root)  # raises on any error
 
 
@@ -755,19 +755,77 @@ class TableTest(unittest.TestCase):
         with self.assertRaisesRegex(upstream_pr.PrError, "max-lines-ceiling = 3000"):
             upstream_pr.plan_stack(tiny_root(self.tmp / "r2", "max-lines-ceiling = 3000\n" + TINY_TABLE, {}))
 
-    def test_rfc_core_in_at_most_four_entries_the_first_within_800(self):
-        entries = "".join(f'[[pr]]\nname = "p{i}"\ntitle = "P{i}"\nfiles = ["{PKG}/m{i}.py"]\n' for i in range(5))
-        table = 'rfc-core = ["p0", "p1", "p2", "p3", "p4"]\n' + entries
-        files = {f"{PKG}/m{i}.py": "x = 1\n" for i in range(5)}
-        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files))
-        self.assertTrue(any("rfc-core holds 5 entries" in e for e in plan.errors), plan.errors)
-        self.assertTrue(any("needs max-lines <= 800" in e for e in plan.errors), plan.errors)
-        table = 'rfc-core = ["p0"]\n' + entries.replace('title = "P0"', 'title = "P0"\nmax-lines = 800')
-        files[f"{PKG}/m0.py"] = "x = 1\n" * 801
-        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r2", table, files))
-        self.assertTrue(any("first pull request has about 801 changed lines, over 800" in e for e in plan.errors))
+    def core_plan(self, name: str, top: str, sizes: list[int], first_budget: int | None = 250):
+        """A stack of `len(sizes)` entries p0, p1, ... each holding one module of that many lines, under `top`."""
+        entries = "".join(
+            f'[[pr]]\nname = "p{i}"\ntitle = "P{i}"\nfiles = ["{PKG}/m{i}.py"]\n' for i in range(len(sizes))
+        )
+        if first_budget is not None:
+            entries = entries.replace('title = "P0"', f'title = "P0"\nmax-lines = {first_budget}')
+        files = {f"{PKG}/m{i}.py": "x = 1\n" * n for i, n in enumerate(sizes)}
+        return upstream_pr.plan_stack(tiny_root(self.tmp / name, top + entries, files))
+
+    def test_rfc_core_in_at_most_three_entries(self):
+        plan = self.core_plan("r", 'rfc-core = ["p0", "p1", "p2", "p3"]\n', [1, 1, 1, 1])
+        self.assertEqual(
+            [e for e in plan.errors if "rfc-core holds" in e],
+            [
+                "rfc-core holds 4 entries (p0 ~1, p1 ~1, p2 ~1, p3 ~1): the RFC itself (the field, its repo check, the "
+                "stamp, the load check) fits in at most 3 pull requests"
+            ],
+        )
+        self.assertEqual(self.core_plan("r2", 'rfc-core = ["p0", "p1", "p2"]\n', [1, 1, 1, 1]).errors, [])
         with self.assertRaisesRegex(upstream_pr.PrError, "rfc-core names entries that do not exist: nope"):
-            upstream_pr.plan_stack(tiny_root(self.tmp / "r3", 'rfc-core = ["nope"]\n' + entries, files))
+            self.core_plan("r3", 'rfc-core = ["nope"]\n', [1])
+
+    def test_rfc_core_within_1000_lines_together(self):
+        # entries outside the core (p3) do not count
+        plan = self.core_plan("r", 'rfc-core = ["p0", "p1", "p2"]\n', [200, 400, 401, 1500])
+        self.assertEqual(
+            plan.errors,
+            [
+                "rfc-core has about 1001 changed lines (p0 ~200, p1 ~400, p2 ~401), over its budget of 1000 "
+                "(rfc-core-max-lines in tools/pr_stack.toml): move what is not the RFC itself into extension entries"
+            ],
+        )
+        self.assertEqual(self.core_plan("r2", 'rfc-core = ["p0", "p1", "p2"]\n', [200, 400, 400, 1500]).errors, [])
+        # the table may lower the budget
+        plan = self.core_plan("r3", 'rfc-core = ["p0", "p1"]\nrfc-core-max-lines = 500\n', [200, 301])
+        self.assertEqual(len(plan.errors), 1, plan.errors)
+        self.assertIn(
+            "rfc-core has about 501 changed lines (p0 ~200, p1 ~301), over its budget of 500", plan.errors[0]
+        )
+
+    def test_rfc_core_first_entry_within_250_lines(self):
+        plan = self.core_plan("r", 'rfc-core = ["p1", "p0"]\n', [251, 1])
+        self.assertEqual(
+            [e for e in plan.errors if "RFC" in e],
+            [
+                "trained-precision-1-p0: the RFC's first pull request (p0) has about 251 changed lines, over its budget "
+                "of 250 (rfc-core-first-max-lines in tools/pr_stack.toml)"
+            ],
+        )
+        # the first entry's own budget may not allow more either (the ceiling, when it sets none)
+        for name, budget, allowed in (("r2", 300, 300), ("r3", None, 2000)):
+            plan = self.core_plan(name, 'rfc-core = ["p0"]\n', [10], first_budget=budget)
+            self.assertEqual(
+                plan.errors,
+                [
+                    f"trained-precision-1-p0: the RFC's first pull request (p0) is allowed {allowed} changed lines: it "
+                    "needs max-lines <= 250 (rfc-core-first-max-lines in tools/pr_stack.toml)"
+                ],
+            )
+        # the table may lower the budget (the entry's own max-lines too, or it is allowed more than the core's first)
+        plan = self.core_plan("r4", 'rfc-core = ["p0"]\nrfc-core-first-max-lines = 100\n', [101], first_budget=100)
+        core = [e for e in plan.errors if "RFC" in e]
+        self.assertEqual(len(core), 1, plan.errors)
+        self.assertIn("(p0) has about 101 changed lines, over its budget of 100", core[0])
+
+    def test_rfc_core_budgets_may_be_lowered_never_raised(self):
+        for key, default in (("rfc-core-max-lines", 1000), ("rfc-core-first-max-lines", 250)):
+            for value in (default + 1, 0, '"500"'):
+                with self.assertRaisesRegex(upstream_pr.PrError, rf"{key} = .*at most {default} changed lines"):
+                    self.core_plan(f"r-{key}-{value}".replace('"', ""), f"{key} = {value}\n", [1])
 
     def test_a_tests_only_entry_is_an_error(self):
         files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "", "tests/test_b.py": "import unittest\n"}
@@ -843,57 +901,52 @@ class TableTest(unittest.TestCase):
                       "written in trained-precision-2-two)", text)  # fmt: skip
         self.assertIn("'my_plan', which upstream's configs do not have (written by no pull request)", text)
 
-    def test_a_region_is_the_later_entrys_change_of_the_file(self):
-        # a.py (entry one) carries a block and a one-line region that entry two adds
-        a = (
-            "from .base import A  # upstream-pr: two\n"
-            "VALUE = 1\n"
-            "# upstream-pr: two\n"
-            "def f(config):\n"
-            "    from .b import g\n"
-            "\n"
-            "    return g(config.my_flag)\n"
-            "# upstream-pr: end\n"
-        )
-        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": a, f"{PKG}/b.py": "def h(config):\n    config.my_flag = 1\n"}
-        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
-        one, two = plan.entries
-        self.assertEqual(plan.text(f"{PKG}/a.py", one), "VALUE = 1\n")
-        self.assertEqual(
-            plan.text(f"{PKG}/a.py", two),
-            "from .base import A\nVALUE = 1\ndef f(config):\n    from .b import g\n\n    return g(config.my_flag)\n",
-        )
-        self.assertEqual(one.regions, {})
-        self.assertEqual(two.regions, {f"{PKG}/a.py": 5})
-        self.assertEqual(one.estimated_lines, 1)
-        self.assertEqual(two.estimated_lines, 2 + 5)
-        # the region's import of b.py and its read of my_flag are entry two's, where b.py and the write are
-        self.assertEqual(plan.errors, [])
-        self.assertFalse([w for w in plan.warnings if " imports trained_precision." in w], plan.warnings)
-
-    def test_all_names_only_what_the_branch_defines(self):
-        # `__all__` is read as text by the lazy package, so it carries no markers: each branch's copy drops the names
-        # its module does not define yet
-        a = 'VALUE = 1\n# upstream-pr: two\n\n\ndef f():\n    return 2\n# upstream-pr: end\n\n\n__all__ = [\n    "VALUE",\n    "f",\n]\n'
-        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": a}
-        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
-        one, two = plan.entries
-        self.assertEqual(plan.text(f"{PKG}/a.py", one), 'VALUE = 1\n\n\n__all__ = [\n    "VALUE",\n]\n')
-        self.assertIn('    "f",\n]', plan.text(f"{PKG}/a.py", two))
-
-    def test_bad_regions_are_errors_naming_the_line(self):
-        cases = {
-            "# upstream-pr: one\nX = 1\n# upstream-pr: end\n": "a.py:1: the region names 'one', which does not come after",
-            "# upstream-pr: three\nX = 1\n# upstream-pr: end\n": "a.py:1: the region names 'three', which is no entry",
-            "# upstream-pr: two\nX = 1\n": "a.py:1: the region opened here is never closed",
-            "X = 1\n# upstream-pr: end\n": "a.py:2: `upstream-pr: end` closes no region",
-            "# upstream-pr: two\n# upstream-pr: two\n# upstream-pr: end\n": "a.py:2: a region opens inside",
-            "def f():\n# upstream-pr: two\n    return 1\n# upstream-pr: end\n": "a.py does not parse without",
+    def test_region_markers_are_refused_naming_file_and_line(self):
+        # the stack is cut by files and patches only: a marker anywhere upstream-bound fails `check`, whatever its case
+        table = TINY_TABLE.replace('"tests/*"]', '"tests/*", "docs/source/en/trained_precision.md"]')
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "A = 1\n# upstream-pr: two\nB = 2\n# upstream-pr: end\n",
+            f"{PKG}/b.py": "from .a import A  # Upstream-PR: two\n",
+            "tests/test_b.py": "from transformers.trained_precision.b import A\n",
+            "docs/source/en/trained_precision.md": "# Guide\n\n<!-- UPSTREAM-PR: two -->\n",
+            # fork-only files are never upstream-bound
+            "tests/repo_utils/test_tooling.py": "MARKER = '# upstream-pr: two'\n",
+            "tools/notes.py": "# upstream-pr: two\n",
         }
-        for i, (text, error) in enumerate(cases.items()):
-            files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": text}
-            plan = upstream_pr.plan_stack(tiny_root(self.tmp / f"r{i}", TINY_TABLE, files))
-            self.assertTrue(any(error in e for e in plan.errors), (text, plan.errors))
+        root = tiny_root(self.tmp / "r", table, files)
+        plan = upstream_pr.plan_stack(root)
+        refused = [e for e in plan.errors if "upstream-pr:" in e]
+        self.assertEqual(
+            [e.split(": says", 1)[0] for e in refused],
+            [f"{PKG}/a.py:2", f"{PKG}/a.py:4", "docs/source/en/trained_precision.md:3", f"{PKG}/b.py:1"],
+            plan.errors,
+        )
+        for error in refused:
+            self.assertIn("the stack is cut by files and patches only", error)
+        with self.assertRaisesRegex(upstream_pr.PrError, rf"(?s)breaks its rules.*{PKG}/a.py:2: says `upstream-pr:`"):
+            upstream_pr.check(root)
+
+    def test_a_region_marker_added_by_a_patch_is_refused(self):
+        root = self.tmp / "r"
+        tiny_root(
+            root,
+            TINY_TABLE.replace('title = "One"', 'title = "One"\npatches = ["x-*"]'),
+            {f"{PKG}/__init__.py": "", f"{PKG}/a.py": ""},
+        )
+        patch = (
+            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n"
+            "upstream-pr: in the message is not in a file\n---\n"
+            "diff --git a/src/transformers/trainer.py b/src/transformers/trainer.py\n"
+            "--- a/src/transformers/trainer.py\n+++ b/src/transformers/trainer.py\n"
+            "@@ -1,1 +1,2 @@\n import os\n+import sys  # upstream-pr: two\n"
+        )
+        (root / "patches" / "0001-x-marker.patch").write_text(patch, encoding="utf-8")
+        (root / "patches" / "series").write_text("0001-x-marker.patch\n", encoding="utf-8")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "patch")
+        refused = [e for e in upstream_pr.plan_stack(root).errors if "upstream-pr:" in e]
+        self.assertEqual([e.split(": says", 1)[0] for e in refused], ["patches/0001-x-marker.patch:11"])
 
 
 STACK_TEST_TABLE = """
@@ -962,42 +1015,6 @@ class StackTestsTest(StackTestBase):
         self.assertIn("No module named 'transformers.trained_precision.b'", text)
         self.assertIn("trained-precision-2-two: FAILED (ruff)", text)
         self.assertIn("PLW1514", text)
-
-    def test_a_region_reaches_its_own_branch_and_its_tests_run_there(self):
-        # entry two adds `TRIPLE` to a.py (entry one's) and a test of it to test_a.py (entry one's)
-        files = {
-            f"{PKG}/__init__.py": "",
-            f"{PKG}/a.py": "DOUBLE = 42\n# upstream-pr: two\nTRIPLE = 63\n# upstream-pr: end\n",
-            f"{PKG}/b.py": "VALUE = 21\n",
-            "tests/trained_precision/test_a.py": (
-                "import unittest\n\nfrom transformers.trained_precision import a\n\n\n"
-                "class A(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(a.DOUBLE, 42)\n"
-                "    # upstream-pr: two\n\n    def test_triple(self):\n        self.assertEqual(a.TRIPLE, 63)\n"
-                "    # upstream-pr: end\n"
-            ),
-            "tests/trained_precision/test_b.py": (
-                "import unittest\n\nfrom transformers.trained_precision.b import VALUE\n\n\n"
-                "class B(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(VALUE, 21)\n"
-            ),
-        }
-        root = tiny_root(self.tmp / "tiny-regions", STACK_TEST_TABLE, files)
-        clone = self.new_clone()
-        result = self.make_pr(clone, root=root)
-        one, two = (b.branch for b in result.branches)
-        show = lambda ref, rel: git(clone, "show", f"{ref}:{rel}")  # noqa: E731
-        self.assertEqual(show(one, f"{PKG}/a.py"), "DOUBLE = 42\n")
-        self.assertEqual(show(two, f"{PKG}/a.py"), "DOUBLE = 42\nTRIPLE = 63\n")
-        self.assertNotIn("upstream-pr", show(two, "tests/trained_precision/test_a.py"))
-        self.assertEqual(
-            set(git(clone, "diff", "--name-only", one, two).split()),
-            {f"{PKG}/a.py", f"{PKG}/b.py", "tests/trained_precision/test_a.py", "tests/trained_precision/test_b.py"},
-        )
-        log = []
-        results = upstream_pr.test_stack(clone, root=root, log=log.append)
-        self.assertEqual(results, {one: 0, two: 0}, "\n".join(log))
-        text = "\n".join(log)
-        self.assertRegex(text, rf"{one}: passed: star import, ruff, tests: =* 1 passed")
-        self.assertRegex(text, rf"{two}: passed: star import, ruff, tests: =* 3 passed")
 
 
 class UpstreamLintTest(unittest.TestCase):
