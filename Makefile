@@ -41,7 +41,7 @@ check: $(VPY)
 	$(VPY) -m ruff format --check setup.py tools utils tests src benchmarks examples
 	@$(VPY) -c "import transformers" >/dev/null 2>&1 || $(MAKE) install
 	$(VPY) utils/check_trained_precision.py
-	$(VPY) tools/registry_table.py
+	$(VPY) utils/check_trained_precision_registry.py
 	$(VPY) tools/upstream_pr.py lint
 
 # Developer loop: fork/ holds upstream + one commit per patch; edit there, commit, `make export`.

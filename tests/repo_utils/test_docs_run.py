@@ -226,7 +226,7 @@ class BlockExtractionTest(unittest.TestCase):
         self.assertEqual(classify('pip install "transformers[optimi]"'), ("install", None))
         self.assertEqual(classify("python utils/check_trained_precision.py"), ("repo", 0))
         self.assertEqual(classify("A=1 python utils/check_trained_precision.py"), ("repo", 0))
-        self.assertEqual(classify("python tools/registry_table.py --fix_and_overwrite"), ("repo", 0))
+        self.assertEqual(classify("python tools/some_tool.py --fix_and_overwrite"), ("repo", 0))
         self.assertEqual(classify("echo '# exit code 3' > f.txt"), ("run", 0))
 
     def test_the_guide_pages_are_found_and_hold_python_blocks(self):

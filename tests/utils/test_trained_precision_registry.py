@@ -21,9 +21,9 @@ a source of its own, no duplicate ids, no two rows matching the same id unless a
 `exceptions` (the message says when the two contradict each other), and a `model_type` that upstream's
 `CONFIG_MAPPING` knows (where one is given). The `stated` rows are the published precisions, row for row (a family
 glob there may be written out id by id); the table in `docs/source/en/trained_precision_registry.md` is regenerated
-with `python tools/registry_table.py --fix_and_overwrite`.
+with `python utils/check_trained_precision_registry.py --fix_and_overwrite`.
 
-The registry is read from this checkout by path (`tools/registry_table.py`), not from the installed `transformers`.
+The rows are read from the installed `transformers`; a broken copy of `registry.py` is read by path.
 """
 
 from __future__ import annotations
@@ -43,14 +43,15 @@ from transformers.testing_utils import TestCasePlus
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.append(str(REPO_ROOT / "tools"))
 sys.path.append(str(REPO_ROOT / "utils"))
 
 import check_trained_precision  # noqa: E402
-import registry_table  # noqa: E402
+import check_trained_precision_registry as registry_table  # noqa: E402
+
+from transformers.trained_precision import hub_ids as HUB_IDS  # noqa: E402
+from transformers.trained_precision import registry, vocabulary  # noqa: E402
 
 
-vocabulary, registry, HUB_IDS = registry_table.load_trained_precision()
 RegistryEntry = registry.RegistryEntry
 MODEL_TYPES = {"llama", "gpt_neo", "gpt_neox", "opt", "t5"}
 FIX_COMMAND = registry_table.FIX_COMMAND

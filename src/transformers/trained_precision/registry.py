@@ -17,7 +17,7 @@ The registry: checkpoints published before `trained_precision` existed, with the
 Only rows with a public source are listed, each with a confidence (`"stated"` or `"inferred"`, see
 `CONFIDENCE_LEVELS`). The registry is consulted when a loaded config says `"unknown"`; a config's own value always
 wins. `tests/utils/test_trained_precision_registry.py` keeps this table consistent (its `stated` rows are those of
-`utils/trained_precisions.json`) and `tools/registry_table.py` renders it into the docs.
+`utils/trained_precisions.json`) and `utils/check_trained_precision_registry.py` renders it into the docs.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def _llama3_family(model_id: str) -> RegistryEntry:
 # trainers state it (CogVideoX-2b fp16, CogVideoX-5b bf16: zai-org/CogVideo#217): a row gives one precision per Hub id,
 # and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
 # Order: gpt-neo first, then by organisation. Edit here (a `stated` row in utils/trained_precisions.json too), then run
-# `python tools/registry_table.py --fix_and_overwrite` to regenerate the table in
+# `python utils/check_trained_precision_registry.py --fix_and_overwrite` to regenerate the table in
 # docs/source/en/trained_precision_registry.md.
 REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(

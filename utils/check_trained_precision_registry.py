@@ -1,12 +1,23 @@
-#!/usr/bin/env python3
-# Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 """
 The table of the runtime registry (`src/transformers/trained_precision/registry.py`) in
 `docs/source/en/trained_precision_registry.md`, between its BEGIN/END GENERATED markers. Run from the repository root:
 
 ```bash
-python tools/registry_table.py                      # fails on a stale table (part of `make check`)
-python tools/registry_table.py --fix_and_overwrite  # regenerates it
+python utils/check_trained_precision_registry.py                      # fails on a stale table (part of `make check`)
+python utils/check_trained_precision_registry.py --fix_and_overwrite  # regenerates it
 ```
 
 The rows themselves are checked by `tests/utils/test_trained_precision_registry.py` (precision, id or glob, source,
@@ -30,7 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PATH_TO_TRAINED_PRECISION = REPO_ROOT / "src" / "transformers" / "trained_precision"
 PATH_TO_DOC = REPO_ROOT / "docs" / "source" / "en" / "trained_precision_registry.md"
 
-FIX_COMMAND = "python tools/registry_table.py --fix_and_overwrite"
+FIX_COMMAND = "python utils/check_trained_precision_registry.py --fix_and_overwrite"
 TABLE_START = f"<!-- BEGIN GENERATED REGISTRY TABLE: edit registry.py, then run `{FIX_COMMAND}` -->"
 TABLE_END = "<!-- END GENERATED REGISTRY TABLE -->"
 
