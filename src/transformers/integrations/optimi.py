@@ -408,6 +408,59 @@ def compensate_weight_decay_requested(optim_args: dict[str, str] | None) -> bool
     return parse_optim_bool("compensate_weight_decay", value)
 
 
+def _resolve_hook_options(args, compensate_weight_decay: bool | None, partition_steps: bool | None) -> tuple:
+    """`compensate_weight_decay` (default: `optim_args`, else `True`) and `partition_steps` (default: DeepSpeed)."""
+    if compensate_weight_decay is None:
+        from ..trainer_optimizer import _parse_optim_args
+
+        optim_args = _parse_optim_args(getattr(args, "optim_args", None)) if args is not None else {}
+        compensate_weight_decay = compensate_weight_decay_requested(optim_args)
+    if partition_steps is None:
+        from .pure_bf16_distributed import deepspeed_requested
+
+        partition_steps = args is not None and deepspeed_requested(args)
+    return compensate_weight_decay, partition_steps
+
+
+def _step_hooks(compensate_weight_decay: bool, partition_steps: bool, decay_divides: bool) -> tuple:
+    """
+    The step pre- and post-hooks of [`prepare_optimi_optimizer`], sharing what one step holds: the groups' decay
+    (zero during optimi's step), the parameters whose Kahan buffer the step creates, and the partitions' step counts.
+    """
+    held: list[tuple] = []
+    held_steps: list[tuple] = []
+    pending: list = []  # half-precision parameters whose Kahan buffer optimi creates in this step
+    first_step = [True]
+
+    def before_step(opt, step_args, step_kwargs):
+        from .pure_bf16_distributed import make_optimi_dtensor_safe
+
+        _restore_decay(held)  # a step that raised left its groups' decay at zero
+        pending.clear()
+        if first_step[0]:
+            make_optimi_dtensor_safe(opt)
+            first_step[0] = False
+        # `step_args` is `(optimizer, closure, param)` as given; a `param` is optimi's per-parameter gradient release
+        single_param = step_kwargs.get("param") is not None or (len(step_args) > 2 and step_args[2] is not None)
+        if compensate_weight_decay and not single_param:
+            held.extend(_hold_half_precision_decay(opt, decay_divides))
+            pending[:] = _fold_decay_into_compensation(opt, held)
+        if partition_steps and not single_param:
+            held_steps[:] = _hold_partition_steps(opt)
+
+    def after_step(opt, step_args, step_kwargs):
+        if held_steps:
+            _release_partition_steps(opt, held_steps)
+        if held:
+            applied = list(held)
+            _restore_decay(held)
+            if pending:
+                _apply_compensated_decay(opt, applied, pending)
+                pending.clear()
+
+    return before_step, after_step
+
+
 def prepare_optimi_optimizer(
     optimizer, args=None, compensate_weight_decay: bool | None = None, partition_steps: bool | None = None
 ) -> bool:
@@ -447,46 +500,9 @@ def prepare_optimi_optimizer(
     mro_modules = {(cls.__module__ or "").split(".")[0] for cls in type(inner).__mro__}
     if "optimi" not in mro_modules or hasattr(inner, _HOOKS_ATTR):
         return False
-    if compensate_weight_decay is None:
-        from ..trainer_optimizer import _parse_optim_args
-
-        optim_args = _parse_optim_args(getattr(args, "optim_args", None)) if args is not None else {}
-        compensate_weight_decay = compensate_weight_decay_requested(optim_args)
-    if partition_steps is None:
-        from .pure_bf16_distributed import deepspeed_requested
-
-        partition_steps = args is not None and deepspeed_requested(args)
+    compensate_weight_decay, partition_steps = _resolve_hook_options(args, compensate_weight_decay, partition_steps)
     decay_divides = type(inner).__name__ == "Adan"  # Adan divides by 1 + lr * wd (unless adam_wd=True)
-    held: list[tuple] = []
-    held_steps: list[tuple] = []
-    pending: list = []  # half-precision parameters whose Kahan buffer optimi creates in this step
-    first_step = [True]
-
-    def before_step(opt, step_args, step_kwargs):
-        from .pure_bf16_distributed import make_optimi_dtensor_safe
-
-        _restore_decay(held)  # a step that raised left its groups' decay at zero
-        pending.clear()
-        if first_step[0]:
-            make_optimi_dtensor_safe(opt)
-            first_step[0] = False
-        # `step_args` is `(optimizer, closure, param)` as given; a `param` is optimi's per-parameter gradient release
-        single_param = step_kwargs.get("param") is not None or (len(step_args) > 2 and step_args[2] is not None)
-        if compensate_weight_decay and not single_param:
-            held.extend(_hold_half_precision_decay(opt, decay_divides))
-            pending[:] = _fold_decay_into_compensation(opt, held)
-        if partition_steps and not single_param:
-            held_steps[:] = _hold_partition_steps(opt)
-
-    def after_step(opt, step_args, step_kwargs):
-        if held_steps:
-            _release_partition_steps(opt, held_steps)
-        if held:
-            applied = list(held)
-            _restore_decay(held)
-            if pending:
-                _apply_compensated_decay(opt, applied, pending)
-                pending.clear()
+    before_step, after_step = _step_hooks(compensate_weight_decay, partition_steps, decay_divides)
 
     def after_load_state_dict(opt):
         _fit_implementation_to_machine(opt)

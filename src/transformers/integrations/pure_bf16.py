@@ -253,26 +253,14 @@ def cast_model_for_bf16_full_train(
         [`Bf16CastSummary`], also logged as one line.
     """
     import torch
-    import torch.nn as nn
 
     dtype = dtype or torch.bfloat16
     strict_patterns, plain_patterns = _keep_patterns(model)
     strict_match, plain_match = _matcher(strict_patterns), _matcher(plain_patterns)
-
-    embedding_ids: set[int] = set()
-    norm_ids: set[int] = set()
-    if not cast_all:
-        embedding_modules = [m for m in model.modules() if isinstance(m, nn.Embedding)]
-        get_input = getattr(model, "get_input_embeddings", None)
-        if callable(get_input):
-            try:
-                input_embeddings = get_input()
-            except (NotImplementedError, AttributeError):
-                input_embeddings = None
-            if isinstance(input_embeddings, nn.Module):
-                embedding_modules.append(input_embeddings)
-        embedding_ids = {id(p) for m in embedding_modules for p in m.parameters()}
-        norm_ids = {id(p) for m in model.modules() if _is_norm(m) for p in m.parameters(recurse=False)}
+    if cast_all:  # only `_keep_in_fp32_modules_strict` stays in fp32
+        plain_match, embedding_ids, norm_ids = None, set(), set()
+    else:
+        embedding_ids, norm_ids = _embedding_and_norm_param_ids(model)
 
     names_by_tensor: dict[int, list[str]] = {}
     tensors: dict[int, nn.Parameter] = {}
@@ -291,35 +279,71 @@ def cast_model_for_bf16_full_train(
                 summary.tied[names[0]] = names[1:]
             # a PeftModel's frozen base is cast too (its trainable adapter like any trainable weight: see the docstring)
             if not param.is_floating_point() or not (param.requires_grad or peft):
-                if param.dtype == torch.float32:
-                    summary.fp32_params += param.numel()
-                elif param.dtype == dtype:
-                    summary.bf16_params += param.numel()
-                else:
-                    summary.other_params += param.numel()
+                _count_as_is(summary, param, dtype)
                 continue
-            reason = None
-            if strict_match is not None and any(strict_match.search(n) for n in names):
-                reason = "_keep_in_fp32_modules_strict"
-            elif not cast_all:
-                if plain_match is not None and any(plain_match.search(n) for n in names):
-                    reason = "_keep_in_fp32_modules"
-                elif key in embedding_ids:
-                    reason = "embeddings"
-                elif key in norm_ids:
-                    reason = "norms"
-            if reason is not None:
-                if param.dtype != torch.float32:
-                    param.data = param.data.to(torch.float32)
-                label = names[0] + (f" (tied: {', '.join(names[1:])})" if len(names) > 1 else "")
-                summary.kept_fp32[label] = reason
-                summary.fp32_params += param.numel()
-            else:
-                if param.dtype != dtype:
-                    param.data = param.data.to(dtype)
-                summary.bf16_params += param.numel()
+            reason = _keep_reason(key, names, strict_match, plain_match, embedding_ids, norm_ids)
+            _cast_param(summary, param, names, reason, dtype)
     setattr(model, _MARK, summary)
     return summary
+
+
+def _embedding_and_norm_param_ids(model) -> tuple[set[int], set[int]]:
+    """The ids of the parameters of the embeddings (every `nn.Embedding` and the input embeddings) and the norms."""
+    import torch.nn as nn
+
+    embedding_modules = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    get_input = getattr(model, "get_input_embeddings", None)
+    if callable(get_input):
+        try:
+            input_embeddings = get_input()
+        except (NotImplementedError, AttributeError):
+            input_embeddings = None
+        if isinstance(input_embeddings, nn.Module):
+            embedding_modules.append(input_embeddings)
+    embedding_ids = {id(p) for m in embedding_modules for p in m.parameters()}
+    norm_ids = {id(p) for m in model.modules() if _is_norm(m) for p in m.parameters(recurse=False)}
+    return embedding_ids, norm_ids
+
+
+def _keep_reason(key: int, names: list[str], strict_match, plain_match, embedding_ids, norm_ids) -> str | None:
+    """Why a trainable tensor (`names`: all its tied names) stays in fp32, as the summary says it; `None`: cast it."""
+    if strict_match is not None and any(strict_match.search(n) for n in names):
+        return "_keep_in_fp32_modules_strict"
+    if plain_match is not None and any(plain_match.search(n) for n in names):
+        return "_keep_in_fp32_modules"
+    if key in embedding_ids:
+        return "embeddings"
+    if key in norm_ids:
+        return "norms"
+    return None
+
+
+def _count_as_is(summary: Bf16CastSummary, param, dtype) -> None:
+    """Counts a parameter the cast leaves alone (frozen, or not floating point) under the dtype it has."""
+    import torch
+
+    if param.dtype == torch.float32:
+        summary.fp32_params += param.numel()
+    elif param.dtype == dtype:
+        summary.bf16_params += param.numel()
+    else:
+        summary.other_params += param.numel()
+
+
+def _cast_param(summary: Bf16CastSummary, param, names: list[str], reason: str | None, dtype) -> None:
+    """Casts a trainable parameter to fp32 when there is a `reason` to keep it there, else to `dtype`; counts it."""
+    import torch
+
+    if reason is not None:
+        if param.dtype != torch.float32:
+            param.data = param.data.to(torch.float32)
+        label = names[0] + (f" (tied: {', '.join(names[1:])})" if len(names) > 1 else "")
+        summary.kept_fp32[label] = reason
+        summary.fp32_params += param.numel()
+    else:
+        if param.dtype != dtype:
+            param.data = param.data.to(dtype)
+        summary.bf16_params += param.numel()
 
 
 @dataclass(frozen=True)
@@ -491,6 +515,54 @@ def _decay_hint(optimizer) -> str:
     return "The optimi optimizers (`optim='adamw_optimi'`, ...) apply decay inside the compensated update."
 
 
+def _uncompensated_warning(optimizer, half: list, trainable: list, dtype_name: str) -> str:
+    """The warning of an optimizer that does not compensate rounding: updates below 2^-8 (fp16: 2^-11) are lost."""
+    n_half = sum(p.numel() for p in half)
+    n_total = sum(p.numel() for p in trainable)
+    # each format's own numbers: bf16 keeps 8 significant bits, fp16 11
+    update_floor, update_exp = (BF16_UPDATE_FLOOR, 8) if dtype_name == "bfloat16" else (FP16_UPDATE_FLOOR, 11)
+    return (
+        f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
+        f"optimizer {type(optimizer).__name__} does not compensate rounding: any update smaller than 2^-{update_exp} "
+        f"(~{100 * update_floor:.2g}%) of a weight is rounded away, so training stalls as the learning rate decays. "
+        + _rounding_hint(optimizer)
+    )
+
+
+def _lost_decay_warning(optimizer, groups: list[dict], lr: float | None, dtype_name: str) -> list[str]:
+    """
+    The warning, for the first group it applies to, that `lr * weight_decay` is below half a step of the weights'
+    format (2^-9 in bf16, 2^-12 in fp16), so an uncompensated decay multiplier rounds back to 1.
+    """
+    decay_floor, decay_exp = (BF16_DECAY_FLOOR, 9) if dtype_name == "bfloat16" else (FP16_DECAY_FLOOR, 12)
+    for group in groups:
+        wd = group.get("weight_decay", 0.0) or 0.0
+        glr = group.get("lr", lr) or lr
+        if wd and glr and _half_params_in(group) and glr * wd < decay_floor:
+            return [
+                f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-{decay_exp} (~{decay_floor:.3g}): "
+                f"multiplying a {dtype_name} weight by (1 - {glr * wd:.3g}) rounds back to the weight, so weight decay "
+                f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {type(optimizer).__name__}. "
+                + _decay_hint(optimizer)
+            ]
+    return []
+
+
+def _beta2_warning(optimizer, groups: list[dict], dtype_name: str) -> list[str]:
+    """The warning, for the first group it applies to, that Adam's `beta2 > 0.99` stalls a half-precision moment."""
+    for group in groups:
+        beta2 = _beta2(group)
+        if beta2 is not None and beta2 > BF16_MAX_BETA2 and _half_params_in(group):
+            return [
+                f"adam_beta2 = {beta2:g} > {BF16_MAX_BETA2} with {dtype_name} optimizer state: once (1 - beta2) is "
+                f"below half a {dtype_name} step, the second moment cannot decrease any more and the effective step "
+                f"size shrinks. "
+                + ("optimi's default is 0.99; " if _is_optimi(optimizer) else "")
+                + "Pass `adam_beta2=0.99`."
+            ]
+    return []
+
+
 def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     """
     Warns, once and on the main process, about half-precision (bf16/fp16) trainable parameters that will not train as
@@ -522,56 +594,20 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     half = [p for p in trainable if p.dtype in (torch.bfloat16, torch.float16)]
     if not half:
         return []
-    n_half = sum(p.numel() for p in half)
-    n_total = sum(p.numel() for p in trainable)
     dtype_name = "bfloat16" if any(p.dtype == torch.bfloat16 for p in half) else "float16"
-    # each format's own numbers: bf16 keeps 8 significant bits, fp16 11
-    update_floor, update_exp, decay_floor, decay_exp = (
-        (BF16_UPDATE_FLOOR, 8, BF16_DECAY_FLOOR, 9)
-        if dtype_name == "bfloat16"
-        else (FP16_UPDATE_FLOOR, 11, FP16_DECAY_FLOOR, 12)
-    )
     inner = getattr(optimizer, "optimizer", optimizer)
-    opt_name = type(inner).__name__
     compensated = is_compensated_optimizer(inner)
     messages = []
-
     if compensated is False:
-        messages.append(
-            f"{n_half:,} of {n_total:,} trainable parameters ({100 * n_half / n_total:.1f}%) are {dtype_name} and the "
-            f"optimizer {opt_name} does not compensate rounding: any update smaller than 2^-{update_exp} "
-            f"(~{100 * update_floor:.2g}%) of a weight is rounded away, so training stalls as the learning rate decays. "
-            + _rounding_hint(inner)
-        )
-
+        messages.append(_uncompensated_warning(inner, half, trainable, dtype_name))
     groups = getattr(inner, "param_groups", None) or []
     # torchao computes decoupled decay in fp32 and rounds the result stochastically: compensated whenever that is on
     compensates_decay = compensated and (
         getattr(inner, "_compensate_weight_decay", False) or bool(getattr(inner, "bf16_stochastic_round", False))
     )
-    lr = getattr(args, "learning_rate", None)
-    for group in groups:
-        wd = group.get("weight_decay", 0.0) or 0.0
-        glr = group.get("lr", lr) or lr
-        if wd and glr and _half_params_in(group) and not compensates_decay and glr * wd < decay_floor:
-            messages.append(
-                f"learning_rate * weight_decay = {glr:g} * {wd:g} = {glr * wd:.3g} is below 2^-{decay_exp} (~{decay_floor:.3g}): "
-                f"multiplying a {dtype_name} weight by (1 - {glr * wd:.3g}) rounds back to the weight, so weight decay "
-                f"has no effect on {_half_params_in(group):,} {dtype_name} parameters with {opt_name}. "
-                + _decay_hint(inner)
-            )
-            break
-    for group in groups:
-        beta2 = _beta2(group)
-        if beta2 is not None and beta2 > BF16_MAX_BETA2 and _half_params_in(group):
-            messages.append(
-                f"adam_beta2 = {beta2:g} > {BF16_MAX_BETA2} with {dtype_name} optimizer state: once (1 - beta2) is "
-                f"below half a {dtype_name} step, the second moment cannot decrease any more and the effective step "
-                f"size shrinks. "
-                + ("optimi's default is 0.99; " if _is_optimi(inner) else "")
-                + "Pass `adam_beta2=0.99`."
-            )
-            break
+    if not compensates_decay:
+        messages.extend(_lost_decay_warning(inner, groups, getattr(args, "learning_rate", None), dtype_name))
+    messages.extend(_beta2_warning(inner, groups, dtype_name))
 
     if getattr(args, "process_index", 0) == 0:
         for message in messages:

@@ -417,28 +417,7 @@ def plan_bf16_full_train_sharding(
         block_classes = {type(m) for m in model.modules() if type(m).__name__ in wanted}
     block_classes = tuple(block_classes)
 
-    # modules owning tensors of another dtype, grouped when they share a tensor (union-find over tensors)
-    owners: dict[int, list[nn.Module]] = {}
-    for module in model.modules():
-        for param in module.parameters(recurse=False):
-            if param.requires_grad and param.is_floating_point() and param.dtype != dtype:
-                owners.setdefault(id(param), []).append(module)
-    parent: dict[nn.Module, nn.Module] = {}
-
-    def find(m):
-        while parent.get(m, m) is not m:
-            m = parent[m]
-        return m
-
-    for modules in owners.values():
-        for m in modules:
-            parent.setdefault(m, m)
-        for m in modules[1:]:
-            parent[find(m)] = find(modules[0])
-    groups: dict[nn.Module, list[nn.Module]] = {}
-    for m in parent:
-        groups.setdefault(find(m), []).append(m)
-
+    groups = _other_dtype_groups(model, dtype)
     order = {module: i for i, module in enumerate(names)}
     plan = ShardingPlan(root=names.get(model, ""))
     for members in groups.values():
@@ -463,6 +442,34 @@ def plan_bf16_full_train_sharding(
             continue
         plan.block_units.append(names[module])
     return plan
+
+
+def _other_dtype_groups(model: nn.Module, dtype: torch.dtype) -> dict[nn.Module, list[nn.Module]]:
+    """
+    The modules that directly own trainable tensors of another dtype than `dtype`, grouped when they share a tensor
+    (union-find over tensors), each group under one of its modules.
+    """
+    owners: dict[int, list[nn.Module]] = {}
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            if param.requires_grad and param.is_floating_point() and param.dtype != dtype:
+                owners.setdefault(id(param), []).append(module)
+    parent: dict[nn.Module, nn.Module] = {}
+
+    def find(m):
+        while parent.get(m, m) is not m:
+            m = parent[m]
+        return m
+
+    for modules in owners.values():
+        for m in modules:
+            parent.setdefault(m, m)
+        for m in modules[1:]:
+            parent[find(m)] = find(modules[0])
+    groups: dict[nn.Module, list[nn.Module]] = {}
+    for m in parent:
+        groups.setdefault(find(m), []).append(m)
+    return groups
 
 
 def fully_shard_for_bf16_full_train(

@@ -137,11 +137,24 @@ def synchronize_stochastic_rounding(optimizer, seed: int = 0) -> bool:
     >>> synchronize_stochastic_rounding(optimizer, seed=42)
     ```
     """
-    import torch
-
     inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
     if not _is_torchao_low_bit_optimizer(inner) or hasattr(inner, _HOOKS_ATTR):
         return False
+    before_step, after_step = _rounding_hooks(seed)
+    for group in inner.param_groups:
+        group.setdefault("sr_seed", int(seed))
+        group.setdefault("sr_step", 0)
+    setattr(inner, _HOOKS_ATTR, [inner.register_step_pre_hook(before_step), inner.register_step_post_hook(after_step)])
+    return True
+
+
+def _rounding_hooks(seed: int) -> tuple:
+    """
+    The step pre- and post-hooks of [`synchronize_stochastic_rounding`]: the pre-hook enters a `fork_rng` context
+    seeded from `(sr_seed, sr_step)`, the post-hook leaves it and counts the step.
+    """
+    import torch
+
     open_contexts: list = []  # the `fork_rng` context of the step in flight
 
     def leave_rng_context():
@@ -171,11 +184,7 @@ def synchronize_stochastic_rounding(optimizer, seed: int = 0) -> bool:
         for group in opt.param_groups:
             group["sr_step"] = group.get("sr_step", 0) + 1
 
-    for group in inner.param_groups:
-        group.setdefault("sr_seed", int(seed))
-        group.setdefault("sr_step", 0)
-    setattr(inner, _HOOKS_ATTR, [inner.register_step_pre_hook(before_step), inner.register_step_post_hook(after_step)])
-    return True
+    return before_step, after_step
 
 
 #: The `optim` names of upstream's torchao handler.

@@ -544,21 +544,12 @@ def check_adapter_precision(
     mode = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE))
     if mode == IGNORE:
         return None
-    if dtype is None:
-        dtype = getattr(model, "dtype", None)
-    runtimes = [dtype]
-    quantization = _quantization_of(model) if getattr(model, "is_quantized", False) else None
-    if quantization and quantization.get("compute_dtype"):
-        runtimes.append(quantization["compute_dtype"])
     config = getattr(model, "config", None)
     base_info = resolve_trained_precision(config, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
     info = adapter_precision_info(base_info, record)
     base_name = getattr(config, "name_or_path", None) or type(model).__name__
     adapter_name = os.fspath(adapter) if adapter is not None else "<adapter>"
-    for candidate in runtimes:
-        runtime = dtype_to_precision(candidate)
-        if runtime == UNKNOWN:
-            continue
+    for runtime in _adapter_runtimes(model, dtype):
         assessment = info.assess(runtime, model_class=type(model))
         alone = base_info.assess(runtime, model_class=type(model)).risk
         key = (adapter_name, runtime)
@@ -576,25 +567,44 @@ def check_adapter_precision(
         if mode == WARN and key in _WARNED:
             continue
         risk = assessment.risk
-        if base_info.is_known:
-            base_text = f"{' then '.join(base_info.lineage)} ({base_info.describe()})"
-        elif record is not None and record.base_lineage:
-            base_text = f"{' then '.join(record.base_lineage)} (as the adapter's record kept it)"
-        else:
-            base_text = "an unknown precision"
-        message = (
-            f"Adapter '{adapter_name}' is being loaded on '{base_name}' in {runtime}: the base was trained in "
-            f"{base_text} and "
-            f"{_adapter_note(record, runtime)}: {risk.reason}. Load the base with {dtype_options(risk.safe_dtypes)} "
-            f"instead, or set TRANSFORMERS_TRAINED_PRECISION_CHECK=ignore to silence this "
-            f"{'error' if mode == ERROR else 'warning'}."
-        )
+        message = _adapter_risk_message(risk, runtime, adapter_name, base_name, base_info, record, mode)
         if mode == ERROR:
             raise TrainedPrecisionRiskError(message, risk, adapter_name, info.source)
         _WARNED.add(key)
         logger.warning(message)
         return risk
     return None
+
+
+def _adapter_runtimes(model: Any, dtype: Any) -> list[str]:
+    """
+    The precisions that carry base + adapter's activations: `dtype` (by default the model's), then a quantized base's
+    compute dtype; unknown ones (float8, int8) left out.
+    """
+    if dtype is None:
+        dtype = getattr(model, "dtype", None)
+    runtimes = [dtype]
+    quantization = _quantization_of(model) if getattr(model, "is_quantized", False) else None
+    if quantization and quantization.get("compute_dtype"):
+        runtimes.append(quantization["compute_dtype"])
+    return [runtime for runtime in map(dtype_to_precision, runtimes) if runtime != UNKNOWN]
+
+
+def _adapter_risk_message(risk, runtime: str, adapter_name: str, base_name: str, base_info, record, mode: str) -> str:
+    """The warning (or error) of a risky base + adapter in `runtime`: both trainings, the risk and the fix."""
+    if base_info.is_known:
+        base_text = f"{' then '.join(base_info.lineage)} ({base_info.describe()})"
+    elif record is not None and record.base_lineage:
+        base_text = f"{' then '.join(record.base_lineage)} (as the adapter's record kept it)"
+    else:
+        base_text = "an unknown precision"
+    return (
+        f"Adapter '{adapter_name}' is being loaded on '{base_name}' in {runtime}: the base was trained in "
+        f"{base_text} and "
+        f"{_adapter_note(record, runtime)}: {risk.reason}. Load the base with {dtype_options(risk.safe_dtypes)} "
+        f"instead, or set TRANSFORMERS_TRAINED_PRECISION_CHECK=ignore to silence this "
+        f"{'error' if mode == ERROR else 'warning'}."
+    )
 
 
 def check_loaded_adapter(model: Any, adapter: Any, checkpoint_files: Any) -> None:

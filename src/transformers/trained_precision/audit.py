@@ -491,14 +491,7 @@ def audit_activations(
                         first_overflow = (name, kind, value)
     finally:
         model.train(was_training)
-    modules = [
-        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
-        for name, value in recorder.output_max.items()
-    ]
-    modules.sort(key=lambda m: -math.inf if math.isnan(m.max_abs) else -m.max_abs)
-    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
-    if nonfinite:
-        modules.sort(key=lambda m: math.isfinite(m.max_abs))
+    modules, nonfinite = _ranked_modules(recorder)
     return ActivationAudit(
         modules=modules,
         first_overflow=first_overflow,
@@ -507,6 +500,22 @@ def audit_activations(
         tokens=tokens,
         input_source=source,
     )
+
+
+def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], list[str]]:
+    """
+    Every module's range, largest first (the non-finite ones before all others), and the names of the non-finite
+    ones.
+    """
+    modules = [
+        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
+        for name, value in recorder.output_max.items()
+    ]
+    modules.sort(key=lambda m: -math.inf if math.isnan(m.max_abs) else -m.max_abs)
+    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
+    if nonfinite:
+        modules.sort(key=lambda m: math.isfinite(m.max_abs))
+    return modules, nonfinite
 
 
 #: Files whose presence means a checkpoint directory ships a tokenizer. (Without them, v5 can build a blank

@@ -359,39 +359,65 @@ def check_trained_precision(
     if scope is not None and action in (FROM_CONFIG, CAST):
         if scope.deferred:  # judged with the whole model once its weights are loaded
             return None
-        mode = mode if mode is not None else scope.mode
-        model_name = scope.model_name or model_name
-        action = scope.action
-        registry_row = registry_row or scope.registry_row
+        mode, model_name, action, registry_row = _inherit_scope(scope, mode, model_name, registry_row)
     per_call = mode is not None
     mode = resolve_check_mode(mode)
-    info = resolve_trained_precision(
-        config,
-        model_name,
-        persisted_from=registry_row,
-        fp16_plan=fp16_plan,
-    )
+    info = resolve_trained_precision(config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan)
     if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
-        persisted = persist_registry_precision(config, info) if action == LOAD else False
-        who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
-        _PERSISTED.set(
-            {
-                "who": who,
-                "row": info.entry if persisted else None,
-                "deferred": deferred,
-            }
-        )
+        _remember_persisted(config, info, model_name, action, deferred)
     # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
     forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
     if deferred:
         return None
-    if fp16_plan_problem is None and action == LOAD and scope is None and read_fp16_plan(config) is not None:
-        # a load that did not wait for the weights to verify its stored plan does not apply it
-        fp16_plan_problem = (
-            "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
-            if hf_quantizer is not None
-            else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
-        )
+    if fp16_plan_problem is None and action == LOAD and scope is None:
+        fp16_plan_problem = _unapplied_plan_problem(config, hf_quantizer)
+    assessment, note = _riskiest_assessment(info, dtype, hf_quantizer, model_class)
+    if assessment is None:
+        return None
+    if mode == IGNORE:
+        return assessment.risk
+    name = _display_name(config, model_name)
+    return _report_assessment(assessment, info, name, sub_model, action, mode, per_call, note, fp16_plan_problem)
+
+
+def _inherit_scope(scope: _ConstructionScope, mode, model_name, registry_row) -> tuple:
+    """For a sub-model built inside a load: the load's mode and registry row (unless given), its name and action."""
+    mode = mode if mode is not None else scope.mode
+    return mode, scope.model_name or model_name, scope.action, registry_row or scope.registry_row
+
+
+def _display_name(config, model_name) -> str:
+    """The model's name in messages: `model_name`, else the config's `name_or_path`, else `<unnamed ... model>`."""
+    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
+    if not name:
+        name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
+    return name
+
+
+def _remember_persisted(config, info, model_name, action: str, deferred: bool) -> None:
+    """Records, for the construction scope of this call, the registry row a load wrote into `config` (if any)."""
+    persisted = persist_registry_precision(config, info) if action == LOAD else False
+    who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
+    _PERSISTED.set({"who": who, "row": info.entry if persisted else None, "deferred": deferred})
+
+
+def _unapplied_plan_problem(config, hf_quantizer) -> str | None:
+    """Why a stored fp16 plan is no evidence on a load that did not wait for the weights; `None` without a plan."""
+    if read_fp16_plan(config) is None:
+        return None
+    # a load that did not wait for the weights to verify its stored plan does not apply it
+    return (
+        "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
+        if hf_quantizer is not None
+        else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
+    )
+
+
+def _riskiest_assessment(info, dtype, hf_quantizer, model_class) -> tuple[Assessment | None, str | None]:
+    """
+    The assessment of the runtime to report on, with its note: the first risky one of the dtypes that carry the
+    activations (a quantized model's load and compute dtypes), else the first one the rules had a say on.
+    """
     runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
     assessment, note = None, None
     for candidate, candidate_note in runtimes:
@@ -400,14 +426,17 @@ def check_trained_precision(
         found = info.assess(candidate, model_class=model_class)
         if found.prior is not None and (assessment is None or assessment.risk is None and found.risk is not None):
             assessment, note = found, candidate_note if hf_quantizer is not None else None
-    if assessment is None:
-        return None
+    return assessment, note
+
+
+def _report_assessment(
+    assessment: Assessment, info, name: str, sub_model: str, action: str, mode: str, per_call: bool, note, plan_problem
+) -> Risk | None:
+    """
+    Says an assessment once per (model, sub-model, trained, runtime precision): evidence that overrides the risk at
+    info level, a risk as a warning, or raises it in `"error"` mode. Returns the risk (`None` when overridden).
+    """
     risk = assessment.risk
-    if mode == IGNORE:
-        return risk
-    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
-    if not name:
-        name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
     prior = assessment.prior
     key = (name, sub_model, prior.trained, prior.runtime)
     outer_key = (name, "", prior.trained, prior.runtime)
@@ -431,8 +460,8 @@ def check_trained_precision(
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
         evidence_note=(
-            f"Its stored fp16 plan is no evidence here: {fp16_plan_problem}."
-            if fp16_plan_problem and prior.runtime == "fp16"
+            f"Its stored fp16 plan is no evidence here: {plan_problem}."
+            if plan_problem and prior.runtime == "fp16"
             else None
         ),
     )

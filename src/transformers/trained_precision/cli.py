@@ -175,81 +175,102 @@ def _read_texts(path: str) -> list[str]:
     return blocks
 
 
+# The parameters of `precision`, which the CLI frameworks read at runtime (huggingface_hub 1.x's typer app, 2.x's
+# click group).
+_PathsArgument = Annotated[
+    list[str],
+    typer.Argument(
+        help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to write.",
+        show_default=False,
+    ),
+]
+_DtypeOption = Annotated[
+    str | None,
+    typer.Option(help="The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."),
+]
+_AuditOption = Annotated[
+    bool,
+    typer.Option(
+        "--audit",
+        help="Load the model in fp32 on the CPU, run a calibration forward and measure every module's max "
+        "|activation| against fp16's 65504. Needs torch.",
+    ),
+]
+_DownloadOption = Annotated[
+    bool, typer.Option("--download", help="With --audit: let it download the weights of an uncached Hub id.")
+]
+_AllowPickleOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-pickle", help="With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
+    ),
+]
+_TextOption = Annotated[str | None, typer.Option("--text", hidden=True, help="The former name of --texts.")]
+_TopOption = Annotated[int, typer.Option(help="With --audit: how many modules to list.")]
+_OutputFormatOption = Annotated[str, typer.Option("--format", help="Output format: text or json.")]
+_JsonOutputOption = Annotated[
+    bool, typer.Option("--json", help="Print the report (or the error) as JSON (same as --format json).")
+]
+_RevisionOption = Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id only.")]
+_CacheDirOption = Annotated[
+    str | None,
+    typer.Option("--cache-dir", help="The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."),
+]
+_PrecisionValueOption = Annotated[
+    str | None,
+    typer.Option("--precision", help="`set`: the value to write: fp32, bf16, fp16, or unknown (removes it)."),
+]
+_FromRegistryOption = Annotated[
+    bool, typer.Option("--from-registry", help="`set`: write the registry's value for each checkpoint's Hub id.")
+]
+_ModelIdOption = Annotated[
+    str | None,
+    typer.Option("--model-id", help="`set --from-registry`: the Hub id of local checkpoints outside the cache."),
+]
+_ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="`set`: replace or remove a value a config holds. `plan --write`: write into a Hub cache snapshot.",
+    ),
+]
+_DryRunOption = Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")]
+_WriteOption = Annotated[
+    bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
+]
+_TextsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--texts",
+        help="With --audit, and `plan`: a UTF-8 file of calibration texts (one per paragraph, or per line).",
+    ),
+]
+_HeadroomOption = Annotated[
+    float | None,
+    typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
+]
+
+
 def precision(
-    args: Annotated[
-        list[str],
-        typer.Argument(
-            help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to write.",
-            show_default=False,
-        ),
-    ],
-    dtype: Annotated[
-        str | None,
-        typer.Option(help="The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."),
-    ] = None,
-    audit: Annotated[
-        bool,
-        typer.Option(
-            "--audit",
-            help="Load the model in fp32 on the CPU, run a calibration forward and measure every module's max "
-            "|activation| against fp16's 65504. Needs torch.",
-        ),
-    ] = False,
-    download: Annotated[
-        bool, typer.Option("--download", help="With --audit: let it download the weights of an uncached Hub id.")
-    ] = False,
-    allow_pickle: Annotated[
-        bool,
-        typer.Option(
-            "--allow-pickle", help="With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
-        ),
-    ] = False,
-    text: Annotated[str | None, typer.Option("--text", hidden=True, help="The former name of --texts.")] = None,
-    top: Annotated[int, typer.Option(help="With --audit: how many modules to list.")] = 10,
-    output_format: Annotated[str, typer.Option("--format", help="Output format: text or json.")] = "text",
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the report (or the error) as JSON (same as --format json).")
-    ] = False,
-    revision: Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id only.")] = None,
-    cache_dir: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-dir", help="The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."
-        ),
-    ] = None,
-    precision_value: Annotated[
-        str | None,
-        typer.Option("--precision", help="`set`: the value to write: fp32, bf16, fp16, or unknown (removes it)."),
-    ] = None,
-    from_registry: Annotated[
-        bool, typer.Option("--from-registry", help="`set`: write the registry's value for each checkpoint's Hub id.")
-    ] = False,
-    model_id: Annotated[
-        str | None,
-        typer.Option("--model-id", help="`set --from-registry`: the Hub id of local checkpoints outside the cache."),
-    ] = None,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="`set`: replace or remove a value a config holds. `plan --write`: write into a Hub cache snapshot.",
-        ),
-    ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")] = False,
-    write: Annotated[
-        bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
-    ] = False,
-    texts: Annotated[
-        str | None,
-        typer.Option(
-            "--texts",
-            help="With --audit, and `plan`: a UTF-8 file of calibration texts (one per paragraph, or per line).",
-        ),
-    ] = None,
-    headroom: Annotated[
-        float | None,
-        typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
-    ] = None,
+    args: _PathsArgument,
+    dtype: _DtypeOption = None,
+    audit: _AuditOption = False,
+    download: _DownloadOption = False,
+    allow_pickle: _AllowPickleOption = False,
+    text: _TextOption = None,
+    top: _TopOption = 10,
+    output_format: _OutputFormatOption = "text",
+    json_output: _JsonOutputOption = False,
+    revision: _RevisionOption = None,
+    cache_dir: _CacheDirOption = None,
+    precision_value: _PrecisionValueOption = None,
+    from_registry: _FromRegistryOption = False,
+    model_id: _ModelIdOption = None,
+    force: _ForceOption = False,
+    dry_run: _DryRunOption = False,
+    write: _WriteOption = False,
+    texts: _TextsOption = None,
+    headroom: _HeadroomOption = None,
 ):
     try:
         texts = _one_texts_file(texts, text)
@@ -406,11 +427,8 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
 
 def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
-    from ..utils import CONFIG_NAME
-    from .fp16_plan_search import DEFAULT_HEADROOM, Fp16PlanError, plan_checkpoint, write_fp16_plan
-    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .fp16_plan_search import Fp16PlanError, plan_checkpoint
     from .inspection import CheckpointInspectionError
-    from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
 
     if len(args) != 1:
         raise CommandError(
@@ -418,27 +436,8 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             "(transformers precision plan PATH_OR_ID --dtype fp16 [--write])"
         )
     path_or_id = args[0]
-    try:
-        asked = normalize_precision(options.dtype) if options.dtype is not None else FP16
-    except InvalidTrainedPrecisionError:
-        asked = None
-    if asked != FP16:
-        raise CommandError(
-            f"--dtype {options.dtype!r}: a plan is made for fp16 only (bf16 has fp32's range): use --dtype fp16."
-        )
-    headroom = DEFAULT_HEADROOM if options.headroom is None else options.headroom
-    if not headroom >= 1 or headroom == float("inf"):
-        raise CommandError(f"--headroom must be a number >= 1, got {headroom}.")
-
-    def find_config() -> str | None:
-        if os.path.isdir(path_or_id):
-            return os.path.join(path_or_id, CONFIG_NAME)
-        if parse_hub_id(path_or_id) is not None:
-            snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=options.cache_dir)
-            return os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
-        return None
-
-    config_path = find_config()
+    headroom = _plan_headroom(options)
+    config_path = _plan_config_path(path_or_id, options.cache_dir)
     if config_path is None and not options.download:
         raise CommandError(
             f"{path_or_id} is neither a checkpoint directory nor a Hub id in the local cache (--download fetches it)."
@@ -467,16 +466,8 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     code = EXIT_SAFE if result.passed else EXIT_RISKY
     written = None
     if result.passed and options.write:
-        config_path = config_path or find_config()
-        if config_path is None or not os.path.isfile(config_path):
-            raise CommandError(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_NOT_DONE)
-        try:
-            write_fp16_plan(config_path, result.to_config_dict(), result.parts, force=options.force)
-        except (OSError, ValueError) as e:
-            raise CommandError(
-                f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_NOT_DONE
-            ) from e
-        written = config_path
+        config_path = config_path or _plan_config_path(path_or_id, options.cache_dir)
+        written = _write_plan(result, config_path, path_or_id, options.force)
     if out.json:
         out.document({"plan": result.to_dict(), "written": written, "exit_code": code})
     else:
@@ -490,45 +481,57 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     return code
 
 
-def _run_set(args: list[str], options: Options, out: _Output) -> int:
-    """`transformers precision set PATH...`: write (or remove) the field in checkpoints' `config.json`."""
+def _plan_headroom(options: Options) -> float:
+    """`plan`'s headroom, once `--dtype` is checked to ask for fp16 (the only dtype a plan is made for)."""
+    from .fp16_plan_search import DEFAULT_HEADROOM
+    from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
+
+    try:
+        asked = normalize_precision(options.dtype) if options.dtype is not None else FP16
+    except InvalidTrainedPrecisionError:
+        asked = None
+    if asked != FP16:
+        raise CommandError(
+            f"--dtype {options.dtype!r}: a plan is made for fp16 only (bf16 has fp32's range): use --dtype fp16."
+        )
+    headroom = DEFAULT_HEADROOM if options.headroom is None else options.headroom
+    if not headroom >= 1 or headroom == float("inf"):
+        raise CommandError(f"--headroom must be a number >= 1, got {headroom}.")
+    return headroom
+
+
+def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
+    """The `config.json` of a checkpoint directory, or of a Hub id's cached snapshot; `None` when neither."""
     from ..utils import CONFIG_NAME
     from .hub_ids import find_cached_snapshot, parse_hub_id
-    from .populate import populate_checkpoints
-    from .registry import lookup
-    from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
 
-    precision_value = options.precision
-    if not args:
-        raise CommandError("`set` needs at least one path: transformers precision set PATH... --precision bf16")
-    if (precision_value is None) == (not options.from_registry):
-        raise CommandError("`set` needs exactly one of --precision VALUE and --from-registry.")
-    if precision_value is not None:
-        try:
-            precision_value = normalize_precision(precision_value)
-        except InvalidTrainedPrecisionError as e:
-            raise CommandError(
-                f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}."
-            ) from e
-    if options.model_id is not None and lookup(options.model_id) is None:
-        raise CommandError(f"--model-id {options.model_id} is not in the registry: pass --precision instead.")
-    # every path must exist before anything is written; a Hub id that is not a local path names its cached snapshot
-    # (every spelling of the id is tried)
-    resolved = []
-    for path in args:
-        if not os.path.lexists(os.path.expanduser(path)):
-            snapshot = None
-            if parse_hub_id(path) is not None:
-                snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=options.cache_dir)
-            if snapshot is None:
-                raise CommandError(
-                    f"{path} is neither a local path nor a Hub id in the local cache: nothing was written. Download "
-                    f"it first (`hf download {path}`), or pass the checkpoint directory."
-                    if parse_hub_id(path) is not None
-                    else f"{path} does not exist: nothing was written."
-                )
-            path = snapshot
-        resolved.append(path)
+    if os.path.isdir(path_or_id):
+        return os.path.join(path_or_id, CONFIG_NAME)
+    if parse_hub_id(path_or_id) is not None:
+        snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+        return os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
+    return None
+
+
+def _write_plan(result, config_path: str | None, path_or_id: str, force: bool) -> str:
+    """Stores a validated plan into `config_path` (and its parts into the sub-configs); returns the path written."""
+    from .fp16_plan_search import write_fp16_plan
+
+    if config_path is None or not os.path.isfile(config_path):
+        raise CommandError(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_NOT_DONE)
+    try:
+        write_fp16_plan(config_path, result.to_config_dict(), result.parts, force=force)
+    except (OSError, ValueError) as e:
+        raise CommandError(f"cannot write the plan into {config_path}: {e}; nothing modified.", EXIT_NOT_DONE) from e
+    return config_path
+
+
+def _run_set(args: list[str], options: Options, out: _Output) -> int:
+    """`transformers precision set PATH...`: write (or remove) the field in checkpoints' `config.json`."""
+    from .populate import populate_checkpoints
+
+    precision_value = _set_precision_value(args, options)
+    resolved = [_set_path(path, options.cache_dir) for path in args]
 
     def show(result):
         if not out.json:
@@ -553,28 +556,70 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             code = EXIT_NOT_DONE
         results.extend(found)
     if out.json:
-        out.document(
-            {
-                "results": [
-                    {
-                        "path": r.path,
-                        "status": r.status,
-                        "message": r.message,
-                        "model_id": r.model_id,
-                        "precision": r.precision,
-                        "diff": r.diff,
-                    }
-                    for r in results
-                ],
-                "exit_code": code,
-            }
-        )
+        out.document({"results": [_set_result_dict(r) for r in results], "exit_code": code})
     else:
         counts = {}
         for r in results:
             counts[r.status] = counts.get(r.status, 0) + 1
         print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
     return code
+
+
+def _set_precision_value(args: list[str], options: Options) -> str | None:
+    """Checks `set`'s arguments and options; returns the normalized `--precision` (`None` with `--from-registry`)."""
+    from .registry import lookup
+    from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
+
+    precision_value = options.precision
+    if not args:
+        raise CommandError("`set` needs at least one path: transformers precision set PATH... --precision bf16")
+    if (precision_value is None) == (not options.from_registry):
+        raise CommandError("`set` needs exactly one of --precision VALUE and --from-registry.")
+    if precision_value is not None:
+        try:
+            precision_value = normalize_precision(precision_value)
+        except InvalidTrainedPrecisionError as e:
+            raise CommandError(
+                f"--precision {precision_value!r} is not valid: use one of {', '.join(PRECISIONS)}."
+            ) from e
+    if options.model_id is not None and lookup(options.model_id) is None:
+        raise CommandError(f"--model-id {options.model_id} is not in the registry: pass --precision instead.")
+    return precision_value
+
+
+def _set_path(path: str, cache_dir: str | None) -> str:
+    """
+    A path `set` writes into: every path must exist before anything is written; a Hub id that is not a local path
+    names its cached snapshot (every spelling of the id is tried).
+    """
+    from ..utils import CONFIG_NAME
+    from .hub_ids import find_cached_snapshot, parse_hub_id
+
+    if os.path.lexists(os.path.expanduser(path)):
+        return path
+    snapshot = None
+    if parse_hub_id(path) is not None:
+        snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=cache_dir)
+    if snapshot is None:
+        raise CommandError(
+            f"{path} is neither a local path nor a Hub id in the local cache: nothing was written. Download "
+            f"it first (`hf download {path}`), or pass the checkpoint directory."
+            if parse_hub_id(path) is not None
+            else f"{path} does not exist: nothing was written."
+        )
+    return snapshot
+
+
+def _set_result_dict(result) -> dict:
+    """One checkpoint's result of `set`, in its `--json` document."""
+    return {
+        "path": result.path,
+        "status": result.status,
+        "message": result.message,
+        "model_id": result.model_id,
+        "precision": result.precision,
+        "diff": result.diff,
+    }
 
 
 _REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "texts", "top", "revision", "cache_dir"})

@@ -300,28 +300,33 @@ def find_evidence(
             f"stated at {entry.reference_source}",
         )
     if runtime == FP16 and plan is not None:
-        validation = plan["validation"]
-        domain = plan.get("validated_on") or {}
-        inputs = f"{validation['texts']} sequences"
-        if domain:
-            inputs = (
-                f"{domain['sequences']} sequences of up to {domain['max_tokens']} tokens on {domain['device']} "
-                f"({domain['backend']})"
-            )
-        return Evidence(
-            FP16_PLAN,
-            runtime,
-            f"a measured fp16 plan, verified against these weights, keeps {len(plan['modules'])} module(s) in fp32 "
-            f"and passed its validation against fp32 (cosine {validation['cosine']:.4f}, top-1 agreement "
-            f"{validation['top1_agreement']:.2%} on {inputs})",
-            f"config: {FP16_PLAN_FIELD}",
-        )
+        return _plan_evidence(plan)
     if runtime == FP16 and run is not None and run.fp16_plan:
         # the run kept a stored plan's modules in fp32: it proves fp16 only while that plan is evidence (`plan`)
         return None
     if trained == runtime and run is not None and run.proves(runtime, compute):
         return Evidence(FINISHED_RUN, runtime, run.describe(runtime), f"config: {RUN_FIELD}")
     return None
+
+
+def _plan_evidence(plan: dict) -> Evidence:
+    """The evidence of a verified fp16 plan: how many modules it keeps in fp32, and its validation against fp32."""
+    validation = plan["validation"]
+    domain = plan.get("validated_on") or {}
+    inputs = f"{validation['texts']} sequences"
+    if domain:
+        inputs = (
+            f"{domain['sequences']} sequences of up to {domain['max_tokens']} tokens on {domain['device']} "
+            f"({domain['backend']})"
+        )
+    return Evidence(
+        FP16_PLAN,
+        FP16,
+        f"a measured fp16 plan, verified against these weights, keeps {len(plan['modules'])} module(s) in fp32 "
+        f"and passed its validation against fp32 (cosine {validation['cosine']:.4f}, top-1 agreement "
+        f"{validation['top1_agreement']:.2%} on {inputs})",
+        f"config: {FP16_PLAN_FIELD}",
+    )
 
 
 def keep_in_fp32_mitigation(

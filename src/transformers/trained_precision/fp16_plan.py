@@ -408,11 +408,7 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
         model = model.get_base_model()
     if getattr(model, "config", None) is None:
         return decision
-    stored = []
-    for key, prefix, owner in [("", "", model), *sub_models(model)]:
-        plan = read_fp16_plan(owner.config)
-        if plan is not None:
-            stored.append((key, prefix, owner, plan))
+    stored = _stored_plans(model)
     if not stored:
         return decision
 
@@ -430,19 +426,7 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
     for key, prefix, owner, plan in stored:
         resolved = resolve_plan_modules(owner, plan["modules"])
         if resolved is None:
-            missing = sorted(set(plan["modules"]) - _module_names(owner))
-            where = f"`{key}` sub-config" if key else "config"
-            message = (
-                f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
-                f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
-                f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
-                "plan again for this model"
-            )
-            message += ": `transformers precision plan PATH --dtype fp16 --write`"
-            logger.warning_once(f"{message}.")
-            return refuse(
-                f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
-            )
+            return refuse(_unresolved_plan(model, key, owner, plan))
         resolved_by_key[key] = resolved
         names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
     decision.modules = sorted(set(names))
@@ -457,6 +441,34 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
         else:
             decision.problems[key] = problem
     return decision
+
+
+def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
+    """`(key, prefix, owner, plan)` of every plan stored in the model's config and its sub-models' configs."""
+    stored = []
+    for key, prefix, owner in [("", "", model), *sub_models(model)]:
+        plan = read_fp16_plan(owner.config)
+        if plan is not None:
+            stored.append((key, prefix, owner, plan))
+    return stored
+
+
+def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
+    """
+    Warns (once) that a stored plan names modules `owner` does not have, so no plan is applied; returns why the plan
+    is no evidence.
+    """
+    missing = sorted(set(plan["modules"]) - _module_names(owner))
+    where = f"`{key}` sub-config" if key else "config"
+    message = (
+        f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
+        f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
+        f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
+        "plan again for this model"
+    )
+    message += ": `transformers precision plan PATH --dtype fp16 --write`"
+    logger.warning_once(f"{message}.")
+    return f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
 
 
 def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=None) -> bool:

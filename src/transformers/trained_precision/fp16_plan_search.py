@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -450,21 +451,13 @@ def search_fp16_plan(
         max_length = usable_length(getattr(model, "config", None))
     if not (isinstance(max_length, int) and max_length >= 2):
         raise Fp16PlanError(f"max_length must be an integer >= 2, got {max_length!r}")
-    sweep = length_sweep(max_length)
     from .audit import DEFAULT_TEXTS
 
     calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
-    held_texts = list(held_out_texts or HELD_OUT_TEXTS)
     if inputs is None:
-        short = min(max_length, 64) if tokenizer is None else max_length
-        inputs, _ = calibration_inputs(model, tokenizer, texts, max_length=short, seed=seed)
-        inputs = inputs + sweep_inputs(model, tokenizer, calibration_texts, sweep, seed=seed + 100)
+        inputs = _calibration_batches(model, tokenizer, texts, calibration_texts, max_length, seed)
     if held_out_inputs is None:
-        if tokenizer is not None:
-            held_out_inputs, _ = calibration_inputs(model, tokenizer, held_texts, max_length=max_length)
-        else:
-            held_out_inputs, _ = calibration_inputs(model, None, None, max_length=min(max_length, 64), seed=seed + 1)
-        held_out_inputs = held_out_inputs + sweep_inputs(model, tokenizer, held_texts, sweep, seed=seed + 101)
+        held_out_inputs = _held_out_batches(model, tokenizer, list(held_out_texts or HELD_OUT_TEXTS), max_length, seed)
     digest = _calibration_hash(calibration_texts if tokenizer is not None else None, inputs)
     was_training = model.training
     model.eval()
@@ -472,11 +465,40 @@ def search_fp16_plan(
         result = _search(model, inputs, held_out_inputs, headroom, digest)
     finally:
         model.train(was_training)
-    lengths = [int(batch["input_ids"].shape[-1]) for batch in (*inputs, *held_out_inputs) if "input_ids" in batch]
-    device = next((t.device for t in model.parameters()), None)
+    result.validated_on = _validation_domain(model, inputs, held_out_inputs)
+    result.validation["modules"] = list(result.modules)
+    result.fingerprint = plan_fingerprint(model, result.to_config_dict()) or ""
+    if result.passed:
+        result.parts = split_plan(model, result.to_config_dict())
+    return result
+
+
+def _calibration_batches(model, tokenizer, texts, calibration_texts: list[str], max_length: int, seed: int) -> list:
+    """
+    The calibration inputs: the texts (random token ids without a tokenizer, at most 64 long), then one sequence per
+    length of the sweep.
+    """
+    short = min(max_length, 64) if tokenizer is None else max_length
+    inputs, _ = calibration_inputs(model, tokenizer, texts, max_length=short, seed=seed)
+    return inputs + sweep_inputs(model, tokenizer, calibration_texts, length_sweep(max_length), seed=seed + 100)
+
+
+def _held_out_batches(model, tokenizer, held_texts: list[str], max_length: int, seed: int) -> list:
+    """The validation-only inputs: the held-out texts (random token ids without a tokenizer), then the sweep."""
+    if tokenizer is not None:
+        held_out_inputs, _ = calibration_inputs(model, tokenizer, held_texts, max_length=max_length)
+    else:
+        held_out_inputs, _ = calibration_inputs(model, None, None, max_length=min(max_length, 64), seed=seed + 1)
+    return held_out_inputs + sweep_inputs(model, tokenizer, held_texts, length_sweep(max_length), seed=seed + 101)
+
+
+def _validation_domain(model, inputs: list[dict], held_out_inputs: list[dict]) -> dict:
+    """What a plan was validated on (its `validated_on`): the sequences, their lengths, the device and torch."""
     import torch
 
-    result.validated_on = {
+    lengths = [int(batch["input_ids"].shape[-1]) for batch in (*inputs, *held_out_inputs) if "input_ids" in batch]
+    device = next((t.device for t in model.parameters()), None)
+    return {
         "sequences": len(inputs) + len(held_out_inputs),
         "lengths": sorted(set(lengths)),
         "max_tokens": max(lengths, default=0),
@@ -485,11 +507,6 @@ def search_fp16_plan(
         "backend": _backend(device) if device is not None else "cpu",
         "torch": torch.__version__.split("+")[0],
     }
-    result.validation["modules"] = list(result.modules)
-    result.fingerprint = plan_fingerprint(model, result.to_config_dict()) or ""
-    if result.passed:
-        result.parts = split_plan(model, result.to_config_dict())
-    return result
 
 
 def split_plan(model, plan: dict) -> dict[str, dict]:
@@ -514,8 +531,6 @@ def split_plan(model, plan: dict) -> dict[str, dict]:
 
 def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
     """[`search_fp16_plan`] on ready inputs, `model` in eval mode."""
-    import torch
-
     limit = FP16_MAX / headroom
     started = time.perf_counter()
     with ActivationRecorder(model) as recorder:
@@ -538,19 +553,7 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
             "are broken, fp16 is not the problem"
         )
     hot = sorted(((n, v) for n, v in boundary.items() if v > limit), key=lambda item: order.get(item[0], 0))
-    # a weight that fp16 cannot hold within the headroom keeps its module in fp32, whatever the inputs
-    heavy = []
-    for name, module in model.named_modules():
-        largest = max(
-            (
-                float(t.detach().abs().amax())
-                for t in module.parameters(recurse=False)
-                if t.is_floating_point() and t.numel()
-            ),
-            default=0.0,
-        )
-        if largest > limit:
-            heavy.append((name or _ROOT, largest))
+    heavy = _heavy_weights(model, limit)
     all_inputs, all_reference = inputs + held_out_inputs, reference + held_reference
     stats = _reference_stats(all_reference, is_logits)
     result = PlanResult(
@@ -564,45 +567,91 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
         validation={"passed": False, "max_abs_error": 0.0, "cosine": 0.0, "top1_agreement": 0.0, "texts": 0},
         hot=hot + [(f"{name} (weights)", value) for name, value in heavy],
     )
-    modules = dict(model.named_modules())
-
-    def caller(name: str) -> str:
-        """The nearest ancestor that runs code (a `ModuleList` only holds modules); `(model)` for the model."""
-        while "." in name:
-            name = name.rsplit(".", 1)[0]
-            if recorder.calls.get(name):
-                return name
-        return _ROOT
-
-    def is_block(name: str) -> bool:
-        parent = name.rsplit(".", 1)[0] if "." in name else ""
-        return isinstance(modules.get(parent), torch.nn.ModuleList)
-
-    planned = set()
-    for name, value in heavy:
-        if name == _ROOT:
-            result.refusal = _residual_refusal(name, value)
-            break
-        planned.add(name)
-    for name, value in [] if result.refusal else hot:
-        if name == _ROOT or is_block(name):
-            result.refusal = _residual_refusal(name, value)
-            break
-        holder = caller(name)
-        while holder != _ROOT and boundary.get(holder, 0.0) > limit:
-            if is_block(holder):
-                break
-            holder = caller(holder)
-        if holder == _ROOT or is_block(holder) and boundary.get(holder, 0.0) > limit:
-            result.refusal = _residual_refusal(holder if holder != _ROOT else name, boundary.get(holder, value))
-            break
-        planned.add(holder)
+    caller = functools.partial(_caller, recorder.calls)
+    planned, result.refusal = _measured_plan(heavy, hot, boundary, limit, caller, dict(model.named_modules()))
     if result.refusal:
         result.seconds = {"measure": measured, "validate": 0.0}
         return result
 
     names = _minimal(planned, order)
     started = time.perf_counter()
+    reference = (all_inputs, all_reference, is_logits, stats)
+    _validate_and_grow(model, result, names, reference, boundary, order, caller)
+    result.seconds = {"measure": measured, "validate": time.perf_counter() - started}
+    if result.passed:
+        covered = [n for n in boundary if not any(n.startswith(m + ".") for m in result.modules)]
+        largest = max((boundary[n] for n in covered), default=0.0)
+        result.headroom = FP16_MAX / largest if largest > 0 else math.inf
+    return result
+
+
+def _heavy_weights(model, limit: float) -> list[tuple[str, float]]:
+    """
+    The modules with a weight that fp16 cannot hold within the headroom, with their largest |weight|: they stay in
+    fp32 whatever the inputs.
+    """
+    heavy = []
+    for name, module in model.named_modules():
+        largest = max(
+            (
+                float(t.detach().abs().amax())
+                for t in module.parameters(recurse=False)
+                if t.is_floating_point() and t.numel()
+            ),
+            default=0.0,
+        )
+        if largest > limit:
+            heavy.append((name or _ROOT, largest))
+    return heavy
+
+
+def _caller(calls: dict[str, int], name: str) -> str:
+    """The nearest ancestor that runs code (a `ModuleList` only holds modules); `(model)` for the model."""
+    while "." in name:
+        name = name.rsplit(".", 1)[0]
+        if calls.get(name):
+            return name
+    return _ROOT
+
+
+def _is_block(modules: dict, name: str) -> bool:
+    """Whether `name` is an entry of a `ModuleList`: a block of the residual stream."""
+    import torch
+
+    parent = name.rsplit(".", 1)[0] if "." in name else ""
+    return isinstance(modules.get(parent), torch.nn.ModuleList)
+
+
+def _measured_plan(heavy, hot, boundary, limit, caller, modules) -> tuple[set[str], str | None]:
+    """
+    The modules the measurement keeps in fp32, or why no plan can work: each module with a heavy weight, and for
+    each hot module its nearest caller whose own inputs and outputs fit within the headroom. A hot block of the
+    residual stream, or the model itself, cannot be kept in fp32 alone: that is a refusal.
+    """
+    planned = set()
+    for name, value in heavy:
+        if name == _ROOT:
+            return planned, _residual_refusal(name, value)
+        planned.add(name)
+    for name, value in hot:
+        if name == _ROOT or _is_block(modules, name):
+            return planned, _residual_refusal(name, value)
+        holder = caller(name)
+        while holder != _ROOT and boundary.get(holder, 0.0) > limit:
+            if _is_block(modules, holder):
+                break
+            holder = caller(holder)
+        if holder == _ROOT or _is_block(modules, holder) and boundary.get(holder, 0.0) > limit:
+            return planned, _residual_refusal(holder if holder != _ROOT else name, boundary.get(holder, value))
+        planned.add(holder)
+    return planned, None
+
+
+def _validate_and_grow(model, result: PlanResult, names, reference, boundary, order, caller) -> None:
+    """
+    Validates the plan `names` against the fp32 `reference` (see [`_validate`]) and grows it after each failure, until it passes (`result.passed`), would keep too much in fp32, fails
+    [`MAX_ATTEMPTS`] times or cannot grow (`result.refusal`). `result` holds the last plan validated.
+    """
     while True:
         share = _weight_share(model, names)
         if share > MAX_FP32_SHARE:
@@ -610,42 +659,47 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
                 f"the plan would keep {share:.0%} of the weights in fp32 (more than {MAX_FP32_SHARE:.0%}): most of "
                 "the model does not fit fp16. Run it in bf16 (fp32's range at half the memory) or fp32."
             )
-            break
-        with _as_planned_fp16(model, names):
-            result.attempts += 1
-            outputs = _run_padded(model, all_inputs)  # all texts in one forward: the fast path
-            validation = _compare(all_reference, outputs, is_logits, stats) if outputs is not None else None
-            if validation is None or not validation["passed"]:  # one text at a time: padding is not the cause
-                outputs, _, _ = _run(model, all_inputs)
-                validation = _compare(all_reference, outputs, is_logits, stats)
-            watch = None
-            if not validation.pop("finite"):
-                with ActivationRecorder(model) as watch:  # where the first inf/NaN appears, to grow the plan there
-                    _run(model, all_inputs, watch)
+            return
+        result.attempts += 1
+        validation, watch = _validate(model, names, reference)
         result.modules, result.fp32_weight_share, result.validation = names, share, validation
         if validation["passed"]:
             result.passed = True
-            break
+            return
         if result.attempts >= MAX_ATTEMPTS:
             result.refusal = (
                 f"validation still fails after {result.attempts} attempts (cosine {validation['cosine']:.5f}, top-1 "
                 f"agreement {validation['top1_agreement']:.2%}): run the model in bf16 or fp32."
             )
-            break
+            return
         grown = _grow(names, watch, boundary, order, caller)
         if grown is None:
             result.refusal = (
                 "fp16 gives inf/NaN in the model's own code, outside any module that could be kept in fp32: run it "
                 "in bf16 or fp32."
             )
-            break
+            return
         names = _minimal([*names, grown], order)
-    result.seconds = {"measure": measured, "validate": time.perf_counter() - started}
-    if result.passed:
-        covered = [n for n in boundary if not any(n.startswith(m + ".") for m in names)]
-        largest = max((boundary[n] for n in covered), default=0.0)
-        result.headroom = FP16_MAX / largest if largest > 0 else math.inf
-    return result
+
+
+def _validate(model, names: list[str], reference: tuple) -> tuple[dict, Any]:
+    """
+    One validation: `model` runs in fp16 with `names` in fp32 and is compared with the fp32 `reference` (the inputs,
+    their fp32 outputs, whether those are logits, and their statistics). When its outputs are not finite, the
+    [`ActivationRecorder`] of one more run says where the first inf/NaN appears (else `None`).
+    """
+    inputs, expected, is_logits, stats = reference
+    with _as_planned_fp16(model, names):
+        outputs = _run_padded(model, inputs)  # all texts in one forward: the fast path
+        validation = _compare(expected, outputs, is_logits, stats) if outputs is not None else None
+        if validation is None or not validation["passed"]:  # one text at a time: padding is not the cause
+            outputs, _, _ = _run(model, inputs)
+            validation = _compare(expected, outputs, is_logits, stats)
+        watch = None
+        if not validation.pop("finite"):
+            with ActivationRecorder(model) as watch:  # where the first inf/NaN appears, to grow the plan there
+                _run(model, inputs, watch)
+    return validation, watch
 
 
 def _nan_last(value: float) -> float:

@@ -171,6 +171,14 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
     snapshot = find_cached_snapshot(hub_id, filename=CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     if snapshot is not None:
         return _Resolved(directory=snapshot, name=snapshot, config_path=os.path.join(snapshot, CONFIG_NAME))
+    return _resolve_uncached(path_or_id, hub_id, revision, cache_dir)
+
+
+def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_dir: str | None) -> _Resolved:
+    """
+    A Hub id that is not in the local cache: offline or with the Hub unreachable, an error that says what to do;
+    online, its `config.json` is fetched and its safetensors headers are read with HTTP range requests.
+    """
     from huggingface_hub import constants
 
     cache = os.fspath(cache_dir) if cache_dir is not None else constants.HF_HUB_CACHE
@@ -505,28 +513,8 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
     assessment = info.assess(runtime, import_classes=audit is not None)  # no torch import without an audit
     risk = assessment.risk
     measured = audit.problem_for(runtime) if audit is not None else None
-    fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"
     if risk is not None:
-        verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
-        verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
-        if assessment.mitigation is not None:
-            verdict.mitigation = assessment.mitigation.detail
-            verdict.reasons.append(f"mitigation: {assessment.mitigation.detail}.")
-        mild = " (mild: weak public evidence)" if risk.severity == "low" else ""
-        if measured is not None:
-            verdict.summary = f"RISKY: overflow measured ({measured})"
-            verdict.reasons.append(f"measured: {measured}.")
-        elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
-            verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
-        elif risk.kind == OVERFLOW and audit is not None:
-            verdict.summary = (
-                f"RISKY: overflow expected (trained in {risk.trained}), not seen on the calibration inputs{fits}; "
-                "other inputs may overflow"
-            )
-        else:
-            what = "overflow" if risk.kind == OVERFLOW else "precision loss"
-            verdict.summary = f"RISKY{mild}: {what} expected (trained in {risk.trained}){fits}"
-        return verdict
+        return _risky_verdict(runtime, assessment, measured, audit)
     if measured is not None:
         safer = [p for p in RUNTIME_PRECISIONS if p != runtime and audit.problem_for(p) is None]
         fix = f"use {dtype_options(reversed(safer))}" if safer else None
@@ -572,6 +560,32 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             "precision once you know it."
         ],
     )
+
+
+def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: Any) -> Verdict:
+    """The verdict of a runtime the rules find risky: why, what upstream mitigates, and what the audit measured."""
+    risk = assessment.risk
+    fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"
+    verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
+    verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
+    if assessment.mitigation is not None:
+        verdict.mitigation = assessment.mitigation.detail
+        verdict.reasons.append(f"mitigation: {assessment.mitigation.detail}.")
+    mild = " (mild: weak public evidence)" if risk.severity == "low" else ""
+    if measured is not None:
+        verdict.summary = f"RISKY: overflow measured ({measured})"
+        verdict.reasons.append(f"measured: {measured}.")
+    elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
+        verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
+    elif risk.kind == OVERFLOW and audit is not None:
+        verdict.summary = (
+            f"RISKY: overflow expected (trained in {risk.trained}), not seen on the calibration inputs{fits}; "
+            "other inputs may overflow"
+        )
+    else:
+        what = "overflow" if risk.kind == OVERFLOW else "precision loss"
+        verdict.summary = f"RISKY{mild}: {what} expected (trained in {risk.trained}){fits}"
+    return verdict
 
 
 def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
@@ -664,7 +678,13 @@ def inspect_checkpoint(
     measured = None
     if audit:
         measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs)
+    return _checkpoint_report(os.fspath(path_or_id), resolved, config, declared, declared_raw, info, storage, measured)
 
+
+def _checkpoint_report(
+    checkpoint, resolved, config, declared, declared_raw, info, storage, measured
+) -> CheckpointReport:
+    """The [`CheckpointReport`] of what [`inspect_checkpoint`] read and measured: verdicts, registry, sub-models."""
     verdicts = build_verdicts(info, measured)
     if read_fp16_plan(config) is not None and verdicts[FP16].status != SAFE:
         # the plan is evidence only once verified against the weights, which this report does not load
@@ -675,7 +695,7 @@ def inspect_checkpoint(
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
-        checkpoint=os.fspath(path_or_id),
+        checkpoint=checkpoint,
         directory=resolved.directory,
         hub_id=info.hub_id,
         model_type=config.get("model_type"),

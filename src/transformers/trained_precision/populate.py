@@ -247,18 +247,7 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
         new_text = f"{text[: open_brace + 1]}\n  {key_json}: {value_json}\n{text[close_brace:]}"
         expected = [FIELD]
     else:
-        keys = [m.key for m in members]
-        later = [m for m in members if m.key > FIELD] if keys == sorted(keys) else []
-        if later:
-            m = later[0]
-            new_text = text[: m.key_start] + key_json + m.colon + value_json + "," + m.leading + text[m.key_start :]
-        else:
-            m = members[-1]
-            new_text = text[: m.value_end] + "," + m.leading + key_json + m.colon + value_json + text[m.value_end :]
-        if later:
-            expected = [k for k in data if k < FIELD] + [FIELD] + [k for k in data if k > FIELD]
-        else:
-            expected = [*data, FIELD]
+        new_text, expected = _insert_field(text, data, members, key_json, value_json)
 
     # The edit must be exactly "the same object plus the field".
     new_data = json.loads(new_text)
@@ -267,6 +256,22 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
     }:
         raise ConfigEditError("internal error: the edited JSON does not round-trip; nothing modified")
     return new_text
+
+
+def _insert_field(text: str, data: dict, members: list[_Member], key_json: str, value_json: str) -> tuple[str, list]:
+    """
+    `text` with the field added as its members are laid out: in key order when the keys are sorted, else last; and
+    the keys the result must have, in order.
+    """
+    keys = [m.key for m in members]
+    later = [m for m in members if m.key > FIELD] if keys == sorted(keys) else []
+    if later:
+        m = later[0]
+        new_text = text[: m.key_start] + key_json + m.colon + value_json + "," + m.leading + text[m.key_start :]
+        return new_text, [k for k in data if k < FIELD] + [FIELD] + [k for k in data if k > FIELD]
+    m = members[-1]
+    new_text = text[: m.value_end] + "," + m.leading + key_json + m.colon + value_json + text[m.value_end :]
+    return new_text, [*data, FIELD]
 
 
 def _remove_field(
@@ -466,23 +471,9 @@ def populate_config(
     except InvalidTrainedPrecisionError as e:
         return result(ERROR, f"{e} Nothing modified.")
 
-    if not path.parent.exists():
-        return result(ERROR, f"{path.parent} does not exist; nothing modified.")
-    if not os.path.lexists(path):
-        return result(ERROR, f"no {CONFIG_NAME} in {path.parent}; nothing modified.")
-    if path.is_symlink() and not path.exists():
-        return result(ERROR, f"{CONFIG_NAME} is a broken symlink (to {os.readlink(path)}); nothing modified.")
-    if not path.is_file():
-        return result(ERROR, f"{path} is not a regular file; nothing modified.")
-    if in_cache is None:
-        in_cache = cache_snapshot_of(path.parent) is not None
-    # the file to replace: the cache's link itself, or the target of a user's own link
-    target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
-    reason = _read_only_reason(target)
-    if reason is not None:
-        return result(ERROR, f"{reason}; nothing modified.")
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        return result(ERROR, f"its directory {target.parent} is not writable; nothing modified.")
+    target, problem = _writable_target(path, in_cache)
+    if problem is not None:
+        return result(ERROR, f"{problem}; nothing modified.")
 
     from filelock import Timeout
 
@@ -495,6 +486,31 @@ def populate_config(
             return _edit_locked(path, target, precision, force, dry_run, source, result)
     except Timeout:
         return result(ERROR, f"another process holds {lock_path(target)} (waited 30 s); nothing modified.")
+
+
+def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | None]:
+    """
+    The file that writing `path` replaces (the cache's link itself, or the target of a user's own link), and why it
+    cannot be written (`None` when it can).
+    """
+    if not path.parent.exists():
+        return path, f"{path.parent} does not exist"
+    if not os.path.lexists(path):
+        return path, f"no {CONFIG_NAME} in {path.parent}"
+    if path.is_symlink() and not path.exists():
+        return path, f"{CONFIG_NAME} is a broken symlink (to {os.readlink(path)})"
+    if not path.is_file():
+        return path, f"{path} is not a regular file"
+    if in_cache is None:
+        in_cache = cache_snapshot_of(path.parent) is not None
+    # the file to replace: the cache's link itself, or the target of a user's own link
+    target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
+    reason = _read_only_reason(target)
+    if reason is not None:
+        return target, reason
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        return target, f"its directory {target.parent} is not writable"
+    return target, None
 
 
 def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run: bool, source, result):
@@ -573,32 +589,32 @@ def populate_checkpoints(
 
         iterator = tqdm(targets, desc="Populating trained_precision", unit="checkpoint", disable=None)
     for target in iterator:
-        value, source, target_id = precision, None, target.model_id
-        if value is None:
-            entry = lookup(target_id, registry) if target_id else None
-            if entry is None:
-                if target_id is None:
-                    why = "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
-                else:
-                    why = f"{target_id} is not in the registry: pass --precision to set it anyway"
-                results.append(
-                    PopulateResult(str(target.config_path), SKIPPED, f"{why}; nothing modified.", target_id)
-                )
-                if on_result:
-                    on_result(results[-1])
-                continue
-            value, source = entry.precision, entry.source
-        results.append(
-            populate_config(
-                target.config_path,
-                value,
-                force=force,
-                dry_run=dry_run,
-                source=source,
-                model_id=target_id,
-                in_cache=target.in_cache or None,
-            )
-        )
+        results.append(_populate_target(target, precision, registry, force=force, dry_run=dry_run))
         if on_result:
             on_result(results[-1])
     return results
+
+
+def _populate_target(
+    target: CheckpointTarget, precision: str | None, registry: tuple[RegistryEntry, ...], *, force: bool, dry_run: bool
+) -> PopulateResult:
+    """One checkpoint of [`populate_checkpoints`]: `precision`, else its registry row's, or skipped without one."""
+    value, source, target_id = precision, None, target.model_id
+    if value is None:
+        entry = lookup(target_id, registry) if target_id else None
+        if entry is None:
+            if target_id is None:
+                why = "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
+            else:
+                why = f"{target_id} is not in the registry: pass --precision to set it anyway"
+            return PopulateResult(str(target.config_path), SKIPPED, f"{why}; nothing modified.", target_id)
+        value, source = entry.precision, entry.source
+    return populate_config(
+        target.config_path,
+        value,
+        force=force,
+        dry_run=dry_run,
+        source=source,
+        model_id=target_id,
+        in_cache=target.in_cache or None,
+    )

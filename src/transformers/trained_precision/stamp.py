@@ -472,28 +472,13 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
     if not configs:
         return None
 
-    if accelerator_or_dtype is None or isinstance(accelerator_or_dtype, str) or _is_dtype(accelerator_or_dtype):
-        if accelerator_or_dtype is None:
-            precision, compute = _resolve_run(inner, None, None, None)
-        else:
-            precision = normalize_precision(accelerator_or_dtype)
-            compute = _given_compute(accelerator_or_dtype, precision, inner)
-        if precision == UNKNOWN:
-            raise ValueError("Cannot stamp 'unknown' as a trained precision: pass 'fp32', 'bf16' or 'fp16'.")
-    else:
-        precision, compute = _resolve_run(inner, None, accelerator_or_dtype, None)
-
+    precision, compute = _stamped_run(inner, accelerator_or_dtype)
     peft_model = _peft_model_of(model)
     if peft_model is not None:
         # the adapter's record keeps the base's lineage as it is before the base's config is stamped
         from .adapter import start_adapter_run
 
-        mixed = None
-        if accelerator_or_dtype is not None and not isinstance(accelerator_or_dtype, str):
-            if not _is_dtype(accelerator_or_dtype):
-                mixed = _mixed_precision(accelerator=accelerator_or_dtype)
-                if mixed == FP16 and _device_type(accelerator_or_dtype) == "cpu":
-                    mixed = None  # accelerate applies no fp16 autocast on the CPU
+        mixed = _adapter_mixed_precision(accelerator_or_dtype)
         start_adapter_run(peft_model, precision, base=inner, mixed_precision=mixed)
     if check:
         check_run_precision(inner, precision, compute)
@@ -512,6 +497,33 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
         why = " (fp16 mixed precision asked for on the CPU, where accelerate runs no fp16 autocast)"
     logger.info(f"Stamped `trained_precision={precision!r}` on the config of {type(inner).__name__}{why}.")
     return precision
+
+
+def _stamped_run(model: Any, accelerator_or_dtype: Any) -> tuple[str, str]:
+    """
+    The precision [`stamp_trained_precision`] stamps and how the run computes in it, from an `Accelerator`, a given
+    precision (which cannot be `"unknown"`) or, with `None`, the environment and the parameters.
+    """
+    if accelerator_or_dtype is None or isinstance(accelerator_or_dtype, str) or _is_dtype(accelerator_or_dtype):
+        if accelerator_or_dtype is None:
+            precision, compute = _resolve_run(model, None, None, None)
+        else:
+            precision = normalize_precision(accelerator_or_dtype)
+            compute = _given_compute(accelerator_or_dtype, precision, model)
+        if precision == UNKNOWN:
+            raise ValueError("Cannot stamp 'unknown' as a trained precision: pass 'fp32', 'bf16' or 'fp16'.")
+        return precision, compute
+    return _resolve_run(model, None, accelerator_or_dtype, None)
+
+
+def _adapter_mixed_precision(accelerator_or_dtype: Any) -> str | None:
+    """The mixed precision of an adapter's run: an `Accelerator`'s autocast (none for fp16 on the CPU)."""
+    if accelerator_or_dtype is None or isinstance(accelerator_or_dtype, str) or _is_dtype(accelerator_or_dtype):
+        return None
+    mixed = _mixed_precision(accelerator=accelerator_or_dtype)
+    if mixed == FP16 and _device_type(accelerator_or_dtype) == "cpu":
+        return None  # accelerate applies no fp16 autocast on the CPU
+    return mixed
 
 
 def _given_compute(value: Any, precision: str, model: Any) -> str:
