@@ -60,7 +60,7 @@ from .resolver import (
     persist_registry_precision,
     resolve_trained_precision,
 )
-from .risk import Risk
+from .risk import PRECISION_LOSS, Risk
 from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
 
 
@@ -447,7 +447,9 @@ def _report_assessment(
                 format_evidence_message(assessment, model_name=name, source=info.describe(), sub_model=sub_model)
             )
         return None
-    if mode == WARN and (key in _WARNED or outer_key in _WARNED):
+    # a loss of precision with no known failure (fp32 weights run in bf16) is a note: never an error, never a warning
+    note_only = risk.kind == PRECISION_LOSS
+    if (mode == WARN or note_only) and (key in _WARNED or outer_key in _WARNED):
         return risk
     message = format_risk_message(
         risk,
@@ -455,7 +457,7 @@ def _report_assessment(
         sub_model=sub_model,
         source=info.describe(),
         action=action,
-        mode=mode,
+        mode=WARN if note_only else mode,
         per_call=per_call,
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
@@ -465,10 +467,10 @@ def _report_assessment(
             else None
         ),
     )
-    if mode == ERROR:
+    if mode == ERROR and not note_only:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
     _WARNED.add(key)
-    logger.warning(message)
+    (logger.info if note_only else logger.warning)(message)
     return risk
 
 
