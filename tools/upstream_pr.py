@@ -971,14 +971,15 @@ def _upstream_config_words(root: Path) -> set[str]:
 
 def _attribute_problems(root: Path, entries: list[Entry]) -> tuple[list[str], list[str]]:
     """A config attribute an entry's code reads must be one upstream's configs have, or one the branch so far writes
-    (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares). Returns (errors,
-    warnings)."""
+    (an assignment, `setattr`, a key written into config.json, a field the vocabulary declares) or declares as a key of
+    its checkpoint format (a module-level `*_FIELD = "name"` constant of the branch: a module arriving whole may read
+    a record that a later pull request writes). Returns (errors, warnings)."""
     all_files = [rel for e in entries for rel in e.files]
     constants = _field_constants(root, all_files)
     uses = []
     for entry in entries:
         reads: dict[tuple[str, str], int] = {}
-        writes: set[str] = set()
+        writes: set[str] = set(_field_constants(root, entry.files).values())
         for rel in entry.files:
             if rel.endswith(".py") and not _is_test_file(rel):
                 r, w = _attribute_uses(_text(root, rel), constants)
@@ -1817,7 +1818,8 @@ def describe(plan: Plan, entry: Entry, result: BranchResult | None = None) -> st
     out += ["## Motivation", "", spec.body or spec.title, ""]
     out += ["## With nothing turned on", "", spec.feature_off or "Nothing changes for code that does not call it.", ""]
     out += ["## Measured", "", spec.numbers or "Nothing measured for this part: it adds no runtime path.", ""]
-    if spec.name in plan.table.rfc_core and plan.table.rfc_thread:
+    if plan.table.rfc_core[:1] == [spec.name] and plan.table.rfc_thread:
+        # once, in the first pull request of the RFC; the others build on it
         out += ["## The RFC thread (#11209)", "", plan.table.rfc_thread, ""]
     out += ["## What to review first", ""]
     if spec.review_first:
