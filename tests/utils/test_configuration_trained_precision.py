@@ -31,14 +31,14 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
         self.assertNotIn("trained_precision", config.to_diff_dict())
         with tempfile.TemporaryDirectory() as tmp:
             config.save_pretrained(tmp)
-            with open(os.path.join(tmp, "config.json")) as f:
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                 self.assertNotIn("trained_precision", json.load(f))
 
     def test_known_value_is_saved_and_loaded(self):
         for precision in ("fp32", "bf16", "fp16"):
             with tempfile.TemporaryDirectory() as tmp:
                 GPT2Config(trained_precision=precision).save_pretrained(tmp)
-                with open(os.path.join(tmp, "config.json")) as f:
+                with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
                     self.assertEqual(json.load(f)["trained_precision"], precision)
                 self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, precision)
 
@@ -56,10 +56,10 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             GPT2Config(trained_precision="bf16").save_pretrained(tmp)
             path = os.path.join(tmp, "config.json")
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 config_dict = json.load(f)
             config_dict["trained_precision"] = "bfloat17"
-            with open(path, "w") as f:
+            with open(path, "w", encoding="utf-8") as f:
                 json.dump(config_dict, f)
 
             logger = logging.get_logger("transformers")
