@@ -365,8 +365,8 @@ class StackTest(StackTestBase):
         self.assertIn(
             '"trained_precision": "bf16",', self.show(first, "tests/utils/test_configuration_utils.py").decode()
         )
-        # the guide's first page, and its toctree entry, come with the Trainer stamp: the fourth PR of the RFC
-        guide = next(b.branch for b in self.result.branches if b.branch.endswith("-stamp"))
+        # the guide's first page, and its toctree entry, come with the package's stamp (the lineage extension)
+        guide = next(b.branch for b in self.result.branches if b.branch.endswith("-lineage"))
         self.assertNotIn("trained_precision", self.show(first, "docs/source/en/_toctree.yml").decode())
         self.assertIn("- local: trained_precision", self.show(guide, "docs/source/en/_toctree.yml").decode())
         # every other page comes with the PR that ships what it documents, and the last branch lists them in order
@@ -391,8 +391,10 @@ class StackTest(StackTestBase):
         self.assertNotIn("src/transformers/dependency_versions_table.py", self.diff_names(BASE, last))
 
     def test_the_bug_fixes_come_first_each_alone_with_its_test(self):
-        fixes = self.result.branches[:2]
-        self.assertEqual([b.name for b in fixes], ["fix-stable-adamw", "fix-torchao-block-size"])
+        fixes = self.result.branches[:3]
+        self.assertEqual(
+            [b.name for b in fixes], ["fix-stable-adamw", "fix-torchao-block-size", "torchao-4bit-default"]
+        )
         self.assertEqual(
             self.diff_names(BASE, fixes[0].branch),
             {"src/transformers/trainer_optimizer.py", "tests/trainer/test_trainer_optimizer_stable_adamw.py"},
@@ -405,8 +407,13 @@ class StackTest(StackTestBase):
         alone = git(
             self.clone, "diff", fixes[0].branch, fixes[1].branch, "--", "src/transformers/trainer_optimizer.py"
         )
-        self.assertIn('+            "block_size": int(ctx.optim_args.get("block_size", default_block_size)),', alone)
+        self.assertIn('+            "block_size": int(ctx.optim_args.get("block_size", 256)),', alone)
         self.assertNotIn("strtobool(kahan_sum)", alone)
+        # the 4-bit default, which changes what existing runs compute, is its own pull request
+        self.assertEqual(
+            self.diff_names(fixes[1].branch, fixes[2].branch),
+            {"src/transformers/trainer_optimizer.py", "tests/trainer/test_trainer_optimizer_torchao_defaults.py"},
+        )
         fix = git(self.clone, "diff", BASE, fixes[0].branch, "--", "src/transformers/trainer_optimizer.py")
         self.assertIn("+        kahan_sum = bool(strtobool(kahan_sum))", fix)
 
@@ -419,16 +426,20 @@ class StackTest(StackTestBase):
                 self.assertIn(section, text, path)
             self.assertIn(f"+{b.added} -{b.removed}", text)
             self.assertNotRegex(text, r"\bfork\b")
-        core = self.result.descriptions[[b.name for b in self.result.branches].index("config")].read_text()
-        self.assertIn("Why the config, not the model card", core)
+        names = [b.name for b in self.result.branches]
+        core = self.result.descriptions[names.index("config")].read_text()
+        self.assertIn("The RFC thread's questions", core)
         self.assertIn('trained_precision_check="ignore"', core)
         self.assertIn("TRANSFORMERS_TRAINED_PRECISION_CHECK", core)
+        # once: the later core pull requests do not repeat the thread's block
+        for name in ("check", "stamp"):
+            self.assertNotIn("The RFC thread's questions", self.result.descriptions[names.index(name)].read_text())
         fix = self.result.descriptions[0].read_text()
         self.assertNotIn("model card", fix)
 
     def test_first_pull_request_has_no_cli_registry_or_pure_bf16_code(self):
         first = self.branch("config")
-        changed = self.diff_names(self.branch("fix-torchao-block-size"), first)
+        changed = self.diff_names(self.branch("torchao-4bit-default"), first)
         for rel in changed:
             self.assertNotRegex(
                 rel, r"(registry|check_trained_precision|populate|cli|inspection|audit|optimizers|pure_bf16)\.py$"
@@ -488,7 +499,7 @@ class StackFailureTest(StackTestBase):
         )
         result = self.make_pr(clone, "HEAD")
         first = result.branches[0].branch
-        guide = next(b.branch for b in result.branches if b.branch.endswith("-stamp"))
+        guide = next(b.branch for b in result.branches if b.branch.endswith("-lineage"))
         toc = git(clone, "show", f"{guide}:docs/source/en/_toctree.yml")
         self.assertIn("    - local: models\n      title: Loading models\n    - local: trained_precision\n", toc)
         self.assertIn('    "new_kwarg": 1,', git(clone, "show", f"{first}:tests/utils/test_configuration_utils.py"))
