@@ -293,7 +293,8 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
         info = resolve_trained_precision(config, persisted_from=vars(base).get(REGISTRY_ATTRIBUTE))
         base_fields = {
             "base_name_or_path": _base_name(peft_model, base),
-            "base_precision": info.precision,
+            # a base whose oldest stage is unknown (a fine-tune of a model of unknown precision) is unknown as a whole
+            "base_precision": info.precision if not info.oldest_unknown else UNKNOWN,
             "base_pretraining": info.pretraining,
             "base_provenance": info.provenance,
         }
@@ -476,6 +477,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
             base_info = TrainedPrecisionInfo(UNKNOWN)
     if record is None:
         return base_info
+    # the oldest stage decides: a base of unknown precision leaves base + adapter unknown, whatever the adapter ran in
     oldest = base_info.lineage[0] if base_info.lineage else UNKNOWN
     evidence_for = record.precision if record.is_evidence_for(record.precision) else None
     return dataclasses.replace(
@@ -484,6 +486,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
         source=SOURCE_CONFIG,
         entry=None,
         pretraining=oldest,
+        oldest_unknown=oldest == UNKNOWN,
         run=record.run_record() if evidence_for else None,
     )
 
