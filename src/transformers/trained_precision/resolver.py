@@ -369,8 +369,9 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
     if not quantized and (runtime in (UNKNOWN, "fp32") or stored is None or runtime == dtype_to_precision(stored)):
         return False
     del vars(config)[REFERENCE_FIELD]
+    name = getattr(config, "name_or_path", None) or f"<unnamed {getattr(config, 'model_type', None) or 'model'}>"
     logger.info(
-        f"Dropped `{REFERENCE_FIELD}` from the config of '{getattr(config, 'name_or_path', '')}': its weights "
+        f"Dropped `{REFERENCE_FIELD}` from the config of '{name}': its weights "
         f"{'are quantized' if quantized else f'are rounded to {runtime}'}, so they are no longer the publisher's "
         f"{stored} weights its reference runtime was stated for."
     )
