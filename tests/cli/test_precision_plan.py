@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import unittest
+from unittest import mock
 
 from transformers.testing_utils import TestCasePlus, require_torch
 from transformers.utils import is_torch_available
@@ -157,7 +158,12 @@ class PrecisionPlanCommandTest(TestCasePlus):
         with open(blob, encoding="utf-8") as f:
             original = f.read()
 
-        result = self.run_cli(snapshot, "--dtype", "fp16", "--write")
+        # refused before the model is loaded and searched, not after
+        searched = mock.patch(
+            "transformers.trained_precision.fp16_plan_search.plan_checkpoint", side_effect=AssertionError("searched")
+        )
+        with searched:
+            result = self.run_cli(snapshot, "--dtype", "fp16", "--write")
         self.assertEqual(result.exit_code, 4, result.output)
         self.assertIn("is a Hub cache snapshot", result.output)
         self.assertIn("--force", result.output)
@@ -169,6 +175,26 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertEqual(json.loads(self.read_config(snapshot))["fp16_plan"]["modules"], [MLP])
         with open(blob, encoding="utf-8") as f:
             self.assertEqual(f.read(), original)  # the shared blob is untouched
+
+    def test_write_through_a_link_out_of_the_checkpoint_is_refused(self):
+        # the report refuses to read a config.json that links out of the checkpoint; `--write` refuses to write it,
+        # `--force` or not, before any search
+        path = self.checkpoint("overflow")
+        outside = os.path.join(self.get_auto_remove_tmp_dir(), "victim.json")
+        shutil.move(os.path.join(path, "config.json"), outside)
+        os.symlink(outside, os.path.join(path, "config.json"))
+        with open(outside, encoding="utf-8") as f:
+            original = f.read()
+        searched = mock.patch(
+            "transformers.trained_precision.fp16_plan_search.plan_checkpoint", side_effect=AssertionError("searched")
+        )
+        for force in ((), ("--force",)):
+            with searched:
+                result = self.run_cli(path, "--dtype", "fp16", "--write", *force)
+            self.assertEqual(result.exit_code, 4, result.output)
+            self.assertIn("outside the checkpoint", result.output)
+        with open(outside, encoding="utf-8") as f:
+            self.assertEqual(f.read(), original)
 
     def test_bad_input_exits_2(self):
         path = self.checkpoint("clean")
@@ -245,8 +271,6 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertIn("another name of --texts", result.output)
 
     def test_download_of_an_uncached_id_fails_at_once_where_the_hub_cannot_be_reached(self):
-        from unittest import mock
-
         def no_download(*args, **kwargs):
             raise AssertionError("the command tried to download")
 

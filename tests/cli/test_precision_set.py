@@ -393,16 +393,32 @@ class SetSafetyTest(TestCasePlus):
         st = os.stat(ckpt / "config.json")
         self.assertEqual((st.st_uid, st.st_gid), (65534, 65534))
 
-    def test_users_symlink_is_written_through(self):
+    def test_users_symlink_inside_the_checkpoint_is_written_through(self):
         ckpt = self.checkpoint()
-        real = Path(self.get_auto_remove_tmp_dir()) / "shared_config.json"
+        (ckpt / "configs").mkdir()
+        real = ckpt / "configs" / "config.json"
         shutil.move(ckpt / "config.json", real)
-        os.symlink(real, ckpt / "config.json")
+        os.symlink(os.path.join("configs", "config.json"), ckpt / "config.json")
         [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
         self.assertEqual(result.status, "written", result.message)
         self.assertIn("through the symlink", result.message)
         self.assertTrue((ckpt / "config.json").is_symlink())  # the user's link is still a link
         self.assertEqual(json.loads(real.read_text())["trained_precision"], "bf16")
+
+    def test_a_link_out_of_the_checkpoint_is_refused_as_the_read_is(self):
+        # the report does not open a config.json that resolves outside the checkpoint; `set` does not write it,
+        # `--force` or not
+        ckpt = self.checkpoint()
+        outside = Path(self.get_auto_remove_tmp_dir()) / "victim.json"
+        shutil.move(ckpt / "config.json", outside)
+        os.symlink(outside, ckpt / "config.json")
+        original = outside.read_text()
+        for force in (False, True):
+            [result] = populate.populate_checkpoints([ckpt], precision="fp16", force=force, progress=False)
+            self.assertEqual(result.status, "error", result.message)
+            self.assertIn("outside the checkpoint", result.message)
+            self.assertIn("nothing modified", result.message)
+        self.assertEqual(outside.read_text(), original)
 
     def test_a_second_writer_waits_for_the_lock(self):
         import threading

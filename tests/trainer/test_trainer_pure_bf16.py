@@ -474,7 +474,7 @@ class PureBf16TrainingTest(TestCasePlus):
             self.assertAlmostEqual(measured["total"], expected, places=6, msg=label)
 
     def _warnings(self, model, optimizer, **arg_kwargs):
-        args = SimpleNamespace(learning_rate=1e-4, process_index=0, **arg_kwargs)
+        args = SimpleNamespace(learning_rate=1e-4, process_index=0, **{"bf16_full_train": True, **arg_kwargs})
         return pure_bf16.check_pure_half_precision_training(model, optimizer, args)
 
     def test_warnings(self):
@@ -520,9 +520,33 @@ class PureBf16TrainingTest(TestCasePlus):
         # fp32 model: silent
         self.assertEqual(self._warnings(_tiny_gpt2(), torch.optim.AdamW(_tiny_gpt2().parameters())), [])
 
+    def test_without_the_switch_nothing_is_said(self):
+        # feature off: a bf16 model with torch's AdamW and beta2 = 0.999 gets what upstream's Trainer says, nothing
+        model = _tiny_gpt2().to(torch.bfloat16)
+        groups = [{"params": list(model.parameters()), "weight_decay": 0.01}]
+        logger = logging.get_logger("transformers.integrations.pure_bf16")
+        with CaptureLogger(logger) as cl:
+            messages = self._warnings(model, torch.optim.AdamW(groups, lr=1e-4), bf16_full_train=False)
+        self.assertEqual(messages, [])
+        self.assertEqual(cl.out, "")
+        # and through the Trainer's `create_optimizer`, where the call site is
+        trainer = Trainer(model=model, args=_args(self.get_auto_remove_tmp_dir(), weight_decay=0.01))
+        with CaptureLogger(logger) as cl:
+            trainer.create_optimizer()
+        self.assertEqual(cl.out, "")
+
+    def test_the_switch_picks_beta2_with_the_optimizer(self):
+        # bf16_full_train picks optimi AdamW and its beta2 (0.99) when both are left at their defaults; a beta2 the
+        # user gave, or an optimizer the user picked, keeps its beta2 (and the warning says what to change)
+        tmp = self.get_auto_remove_tmp_dir()
+        self.assertEqual(_args(tmp, bf16_full_train=True).adam_beta2, 0.99)
+        self.assertEqual(_args(tmp, bf16_full_train=True, adam_beta2=0.98).adam_beta2, 0.98)
+        self.assertEqual(_args(tmp, bf16_full_train=True, optim="adamw_torch").adam_beta2, 0.999)
+        self.assertEqual(_args(tmp).adam_beta2, 0.999)
+
     def test_warnings_only_on_main_process(self):
         model = _tiny_gpt2().to(torch.bfloat16)
-        args = SimpleNamespace(learning_rate=1e-4, process_index=1)
+        args = SimpleNamespace(learning_rate=1e-4, process_index=1, bf16_full_train=True)
         logger = logging.get_logger("transformers.integrations.pure_bf16")
         with CaptureLogger(logger) as cl:
             messages = pure_bf16.check_pure_half_precision_training(

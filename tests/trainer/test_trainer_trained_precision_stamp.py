@@ -460,6 +460,47 @@ class TrainerStampTest(TrainerStampTestBase):
             "was trained in bf16 (from its config's `pretraining_precision`; fine-tuned in fp32 since", cl.out
         )
 
+    def test_a_short_fp32_fine_tune_of_an_unknown_model_leaves_its_risk_unknown(self):
+        # the oldest stage decides: nobody recorded how the loaded model was trained, so three fp32 steps do not make
+        # it "fp32-trained"; bf16 and fp16 loads stay silent, as before the fine-tune, and error mode raises nothing
+        from transformers.trained_precision.check import reset_warning_cache
+
+        base = os.path.join(self.get_auto_remove_tmp_dir(), "base")
+        tiny_gpt_neo().save_pretrained(base)
+        trainer = self.train(GPTNeoForCausalLM.from_pretrained(base), max_steps=3)
+        self.assertEqual(trainer.model.config.trained_precision, "fp32")  # the field still says what this run did
+        with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        self.assertEqual((saved["trained_precision"], saved["pretraining_precision"]), ("fp32", "unknown"))
+        check_logger = logging.get_logger("transformers.trained_precision.check")
+        for dtype in (torch.bfloat16, torch.float16):
+            reset_warning_cache()
+            with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
+                with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+                    model = GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=dtype)
+            self.assertEqual(cl.out, "", dtype)
+        # a second run (bf16 now) keeps the unknown oldest stage
+        self.output_dir = self.get_auto_remove_tmp_dir()
+        trainer = self.train(model.float(), bf16=True)
+        self.assertEqual(trainer.model.config.pretraining_precision, "unknown")
+
+    def test_the_oldest_known_stage_still_decides_after_a_short_fine_tune(self):
+        # a bf16-trained checkpoint fine-tuned three fp32 steps still overflows fp16: error mode raises
+        base = os.path.join(self.get_auto_remove_tmp_dir(), "base")
+        tiny_gpt_neo(trained_precision="bf16").save_pretrained(base)
+        self.train(GPTNeoForCausalLM.from_pretrained(base), max_steps=3)
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, "was trained in bf16"):
+                GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+        # a model trained from scratch (random weights) has no earlier stage: its run is its lineage
+        self.output_dir = self.get_auto_remove_tmp_dir()
+        self.train(tiny_gpt_neo(), max_steps=3)
+        with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
+            self.assertNotIn("pretraining_precision", json.load(f))
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, "was trained in fp32"):
+                GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
+
     def test_resume_keeps_the_stamp(self):
         self.train(tiny_gpt_neo(), bf16=True, max_steps=2)
         # a fresh model whose config knows nothing resumes from checkpoint-2 and trains to step 4

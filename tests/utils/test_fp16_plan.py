@@ -15,12 +15,14 @@
 
 import copy
 import json
+import math
 import os
 import tempfile
 import unittest
+from unittest import mock
 
-from transformers.testing_utils import TestCasePlus, require_torch
-from transformers.utils import is_torch_available
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
+from transformers.utils import is_torch_available, logging
 
 
 if is_torch_available():
@@ -118,6 +120,68 @@ class Fp16PlanRuntimeTest(TestCasePlus):
             self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
             self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float16)
             self.assertTrue(torch.isfinite(logits(model)).all())
+
+    def test_a_second_fp16_cast_keeps_the_plan(self):
+        # the cast's target comes from the cast, not from the model's first weight: an fp16-loaded model cast to fp16
+        # again (`model.half().to(device)`, the Trainer's `fp16_full_eval`) keeps its planned modules in fp32
+        casts = {
+            ".half()": lambda m: m.half(),
+            ".to(torch.float16)": lambda m: m.to(torch.float16),
+            '.to("cpu", torch.float16)': lambda m: m.to("cpu", torch.float16),
+        }
+        for label, cast in casts.items():
+            for load_dtype in (torch.float16, torch.float32):
+                model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=load_dtype, trained_precision_check="error")
+                cast(model)
+                cast(model)
+                self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32, (label, load_dtype))
+                self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float16, (label, load_dtype))
+                self.assertTrue(torch.isfinite(logits(model)).all(), (label, load_dtype))
+        # the same second cast without a plan is checked too: error mode raises instead of returning NaN
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, use_fp16_plan=False)
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "switched off on this path"):
+            with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
+                model.half()
+
+    def test_fp16_full_eval_keeps_the_plan(self):
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
+        args = TrainingArguments(
+            self.get_auto_remove_tmp_dir(),
+            fp16_full_eval=True,
+            use_cpu=True,
+            per_device_eval_batch_size=4,
+            report_to=[],
+        )
+        metrics = Trainer(model, args, eval_dataset=random_token_dataset(8, 24, 64)).evaluate()
+        self.assertTrue(math.isfinite(metrics["eval_loss"]), metrics)
+        self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
+
+    def test_a_cast_that_replaces_the_parameters_keeps_the_planned_weights(self):
+        # `set_overwrite_module_params_on_conversion(True)`: `.half()` makes new Parameter objects; the planned ones
+        # get their exact fp32 values back (a value past 65504 would otherwise be inf)
+        model = GPT2LMHeadModel.from_pretrained(self.dir, trained_precision_check="error")
+        original = model.transformer.h[1].mlp.c_fc.weight.detach().clone()
+        torch.__future__.set_overwrite_module_params_on_conversion(True)
+        try:
+            model.half()
+        finally:
+            torch.__future__.set_overwrite_module_params_on_conversion(False)
+        self.assertTrue(torch.equal(model.transformer.h[1].mlp.c_fc.weight, original))
+        self.assertTrue(torch.isfinite(logits(model)).all())
+
+    def test_an_info_message_does_not_silence_a_later_warning(self):
+        logger = logging.get_logger("transformers.trained_precision.check")
+        logging.set_verbosity_info()
+        try:
+            with CaptureLogger(logger) as cl:
+                GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16)
+            self.assertIn("fp16 is not risky for it", cl.out)
+            with CaptureLogger(logger) as cl:
+                model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, use_fp16_plan=False)
+        finally:
+            logging.set_verbosity_warning()
+        self.assertIn("switched off on this path", cl.out)
+        self.assertFalse(torch.isfinite(logits(model)).all())
 
     def test_use_fp16_plan_false_applies_nothing_and_the_check_says_so(self):
         with self.assertRaisesRegex(TrainedPrecisionRiskError, r"switched off on this path \(`use_fp16_plan=False`\)"):

@@ -375,9 +375,12 @@ class CheckAdapterPrecisionTest(TestCasePlus):
             check_adapter_precision(model, "org/adapter", record=amp_run(), dtype=torch.float16, mode="error")
         self.assertIn("Adapter 'org/adapter'", str(raised.exception))
         self.assertIn("as the adapter's record kept it", str(raised.exception))
-        self.assertIsNone(
-            check_adapter_precision(model, "org/adapter", record=amp_run(), dtype=torch.float16, mode="ignore")
-        )
+        # "ignore" says nothing and still returns the risk, as `check_trained_precision` does
+        with CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
+            silenced = check_adapter_precision(
+                model, "org/adapter", record=amp_run(), dtype=torch.float16, mode="ignore"
+            )
+        self.assertEqual((silenced.trained, silenced.runtime, al.out), ("bf16", "fp16", ""))
         self.assertIsNone(
             check_adapter_precision(model, "org/adapter", dtype=torch.float16, mode="error")
         )  # no record
@@ -388,7 +391,7 @@ class CheckAdapterPrecisionTest(TestCasePlus):
             risk = check_adapter_precision(model, "org/adapter", record=amp_run(), dtype=torch.float16, mode="warn")
             again = check_adapter_precision(model, "org/adapter", record=amp_run(), dtype=torch.float16, mode="warn")
         self.assertIsNotNone(risk)
-        self.assertIsNone(again)
+        self.assertEqual(again, risk)  # one meaning of "already said": the risk remains, it is not said again
         self.assertEqual(al.out.count("Adapter 'org/adapter'"), 1)
         self.assertIn("fp16 mixed precision over bfloat16 base weights", al.out)
         self.assertIn("no evidence for fp16 weights", al.out)
@@ -398,7 +401,8 @@ class CheckAdapterPrecisionTest(TestCasePlus):
         model = tiny_gpt_neo(trained_precision="bf16")
         fp32_run = pure_fp16_run(precision="fp32", base_dtype="float32")
         with CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
-            self.assertIsNone(check_adapter_precision(model, "a", record=fp32_run, dtype=torch.float16, mode="error"))
+            risk = check_adapter_precision(model, "a", record=fp32_run, dtype=torch.float16, mode="error")
+        self.assertEqual((risk.trained, risk.runtime), ("bf16", "fp16"))  # it remains; the base's check raises it
         self.assertEqual(al.out, "")
 
     def test_a_pure_fp16_run_overrides_the_risk(self):

@@ -242,6 +242,36 @@ class AdapterRecordTest(TestCasePlus):
 @require_torch
 @require_peft
 @require_accelerate
+class UnknownBaseAdapterTest(TestCasePlus):
+    def test_a_short_fp32_lora_run_over_an_unknown_base_stays_unknown(self):
+        # the oldest stage decides: the base's precision is unknown, so the adapter's fp32 run does not make base +
+        # adapter "fp32-trained" (the report says unknown, not "RISKY: overflow expected"; loading raises nothing)
+        reset_warning_cache()
+        reset_adapter_warning_cache()
+        root = self.get_auto_remove_tmp_dir()
+        base = save_base(os.path.join(root, "base"))
+        _, adapter = train_lora(base, os.path.join(root, "run"))
+        report = inspect_adapter(adapter)
+        self.assertEqual(report.record.precision, "fp32")
+        self.assertEqual(report.info.lineage, ("unknown", "fp32"))
+        self.assertEqual(
+            {name: report.status(name) for name in ("fp32", "bf16", "fp16")},
+            {"fp32": "safe", "bf16": "unknown", "fp16": "unknown"},
+        )
+        self.assertNotIn("RISKY", report.format())
+        self.assertIn("fine-tuned in fp32 from a model whose trained precision is unknown", report.format())
+        with (
+            CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl,
+            CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al,
+        ):
+            for dtype in (torch.bfloat16, torch.float16):
+                AutoModelForCausalLM.from_pretrained(adapter, dtype=dtype, trained_precision_check="error")
+        self.assertEqual(cl.out + al.out, "")
+
+
+@require_torch
+@require_peft
+@require_accelerate
 class Bf16FullTrainPeftTest(TestCasePlus):
     def test_frozen_base_and_adapter_in_bf16(self):
         from peft import LoraConfig, get_peft_model

@@ -129,6 +129,22 @@ class LineageTest(unittest.TestCase):
         self.assertEqual(info.risk("fp16").kind, "overflow")
         self.assertEqual(info.provenance, "config")
 
+    def test_an_unknown_oldest_stage_leaves_the_risk_unknown(self):
+        # what the stamp writes for a fine-tune of a model of unknown precision: the oldest stage decides, and it is
+        # unknown, whatever the fine-tune ran in; without the field, the run is the model's whole lineage
+        self.assertIsNone(assess_lineage_risk(("unknown", "fp32"), "fp16"))
+        for tuned in ("fp32", "fp16", "bf16"):
+            info = resolve_trained_precision({"trained_precision": tuned, "pretraining_precision": "unknown"}, None)
+            self.assertEqual((info.lineage, info.lineage_known), (("unknown", tuned), False))
+            for runtime in ("bf16", "fp16"):
+                self.assertIsNone(info.assess(runtime).prior, (tuned, runtime))
+        info = resolve_trained_precision({"trained_precision": "fp32"}, None)
+        self.assertEqual((info.lineage, info.lineage_known), (("fp32",), True))
+        self.assertEqual(info.risk("fp16").trained, "fp32")
+        # a later known value does not replace the unknown oldest stage, a known one does not become unknown
+        info = resolve_trained_precision({"trained_precision": "fp32", "pretraining_precision": "bf16"}, None)
+        self.assertEqual(info.lineage, ("bf16", "fp32"))
+
     def test_registry_provenance(self):
         info = resolve_trained_precision({}, "t5-small")
         self.assertEqual((info.precision, info.source, info.hub_id), ("bf16", "registry", "google-t5/t5-small"))

@@ -46,6 +46,7 @@ from .pure_bf16_distributed import (
     check_bf16_full_train_parallelism,
     check_optimizer_for_sharded_params,
     fsdp_plugin_of,
+    is_low_bit_optimizer,
     shard_for_bf16_full_train_with_accelerate,
     warn_if_fsdp_not_enabled,
 )
@@ -88,7 +89,9 @@ def apply_bf16_full_train_args(args) -> None:
     - `optim` at its default (`TrainingArguments.default_optim`: `adamw_torch_fused` on torch >= 2.8) becomes
       `"adamw_optimi"` (Kahan summation): torch's AdamW loses every update smaller than 2^-8 of a bf16 weight. Any
       other `optim` is kept; to train bf16 weights with torch's AdamW anyway, pass `optim="adamw_torch"`. The
-      dataclass default itself (what `--help` shows) stays upstream's.
+      dataclass default itself (what `--help` shows) stays upstream's. When it picks the optimizer, it also picks
+      its `adam_beta2`: `TrainingArguments`' 0.999 becomes 0.99 (optimi's own default; above it a bf16 second moment
+      stops decreasing late in training), unless another value was given.
     - `bf16_full_train` turns `bf16` autocast on: the fp32-kept embeddings and norms meet bf16 weights, and softmax
       and the loss stay in fp32.
     - It refuses `fp16`, FSDP1, 8-bit optimizers under FSDP2 and DeepSpeed configs that cannot train compensated pure
@@ -107,12 +110,26 @@ def apply_bf16_full_train_args(args) -> None:
         )
     if str(getattr(args.optim, "value", args.optim)) == args.default_optim:
         args.optim = _DEFAULT_OPTIM
+        beta2 = ""
+        if args.adam_beta2 == _field_default(args, "adam_beta2"):
+            args.adam_beta2 = BF16_MAX_BETA2
+            beta2 = f" and its `adam_beta2={BF16_MAX_BETA2}`"
         logger.info(
             f"bf16_full_train: `optim` left at its default ({args.default_optim}), using optimi AdamW with Kahan "
-            f"summation (`optim='{_DEFAULT_OPTIM}'`); pass another `optim` to choose."
+            f"summation (`optim='{_DEFAULT_OPTIM}'`){beta2}; pass another `optim` to choose."
         )
     check_bf16_full_train_parallelism(args)
     precision_policy(args).configure_args(args)
+
+
+def _field_default(args, name: str) -> Any:
+    """The dataclass default of the field `name` of `args` (`TrainingArguments`), or `None` when it has none."""
+    import dataclasses
+
+    for item in dataclasses.fields(args) if dataclasses.is_dataclass(args) else ():
+        if item.name == name:
+            return item.default
+    return None
 
 
 def check_bf16_full_train_accelerator(args, accelerator, model=None) -> None:
@@ -549,7 +566,13 @@ def _lost_decay_warning(optimizer, groups: list[dict], lr: float | None, dtype_n
 
 
 def _beta2_warning(optimizer, groups: list[dict], dtype_name: str) -> list[str]:
-    """The warning, for the first group it applies to, that Adam's `beta2 > 0.99` stalls a half-precision moment."""
+    """
+    The warning, for the first group it applies to, that Adam's `beta2 > 0.99` stalls a half-precision moment. Only
+    for optimizers whose state has the weights' dtype (torch's, optimi's): a low-bit optimizer (torchao, bitsandbytes)
+    keeps quantized state, of which this is not measured.
+    """
+    if is_low_bit_optimizer(optimizer):
+        return []
     for group in groups:
         beta2 = _beta2(group)
         if beta2 is not None and beta2 > BF16_MAX_BETA2 and _half_params_in(group):
@@ -566,7 +589,7 @@ def _beta2_warning(optimizer, groups: list[dict], dtype_name: str) -> list[str]:
 def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     """
     Warns, once and on the main process, about half-precision (bf16/fp16) trainable parameters that will not train as
-    intended:
+    intended, in a `bf16_full_train` run (without the switch the Trainer says and refuses nothing here, as upstream's):
 
     1. the optimizer does not compensate rounding: updates smaller than 2^-8 of a weight are lost;
     2. `learning_rate * weight_decay` < 2^-9 and the decay is not applied inside a compensated update: the decay
@@ -583,7 +606,7 @@ def check_pure_half_precision_training(model, optimizer, args) -> list[str]:
     """
     import torch
 
-    if model is None or optimizer is None:
+    if model is None or optimizer is None or not getattr(args, "bf16_full_train", False):
         return []
     if type(optimizer).__name__ == "DummyOptim":
         # accelerate's placeholder for the optimizer of a DeepSpeed config: DeepSpeed builds the real one, and

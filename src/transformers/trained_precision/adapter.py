@@ -293,7 +293,8 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
         info = resolve_trained_precision(config, persisted_from=vars(base).get(REGISTRY_ATTRIBUTE))
         base_fields = {
             "base_name_or_path": _base_name(peft_model, base),
-            "base_precision": info.precision,
+            # a base whose oldest stage is unknown (a fine-tune of a model of unknown precision) is unknown as a whole
+            "base_precision": info.precision if not info.oldest_unknown else UNKNOWN,
             "base_pretraining": info.pretraining,
             "base_provenance": info.provenance,
         }
@@ -476,6 +477,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
             base_info = TrainedPrecisionInfo(UNKNOWN)
     if record is None:
         return base_info
+    # the oldest stage decides: a base of unknown precision leaves base + adapter unknown, whatever the adapter ran in
     oldest = base_info.lineage[0] if base_info.lineage else UNKNOWN
     evidence_for = record.precision if record.is_evidence_for(record.precision) else None
     return dataclasses.replace(
@@ -484,6 +486,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
         source=SOURCE_CONFIG,
         entry=None,
         pretraining=oldest,
+        oldest_unknown=oldest == UNKNOWN,
         run=record.run_record() if evidence_for else None,
     )
 
@@ -501,7 +504,10 @@ def _adapter_note(record: AdapterRun | None, runtime: str) -> str:
     return note
 
 
+# (adapter, runtime) already warned about; `_INFORMED` the same for evidence said at info level, kept apart so that an
+# "informed, not risky" message never silences a later warning.
 _WARNED: set[tuple[str, str]] = set()
+_INFORMED: set[tuple[str, str]] = set()
 
 
 def check_adapter_precision(
@@ -535,45 +541,54 @@ def check_adapter_precision(
             the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
 
     Returns:
-        The [`~trained_precision.risk.Risk`] that remains, or `None`.
+        The first [`~trained_precision.risk.Risk`] that remains (said now, said before or silenced, as
+        [`~trained_precision.check.check_trained_precision`] returns it), or `None`.
     """
     from .check import REGISTRY_ATTRIBUTE
 
     if record is None and adapter_file is not None and str(adapter_file).endswith(".safetensors"):
         record = read_adapter_record(adapter_file)
     mode = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE))
-    if mode == IGNORE:
-        return None
     config = getattr(model, "config", None)
     base_info = resolve_trained_precision(config, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
     info = adapter_precision_info(base_info, record)
     base_name = getattr(config, "name_or_path", None) or type(model).__name__
-    adapter_name = os.fspath(adapter) if adapter is not None else "<adapter>"
+    adapter_name, found = (os.fspath(adapter) if adapter is not None else "<adapter>"), None
     for runtime in _adapter_runtimes(model, dtype):
         assessment = info.assess(runtime, model_class=type(model))
         alone = base_info.assess(runtime, model_class=type(model)).risk
         key = (adapter_name, runtime)
         if assessment.risk is None:
-            if assessment.overridden and alone is not None and key not in _WARNED:
-                _WARNED.add(key)
-                logger.info(
-                    f"Adapter '{adapter_name}' on '{base_name}': {runtime} is not risky for base + adapter: "
-                    f"{assessment.evidence.describe()} ({_adapter_note(record, runtime)})."
-                )
+            if mode != IGNORE and assessment.overridden and alone is not None and key not in _INFORMED:
+                _say_adapter_evidence(assessment, runtime, key, base_name, record)
             continue
+        found = found or assessment.risk
         adds = record is not None and record.precision == runtime
-        if alone is not None and not adds:
-            continue  # the base's own check said it, and the adapter adds nothing
-        if mode == WARN and key in _WARNED:
+        # silenced; or the base's own check said it, and the adapter adds nothing; or said already
+        if mode == IGNORE or (alone is not None and not adds) or (mode == WARN and key in _WARNED):
             continue
-        risk = assessment.risk
-        message = _adapter_risk_message(risk, runtime, adapter_name, base_name, base_info, record, mode)
-        if mode == ERROR:
-            raise TrainedPrecisionRiskError(message, risk, adapter_name, info.source)
-        _WARNED.add(key)
-        logger.warning(message)
-        return risk
-    return None
+        _say_adapter_risk(assessment.risk, runtime, key, base_name, base_info, record, mode, info.source)
+        return found
+    return found
+
+
+def _say_adapter_evidence(assessment, runtime: str, key, base_name: str, record) -> None:
+    """Says once, at info level, that the adapter's run is evidence that overrides the base's risk in `runtime`."""
+    _INFORMED.add(key)
+    logger.info(
+        f"Adapter '{key[0]}' on '{base_name}': {runtime} is not risky for base + adapter: "
+        f"{assessment.evidence.describe()} ({_adapter_note(record, runtime)})."
+    )
+
+
+def _say_adapter_risk(risk, runtime: str, key, base_name: str, base_info, record, mode: str, source) -> None:
+    """Warns about a risky base + adapter once per (adapter, runtime), or raises it in `"error"` mode."""
+    adapter_name = key[0]
+    message = _adapter_risk_message(risk, runtime, adapter_name, base_name, base_info, record, mode)
+    if mode == ERROR:
+        raise TrainedPrecisionRiskError(message, risk, adapter_name, source)
+    _WARNED.add(key)
+    logger.warning(message)
 
 
 def _adapter_runtimes(model: Any, dtype: Any) -> list[str]:
@@ -619,6 +634,7 @@ def check_loaded_adapter(model: Any, adapter: Any, checkpoint_files: Any) -> Non
 def reset_adapter_warning_cache() -> None:
     """Forget which adapters were already warned about (tests)."""
     _WARNED.clear()
+    _INFORMED.clear()
 
 
 __all__ = [

@@ -93,9 +93,13 @@ FROM_CONFIG = "from_config"
 CAST = "cast"
 _ACTIONS = (LOAD, FROM_CONFIG, CAST)
 
-# (model name, sub-model, trained precision, runtime precision) already warned or informed about; the sub-model is
-# "" for the model itself. See `reset_warning_cache`.
+# (model name, sub-model, trained precision, runtime precision) already warned about; the sub-model is "" for the
+# model itself. See `reset_warning_cache`.
 _WARNED: set[tuple[str, str, str, str]] = set()
+# The same keys, for the messages said at info level: evidence that overrides a risk, and a precision-loss note. Kept
+# apart from `_WARNED`, so that an "informed, not risky" message never silences a later real warning of the model
+# (the same path loaded with `use_fp16_plan=False`, or after its plan went stale).
+_INFORMED: set[tuple[str, str, str, str, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +180,7 @@ def resolve_check_mode(mode: str | None = None) -> str:
 def reset_warning_cache() -> None:
     """Forget which (model, sub-model, trained, runtime precision) combinations were already reported on (tests)."""
     _WARNED.clear()
+    _INFORMED.clear()
 
 
 def _fix_text(risk: Risk, action: str, mode: str, per_call: bool = False) -> str:
@@ -433,23 +438,26 @@ def _report_assessment(
     assessment: Assessment, info, name: str, sub_model: str, action: str, mode: str, per_call: bool, note, plan_problem
 ) -> Risk | None:
     """
-    Says an assessment once per (model, sub-model, trained, runtime precision): evidence that overrides the risk at
-    info level, a risk as a warning, or raises it in `"error"` mode. Returns the risk (`None` when overridden).
+    Says an assessment once per (model, sub-model, trained, runtime precision) and kind of message: evidence that
+    overrides the risk at info level, a precision-loss note at info level, a risk as a warning, or raises it in
+    `"error"` mode. Returns the risk (`None` when overridden). An info message never silences a later warning.
     """
     risk = assessment.risk
     prior = assessment.prior
     key = (name, sub_model, prior.trained, prior.runtime)
     outer_key = (name, "", prior.trained, prior.runtime)
     if risk is None:
-        if key not in _WARNED and outer_key not in _WARNED:
-            _WARNED.add(key)
+        if (*key, "evidence") not in _INFORMED and (*outer_key, "evidence") not in _INFORMED:
+            _INFORMED.add((*key, "evidence"))
             logger.info(
                 format_evidence_message(assessment, model_name=name, source=info.describe(), sub_model=sub_model)
             )
         return None
     # a loss of precision with no known failure (fp32 weights run in bf16) is a note: never an error, never a warning
     note_only = risk.kind == PRECISION_LOSS
-    if (mode == WARN or note_only) and (key in _WARNED or outer_key in _WARNED):
+    if note_only and ((*key, "note") in _INFORMED or (*outer_key, "note") in _INFORMED):
+        return risk
+    if mode == WARN and not note_only and (key in _WARNED or outer_key in _WARNED):
         return risk
     message = format_risk_message(
         risk,
@@ -469,30 +477,42 @@ def _report_assessment(
     )
     if mode == ERROR and not note_only:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
-    _WARNED.add(key)
+    if note_only:
+        _INFORMED.add((*key, "note"))
+    else:
+        _WARNED.add(key)
     (logger.info if note_only else logger.warning)(message)
     return risk
 
 
 def cast_target_dtype(model, fn):
     """
-    The floating dtype that `model._apply(fn)` casts `model` to, or `None` when it changes no floating dtype (a
-    device move, `.float()` of an fp32 model, a cast of a model with no floating weights). `fn` is tried on an empty
-    CPU tensor of the model's first floating weight's dtype; when that fails (a function only meant for parameters),
-    `None` is returned and [`trained_precision_cast_scope`] compares the dtypes after the cast instead.
+    The floating dtype that `model._apply(fn)` casts to, read from the cast itself: `fn` applied to empty CPU probes
+    of fp32 and of fp16 (a function meant only for parameters gets parameters). When both come out in the same dtype,
+    that is the target, also when the model is in it already: `.half()` of an fp16-loaded model still casts the fp32
+    modules an fp16 plan keeps, so the plan and the check must see it. `None` when `fn` keeps each dtype (a device
+    move), gives no floating tensor, fails on both probes, or the model has no floating weights;
+    [`trained_precision_cast_scope`] then compares the dtypes after the cast.
     """
     import torch
 
-    before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
-    if before is None:
+    if not any(t.is_floating_point() for t in model.parameters()):
         return None
-    try:
-        after = fn(torch.empty(0, dtype=before))
-    except Exception:
-        return None
-    if not isinstance(after, torch.Tensor) or not after.is_floating_point() or after.dtype == before:
-        return None
-    return after.dtype
+    targets = {_probe_cast(fn, dtype) for dtype in (torch.float32, torch.float16)}
+    return targets.pop() if len(targets) == 1 else None
+
+
+def _probe_cast(fn, dtype):
+    """The dtype `fn` turns an empty `dtype` tensor into (a parameter when a plain tensor fails); `None` otherwise."""
+    import torch
+
+    for make in (torch.empty, lambda *a, **k: torch.nn.Parameter(torch.empty(*a, **k), requires_grad=False)):
+        try:
+            after = fn(make(0, dtype=dtype))
+        except Exception:
+            continue
+        return after.dtype if isinstance(after, torch.Tensor) and after.is_floating_point() else None
+    return None
 
 
 def _sub_model_configs(model) -> list[tuple[str, Any]]:

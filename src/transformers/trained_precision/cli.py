@@ -451,6 +451,8 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             config_path = _resolve(path_or_id, revision=None, cache_dir=options.cache_dir).config_path
         except CheckpointInspectionError as e:
             raise CommandError(str(e)) from e
+    if options.write and config_path is not None:
+        _check_plan_write(config_path, options.force)  # before the model is loaded and searched, not after
     texts = _read_texts(options.texts) if options.texts is not None else None
     try:
         result = plan_checkpoint(
@@ -511,6 +513,15 @@ def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
         snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
         return os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
     return None
+
+
+def _check_plan_write(config_path: str, force: bool) -> None:
+    """Refuses `--write` into a file that [`write_fp16_plan`] would refuse (a cache snapshot, a link out)."""
+    from .fp16_plan_search import plan_write_problem
+
+    problem = plan_write_problem(config_path, force)
+    if problem is not None:
+        raise CommandError(f"cannot write the plan into {config_path}: {problem}; nothing modified.", EXIT_NOT_DONE)
 
 
 def _write_plan(result, config_path: str | None, path_or_id: str, force: bool) -> str:

@@ -587,7 +587,11 @@ def fp16_plan_cast_scope(model, fn):
     parent module's cast): checks the trained precision (see
     [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`] verified as
     evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact weights (the
-    tensors from before the cast, in fp32) and run as planned modules afterwards.
+    values from before the cast, in fp32) and run as planned modules afterwards. The target comes from the cast
+    itself ([`~trained_precision.check.cast_target_dtype`]), so a second fp16 cast of a model already in fp16 (the
+    Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module and
+    name, so a cast that replaces the parameter objects
+    (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
     """
     import torch
 
@@ -596,23 +600,30 @@ def fp16_plan_cast_scope(model, fn):
         return
     target = cast_target_dtype(model, fn)
     decision = decide_fp16_plan(model, target) if target == torch.float16 else Fp16PlanDecision()
-    kept = {}
-    if decision.modules:
-        modules = dict(model.named_modules())
-        for name in decision.modules:
-            for tensor in (*modules[name].parameters(), *modules[name].buffers()):
-                if tensor.is_floating_point():
-                    kept[tensor] = tensor.data
+    kept = _planned_tensors(model, decision.modules)
     with trained_precision_cast_scope(model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems):
         yield
     if not decision.modules:
         return
-    for tensor, data in kept.items():
-        tensor.data = data.to(device=tensor.device, dtype=torch.float32)
     modules = dict(model.named_modules())
+    for (name, attribute), data in kept.items():
+        tensor = getattr(modules[name], attribute)
+        tensor.data = data.to(device=tensor.device, dtype=torch.float32)
     for name in decision.modules:
         keep_module_in_fp32(modules[name], torch.float16)
     _log_applied(model, decision, training=False)
+
+
+def _planned_tensors(model, names: list[str]) -> dict[tuple[str, str], Any]:
+    """The floating parameters and buffers of the modules `names`, as `(module name, attribute) -> data`."""
+    kept = {}
+    modules = dict(model.named_modules())
+    for name in names:
+        for prefix, module in modules[name].named_modules(prefix=name):
+            for attribute, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
+                if tensor is not None and tensor.is_floating_point():
+                    kept[(prefix, attribute)] = tensor.data
+    return kept
 
 
 __all__ = [

@@ -825,6 +825,27 @@ def set_plan_member(text: str, plan: dict) -> str:
     return new_text
 
 
+def plan_write_problem(config_path: str | os.PathLike, force: bool = False) -> str | None:
+    """
+    Why [`write_fp16_plan`] would refuse to write `config_path`, or `None`: a Hub cache snapshot without `force`, or
+    a link out of the checkpoint. `plan --write` asks before it loads the model and searches, so a refusal costs
+    nothing.
+    """
+    from .hub_ids import cache_snapshot_of
+    from .populate import link_outside_checkpoint
+
+    path = Path(config_path)
+    if cache_snapshot_of(path.parent) is not None:
+        if force:
+            return None
+        return (
+            f"{path.parent} is a Hub cache snapshot: writing the plan would make it differ from the Hub revision it "
+            "names. Save the model to a directory of your own (`save_pretrained`) and plan that, or pass --force to "
+            "replace the snapshot's config.json link with a regular file holding the plan"
+        )
+    return link_outside_checkpoint(path)
+
+
 def write_fp16_plan(
     config_path: str | os.PathLike, plan: dict, parts: dict[str, dict] | None = None, force: bool = False
 ) -> bool:
@@ -849,12 +870,9 @@ def write_fp16_plan(
 
     path = Path(config_path)
     in_cache = cache_snapshot_of(path.parent) is not None
-    if in_cache and not force:
-        raise ConfigEditError(
-            f"{path.parent} is a Hub cache snapshot: writing the plan would make it differ from the Hub revision it "
-            "names. Save the model to a directory of your own (`save_pretrained`) and plan that, or pass --force to "
-            "replace the snapshot's config.json link with a regular file holding the plan"
-        )
+    problem = plan_write_problem(path, force)
+    if problem is not None:
+        raise ConfigEditError(problem)
     # as `set` does: the cache's link itself is replaced (its blob may be shared), a user's own link is written through
     target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
     with config_lock(target, timeout=30):
@@ -890,6 +908,7 @@ __all__ = [
     "PlanResult",
     "plan_checkpoint",
     "search_fp16_plan",
+    "plan_write_problem",
     "set_plan_member",
     "split_plan",
     "write_fp16_plan",

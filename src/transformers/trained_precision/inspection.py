@@ -539,22 +539,33 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             ],
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
         )
-    if runtime == FP32 or runtime in info.lineage:
-        why = "fp32 is always safe" if runtime == FP32 else f"trained in {runtime}"
-        return Verdict(runtime, SAFE, summary=f"safe ({why})")
-    if info.is_known:
-        return Verdict(runtime, SAFE, summary=f"safe (trained in {' then '.join(info.lineage)})")
+    if runtime == FP32:
+        return Verdict(runtime, SAFE, summary="safe (fp32 is always safe)")
+    if info.lineage_known:
+        why = runtime if runtime in info.lineage else " then ".join(info.lineage)
+        return Verdict(runtime, SAFE, summary=f"safe (trained in {why})")
+    return _unknown_verdict(runtime, info, audit)
+
+
+def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
+    """
+    The verdict of a runtime no rule decides: the oldest training stage is unknown (no precision recorded, or a
+    fine-tune of such a model: its own precision says nothing about the activations its pretraining shaped).
+    """
+    what = "the trained precision is unknown"
+    if info.lineage:  # a recorded fine-tune whose oldest stage is unknown
+        what = f"it was fine-tuned in {info.lineage[-1]} from a model whose trained precision is unknown"
     if audit is not None:
         return Verdict(
             runtime,
             SAFE,
-            summary=f"safe as measured: the range fits {runtime} ({audit.verdict}); the trained precision is unknown, "
-            "so precision loss cannot be ruled out",
+            summary=f"safe as measured: the range fits {runtime} ({audit.verdict}); {what}, so precision loss cannot "
+            "be ruled out",
         )
     return Verdict(
         runtime,
         UNKNOWN_STATUS,
-        summary="unknown: the trained precision is unknown, so no rule says this is safe",
+        summary=f"unknown: {what}, so no rule says this is safe",
         reasons=[
             "`--audit` measures the activation ranges; `transformers precision set PATH --precision ...` records the "
             "precision once you know it."

@@ -447,8 +447,9 @@ def populate_config(
     Only the field changes: the rest of the text (indentation, key order, a UTF-8 byte-order mark) is kept, the file
     is replaced atomically under a lock (so two writers do not lose each other's edit; its file lies outside the
     checkpoint, see [`lock_path`]: nothing is left beside the config), and keeps its mode, owner and group. A Hub cache snapshot's `config.json` is a symlink to a content-named
-    blob that other revisions may share: that link is replaced by a regular file and the blob is left alone. Any other
-    symlink is written through: its target is the user's file.
+    blob that other revisions may share: that link is replaced by a regular file and the blob is left alone. A user's
+    own symlink is written through when its target lies inside the checkpoint; one that resolves outside it is
+    refused, as the report refuses to read it (see [`link_outside_checkpoint`]), `force` or not.
 
     Args:
         config_path (`str` or `os.PathLike`): the `config.json` (a regular file or a symlink).
@@ -503,6 +504,9 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
         return path, f"{path} is not a regular file"
     if in_cache is None:
         in_cache = cache_snapshot_of(path.parent) is not None
+    outside = None if in_cache else link_outside_checkpoint(path)
+    if outside is not None:
+        return path, outside
     # the file to replace: the cache's link itself, or the target of a user's own link
     target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
     reason = _read_only_reason(target)
@@ -511,6 +515,28 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
     if not os.access(target.parent, os.W_OK | os.X_OK):
         return target, f"its directory {target.parent} is not writable"
     return target, None
+
+
+def link_outside_checkpoint(path: str | os.PathLike) -> str | None:
+    """
+    Why a checkpoint's file is not written: it is a link that resolves outside the checkpoint (its directory, or a Hub
+    cache repo folder for a snapshot), the file the report refuses to open ([`~trained_precision.storage.open_checkpoint_file`]);
+    `None` for a regular file or a link inside it. `set` and `plan --write` refuse such a link, with or without
+    `--force`: writing through it would change a file of someone else's (another checkpoint's config, any file).
+    """
+    from .storage import checkpoint_root
+
+    path = Path(path)
+    if not path.is_symlink():
+        return None
+    root = os.path.realpath(checkpoint_root(path.parent))
+    real = os.path.realpath(path)
+    if os.path.commonpath([root, real]) == root:
+        return None
+    return (
+        f"{path} is a link to {real}, outside the checkpoint ({root}): it is not written, as it is not read; copy "
+        "the file into the checkpoint instead of linking to it"
+    )
 
 
 def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run: bool, source, result):

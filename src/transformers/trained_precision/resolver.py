@@ -26,7 +26,10 @@ same one. The order is:
 
 A model fine-tuned in another precision than its pretraining keeps the older precision as
 `config.pretraining_precision` (the Trainer writes it when its stamp changes a known value); the oldest stage is the
-risk rules' prior ([`~trained_precision.risk.assess_lineage_risk`]).
+risk rules' prior ([`~trained_precision.risk.assess_lineage_risk`]). A fine-tune of a model whose precision nobody
+recorded says so: `pretraining_precision: "unknown"`, written explicitly (a config without the field is a model whose
+first recorded run trained it from scratch). Its oldest stage is then unknown, and so is its risk: the fine-tune's
+precision says nothing about the activations its pretraining shaped.
 
 [`TrainedPrecisionInfo.assess`] then weighs that prior against the evidence that a runtime works for this checkpoint
 ([`~trained_precision.evidence.find_evidence`], in the order its module documents) and upstream's
@@ -90,6 +93,19 @@ def config_precision(config: Any, field: str = FIELD) -> str:
         return UNKNOWN
 
 
+def pretraining_recorded_unknown(config: Any) -> bool:
+    """
+    Whether a config records that its model's stage before `trained_precision` is unknown: `pretraining_precision`
+    is present and reads as `"unknown"` (the stamp writes it on a fine-tune of a model of unknown precision; a value
+    that is not a precision loads as `"unknown"` too, and says as little). An absent field says nothing of the kind.
+    """
+    if isinstance(config, Mapping):
+        value = config.get(PRETRAINING_FIELD)
+    else:
+        value = getattr(config, PRETRAINING_FIELD, None)
+    return value is not None and config_precision(config, PRETRAINING_FIELD) == UNKNOWN
+
+
 @dataclasses.dataclass(frozen=True)
 class Assessment:
     """
@@ -132,6 +148,9 @@ class TrainedPrecisionInfo:
         hub_id (`str`, *optional*): the canonical Hub id the name or path refers to, if any.
         entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
         pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
+        oldest_unknown (`bool`, *optional*, defaults to `False`): the config records that the stage before
+            `precision` is unknown (`pretraining_precision: "unknown"`, what the stamp writes on a fine-tune of a model
+            of unknown precision): the lineage starts with `"unknown"` and no rule applies.
         row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
             (its reference runtime is evidence even when the config states the precision itself).
             For a `save_pretrained` copy of a Hub checkpoint, the row of the id its `trained_precision_reference`
@@ -154,6 +173,7 @@ class TrainedPrecisionInfo:
     run: RunRecord | None = None
     architectures: tuple[str, ...] = ()
     copied_from: str | None = None
+    oldest_unknown: bool = False
 
     @property
     def run_status(self) -> str | None:
@@ -173,9 +193,19 @@ class TrainedPrecisionInfo:
 
     @property
     def lineage(self) -> tuple[str, ...]:
-        """The known training stages, oldest first: `("bf16", "fp32")` for a bf16-pretrained, fp32-tuned model."""
+        """
+        The training stages, oldest first: `("bf16", "fp32")` for a bf16-pretrained, fp32-tuned model; `("unknown",
+        "fp32")` for an fp32 fine-tune of a model of unknown precision ([`oldest_unknown`]); `()` when nothing is known.
+        """
         stages = [p for p in (self.pretraining, self.precision) if p != UNKNOWN]
+        if self.oldest_unknown and stages and self.pretraining == UNKNOWN:
+            stages.insert(0, UNKNOWN)
         return tuple(dict.fromkeys(stages))
+
+    @property
+    def lineage_known(self) -> bool:
+        """Whether the oldest training stage is known: only then do the risk rules (and a "safe") apply."""
+        return bool(self.lineage) and self.lineage[0] != UNKNOWN
 
     def assess(
         self,
@@ -224,6 +254,11 @@ class TrainedPrecisionInfo:
     def describe(self) -> str:
         """Where the precision comes from, as a phrase for messages."""
         if self.source == SOURCE_CONFIG:
+            if self.oldest_unknown and self.pretraining == UNKNOWN:
+                return (
+                    f"from its config's `{FIELD}`, a fine-tune of a model whose precision is unknown (its "
+                    f'`{PRETRAINING_FIELD}` is "{UNKNOWN}")'
+                )
             if self.pretraining not in (UNKNOWN, self.precision):
                 # messages say "trained in <the oldest stage> (<this>)": name both stages and their fields
                 return (
@@ -285,6 +320,7 @@ def resolve_trained_precision(
         return TrainedPrecisionInfo(precision, SOURCE_REGISTRY, entry=persisted_from, **found)
     if precision != UNKNOWN:
         found["run"] = read_run_record(config)
+        found["oldest_unknown"] = pretraining_recorded_unknown(config)
         return TrainedPrecisionInfo(precision, SOURCE_CONFIG, **found)
     if row is None:
         return TrainedPrecisionInfo(UNKNOWN, None, **found)
@@ -333,8 +369,9 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
     if not quantized and (runtime in (UNKNOWN, "fp32") or stored is None or runtime == dtype_to_precision(stored)):
         return False
     del vars(config)[REFERENCE_FIELD]
+    name = getattr(config, "name_or_path", None) or f"<unnamed {getattr(config, 'model_type', None) or 'model'}>"
     logger.info(
-        f"Dropped `{REFERENCE_FIELD}` from the config of '{getattr(config, 'name_or_path', '')}': its weights "
+        f"Dropped `{REFERENCE_FIELD}` from the config of '{name}': its weights "
         f"{'are quantized' if quantized else f'are rounded to {runtime}'}, so they are no longer the publisher's "
         f"{stored} weights its reference runtime was stated for."
     )
@@ -419,6 +456,7 @@ __all__ = [
     "config_precision",
     "forget_changed_reference",
     "persist_registry_precision",
+    "pretraining_recorded_unknown",
     "resolve_sub_models",
     "resolve_trained_precision",
     "sub_config_items",

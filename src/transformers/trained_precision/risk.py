@@ -122,17 +122,22 @@ def assess_risk(trained: Any, runtime: Any) -> Risk | None:
 def assess_lineage_risk(lineage: Iterable[Any], runtime: Any) -> Risk | None:
     """
     The risk rules' prior for a model whose training had several stages (pretraining in bf16, then fine-tuning in
-    fp16, say) at `runtime` precision: the oldest known stage decides, since it shaped the activations. A later stage
+    fp16, say) at `runtime` precision: the oldest stage decides, since it shaped the activations, and when it is
+    `"unknown"` (a fine-tune of a model whose precision nobody recorded) so is the risk: `None`, whatever precision
+    the later stages ran in. A later stage
     makes its own precision safe only with evidence that the run worked (a run that finished with finite losses, see
     [`~trained_precision.evidence.find_evidence`]), never by being recorded: a bf16-pretrained T5 whose fp16
     fine-tune diverged still overflows in fp16.
 
     Args:
-        lineage (`Iterable`): the trained precisions of the stages, oldest first; `"unknown"` stages are skipped.
+        lineage (`Iterable`): the trained precisions of the stages, oldest first; an `"unknown"` oldest stage makes the
+            answer unknown, a later `"unknown"` stage is skipped.
         runtime (`str` or `torch.dtype`): the runtime precision or dtype.
 
     Returns:
-        [`Risk`] when the oldest known stage makes `runtime` risky, `None` when it is safe or no stage is known.
+        [`Risk`] when the oldest stage makes `runtime` risky, `None` when it is safe or unknown.
     """
-    stages = [stage for stage in lineage if normalize_precision(stage) != UNKNOWN]
-    return assess_risk(stages[0], runtime) if stages else None
+    stages = [normalize_precision(stage) for stage in lineage]
+    if not stages or stages[0] == UNKNOWN:
+        return None
+    return assess_risk(stages[0], runtime)

@@ -673,16 +673,28 @@ def finish_trained_precision_run(model: Any) -> str | None:
 
 def _record_stage(config: Any, precision: str, model: Any) -> None:
     """
-    Stamps `precision` on one config. When that replaces a different known value, the older one is kept as
-    `pretraining_precision` (unless an earlier stage is already recorded there), and a warning names both: a
-    bf16-pretrained model fine-tuned in fp32 is stamped `"fp32"` but still runs safely in bf16.
+    Stamps `precision` on one config and keeps the lineage the risk rules start from, its oldest stage:
+    - when the stamp replaces a different known value, the older one is kept as `pretraining_precision` (unless an
+      earlier stage is already recorded there), and a note names both: a bf16-pretrained model fine-tuned in fp32 is
+      stamped `"fp32"` but still runs safely in bf16;
+    - when the model's precision was unknown and its weights were loaded from a checkpoint (a fine-tune, not a run
+      from scratch), `pretraining_precision` is written as `"unknown"`: the oldest stage stays unknown, and so does
+      the risk, instead of becoming this run's precision (three fp32 steps do not make a model "fp32-trained").
     """
     previous = config_precision(config, FIELD)
-    if previous not in (UNKNOWN, precision):
-        if config_precision(config, PRETRAINING_FIELD) == UNKNOWN:
+    name = getattr(config, "name_or_path", None) or type(model).__name__
+    if previous == UNKNOWN and getattr(config, PRETRAINING_FIELD, None) is None and _weights_were_loaded(model):
+        setattr(config, PRETRAINING_FIELD, UNKNOWN)
+        if resolve_check_mode() != IGNORE:
+            logger.info_once(
+                f"Model '{name}' has no known trained precision, and this run fine-tunes it in {precision}: its "
+                f"checkpoints will say `{FIELD}={precision!r}` and `{PRETRAINING_FIELD}={UNKNOWN!r}`, so its risk in "
+                "other precisions stays unknown (the oldest stage decides, and nobody recorded it)."
+            )
+    elif previous not in (UNKNOWN, precision):
+        if getattr(config, PRETRAINING_FIELD, None) is None:
             setattr(config, PRETRAINING_FIELD, previous)
         earliest = config_precision(config, PRETRAINING_FIELD)
-        name = getattr(config, "name_or_path", None) or type(model).__name__
         if resolve_check_mode() != IGNORE:
             logger.info_once(
                 f"Model '{name}' says `{FIELD}={previous!r}`, and this run trains in {precision}: its checkpoints "
@@ -690,6 +702,14 @@ def _record_stage(config: Any, precision: str, model: Any) -> None:
                 f"rules start from; {precision} counts as working once the run finishes with finite losses."
             )
     config.trained_precision = precision
+
+
+def _weights_were_loaded(model: Any) -> bool:
+    """
+    Whether `model`'s weights came from a checkpoint (`from_pretrained`), not from a random initialisation: upstream's
+    loader marks each weight it loaded (or tied to a loaded one) with `_is_hf_initialized`, which this only reads.
+    """
+    return any(getattr(p, "_is_hf_initialized", False) for p in model.parameters())
 
 
 def _is_dtype(value: Any) -> bool:
