@@ -185,6 +185,23 @@ class SentinelTest(TestCasePlus):
         with self.assert_raises_overflow():
             forward(model)
 
+    def test_a_cast_attaches_it_to_a_model_that_had_none(self):
+        model = self.load()  # unknown precision, default mode: no hook
+        self.assertFalse(has_sentinel(model))
+        with mockenv_context(**{ENV_VAR: "error"}):
+            model.half()  # the cast is judged in error mode: from now on the model is guarded
+            self.assertTrue(has_sentinel(model))
+            with self.assert_raises_overflow():
+                forward(model)
+        built = tiny_gpt2(trained_precision="fp16")  # built directly: no load, so its first cast attaches it
+        self.assertFalse(has_sentinel(built))
+        built.to(torch.float16)
+        self.assertTrue(find_sentinel(built).fp16_weights)
+        built.to("cpu")  # a device move reads nothing, and keeps the hook
+        self.assertTrue(find_sentinel(built).fp16_weights)
+        built.float()
+        self.assertFalse(find_sentinel(built).fp16_weights)
+
     def test_a_parent_module_cast_is_covered(self):
         model = self.load(trained_precision_check="error")
         torch.nn.ModuleList([model]).to(torch.float16)
