@@ -39,15 +39,16 @@ LAYERS = {
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,
-    "fp16_plan": 5,  # applying a stored plan, and whether it is evidence
-    "fp16_plan_search": 6,  # measuring and validating a plan, writing it into a checkpoint
+    "sentinel": 5,  # the check's verdict where the model runs: a forward hook
+    "fp16_plan": 6,  # applying a stored plan, and whether it is evidence; its call sites attach the sentinel
+    "fp16_plan_search": 7,  # measuring and validating a plan, writing it into a checkpoint
     "adapter": 5,  # a PEFT adapter's training record and the check of base + adapter
     "stamp": 6,
     "inspection": 6,
-    "cli": 7,  # surface
-    "__main__": 8,
-    "testing_utils": 8,  # test helpers
-    "__init__": 8,
+    "cli": 8,  # surface
+    "__main__": 9,
+    "testing_utils": 9,  # test helpers
+    "__init__": 9,
 }
 
 # our modules in `transformers.integrations` (upstream's own modules there are not ours to layer)

@@ -54,6 +54,7 @@ from .check import (
 )
 from .evidence import read_fp16_plan
 from .resolver import sub_config_items
+from .sentinel import note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
 
@@ -577,6 +578,7 @@ def apply_fp16_plan(
         mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
     if decision.modules:
         _log_applied(model, decision, training)
+    note_runtime(model, None if training else dtype, decision.evidence, attach=not training)  # checked where it runs
     return decision.modules
 
 
@@ -603,6 +605,7 @@ def fp16_plan_cast_scope(model, fn):
     kept = _planned_tensors(model, decision.modules)
     with trained_precision_cast_scope(model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems):
         yield
+    note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
     if not decision.modules:
         return
     modules = dict(model.named_modules())

@@ -74,6 +74,7 @@ from .fp16_plan import (
 )
 from .populate import _top_level_members, atomic_write_text, config_lock
 from .risk import FP16_MAX
+from .sentinel import sentinel_paused
 from .vocabulary import FP16, FP16_PLAN_FIELD
 
 
@@ -462,7 +463,8 @@ def search_fp16_plan(
     was_training = model.training
     model.eval()
     try:
-        result = _search(model, inputs, held_out_inputs, headroom, digest)
+        with sentinel_paused():  # fp16 overflows here are measurements, not errors
+            result = _search(model, inputs, held_out_inputs, headroom, digest)
     finally:
         model.train(was_training)
     result.validated_on = _validation_domain(model, inputs, held_out_inputs)

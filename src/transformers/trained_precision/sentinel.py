@@ -1,0 +1,521 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The sentinel: the check's verdict confirmed where the model runs.
+
+The load and cast check predicts from what it can read ahead of time (the trained precision, a stored fp16 plan, a
+finished run, a publisher's runtime). The set of paths a model can take to fp16 is open (a second cast, a wrapper,
+autocast, a longer input, weights edited after the load), so the models it cares about also carry a forward hook that
+looks at what the forward produced: when the forward computed in fp16 and its output is not finite,
+
+- `"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`], naming the model, the evidence that
+  had cleared fp16 for it (if any) and the fix;
+- `"warn"` mode logs one warning per model ("fp16 overflowed in this forward of ...");
+- `"ignore"` does nothing.
+
+The mode is read at every forward, as the casts read it: the `trained_precision_check` the model was loaded with, else
+the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
+
+**Which models carry it.** The hook is attached (once, see [`attach_sentinel`]) when `from_pretrained` or
+`_from_config` has built a model, and when it is cast (`PreTrainedModel._apply`), through the fp16 plan's call sites
+that every load and cast reach ([`note_runtime`]), to every model whose trained precision is known (from its config,
+a sub-model's config or the registry) and to every model in `"error"` mode. A model whose precision is unknown,
+outside `"error"` mode, gets no hook: upstream's behaviour is unchanged. A model built directly
+(`GPT2LMHeadModel(config)`) gets its hook at its first cast. The hook is on the outermost `PreTrainedModel` only (a
+composite model's sub-models carry none), so wrappers that call it (a PEFT model, `generate`, pipelines, the Trainer's
+loops, `nn.DataParallel`) are covered without hooking them.
+
+**When a forward computes in fp16.** The hook decides at every forward: fp16 autocast is on for the output's device
+(`torch.is_autocast_enabled(device)` and `torch.get_autocast_dtype(device) == torch.float16`), or accelerate's
+`prepare` wrapped the model's `forward` in it (`mixed_precision="fp16"`, the Trainer's `fp16=True`: the wrapper returns
+fp32 outputs, and the hook runs outside it), or the model's weights are fp16 (recorded after the load and every cast),
+or its output is fp16. Only then does it look at the output, which is the first floating tensor of the model output
+that is not a loss: the logits, or the last hidden state (a loss is skipped: a batch whose labels are all ignored has
+a NaN loss in any precision).
+
+**What it costs.** One read of that tensor, a single reduction: on the CPU `torch.aminmax` (an inf shows in the
+minimum or the maximum, a NaN in both), whose two values are read at once (a CPU tensor's value costs no
+synchronisation), so an overflow is reported by the forward that produced it; on a GPU
+`tensor.sum(dtype=torch.float32)`, which is non-finite exactly when an element is (the finite values of an fp16 tensor
+cannot add up past fp32's range).
+The forward wrote that tensor with `hidden_size` multiply-adds per element at the least, so the read is a small share
+of it; under `generate` the model returns only the last position's logits, one row of the vocabulary per sequence.
+`benchmarks/benchmark_sentinel.py` measures it against an fp16 forward and a `generate` step.
+
+**On a GPU (any device but the CPU)** reading a device value would synchronise the host with the device at every
+forward. The sentinel never does: each forward adds its sum to a device accumulator (one more kernel), and the
+accumulator is copied to pinned host memory with `non_blocking=True`, followed by an event. A later forward asks the
+event whether the copy has landed (`Event.query()`, which does not wait); once it has, the host value is read and a
+new copy of what has accumulated since is started. So an overflow is reported by the first forward of the model that
+starts after the device has finished the overflowing one: in `generate`, the next step (`generate` synchronises at
+every step for its stopping criteria); in an evaluation or training loop, the next batch. The message then says "a
+recent forward". A lone forward with nothing after it is reported by [`check_sentinel`], which synchronises. On a
+device without events, the accumulator is read synchronously once every [`SYNC_EVERY`] forwards instead.
+
+A forward traced by `torch.compile`, `torch.export` or `torch.jit.trace` is not checked (the check would break the
+graph); run the model eagerly to be guarded.
+
+The hook is a module-level callable registered with `register_forward_hook`: it adds no parameter or buffer (nothing in
+the `state_dict`), a `copy.deepcopy` or a pickled model carries its own hook with nothing pending and nothing warned
+yet, and [`remove_sentinel`] takes it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from typing import Any
+
+from ..utils import logging
+from .check import (
+    ENV_VAR,
+    ERROR,
+    IGNORE,
+    KWARG,
+    MODE_ATTRIBUTE,
+    REGISTRY_ATTRIBUTE,
+    WARN,
+    TrainedPrecisionRiskError,
+    resolve_check_mode,
+)
+from .resolver import resolve_trained_precision, sub_config_items
+from .risk import OVERFLOW, Risk
+from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options
+
+
+logger = logging.get_logger(__name__)
+
+#: Where the device flag is read synchronously, once every `SYNC_EVERY` forwards, when the device has no events.
+SYNC_EVERY = 16
+
+# Devices whose tensors are read at once: reading a CPU tensor never waits for anything.
+_EAGER_DEVICE_TYPES = frozenset({"cpu"})
+
+#: How every message says to find the overflowing module (`{name}`: the model's name or path).
+FIND_THE_MODULE = "wrap the model in `transformers.debug_utils.DebugUnderflowOverflow`"
+FIND_THE_MODULE = "run `transformers precision {name} --audit`, or " + FIND_THE_MODULE
+
+# Set while a tool measures fp16 overflow on purpose (the fp16 plan search): see `sentinel_paused`.
+_PAUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precision_sentinel_paused", default=False)
+
+# Output keys that are never the output checked: a loss can be NaN in any precision (no label to learn from).
+_LOSS_KEYS = frozenset({"loss", "aux_loss"})
+
+
+class FiniteSentinel:
+    """
+    The forward hook of the sentinel (see the module docstring). One per model; its state:
+
+    Args:
+        fp16_weights (`bool`): whether the model's weights are fp16, as the load or the latest checked cast left them.
+        cleared_by (`str`, *optional*): the evidence that cleared fp16 for the model when it was last judged in fp16.
+    """
+
+    def __init__(self, fp16_weights: bool = False, cleared_by: str | None = None):
+        self.fp16_weights = fp16_weights
+        self.cleared_by = cleared_by
+        self._reset()
+
+    def _reset(self) -> None:
+        self.warned = False
+        self._pending = None  # device accumulator of the sums not yet copied to the host
+        self._host = None  # pinned host scalar the latest copy goes to
+        self._event = None  # recorded after that copy
+        self._device = None
+        self._why = None  # why the forwards accumulated on the device computed in fp16
+        self._unread = 0  # forwards accumulated since the last synchronous read (devices without events)
+
+    def __getstate__(self) -> dict:
+        # a copy is another model: nothing pending on a device, nothing warned yet
+        return {"fp16_weights": self.fp16_weights, "cleared_by": self.cleared_by}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def __call__(self, module, args, output) -> None:
+        import torch
+
+        if _PAUSED.get() or torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return None
+        mode = _mode(module)
+        if mode == IGNORE or (mode == WARN and self.warned):
+            return None
+        tensor = _checked_output(output)
+        if tensor is None or tensor.device.type == "meta":
+            return None
+        why = self._fp16_reason(module, tensor)
+        if why is None:
+            return None
+        if tensor.numel() == 0:
+            return None
+        if tensor.device.type in _EAGER_DEVICE_TYPES:
+            low, high = torch.aminmax(tensor.detach())
+            if not (math.isfinite(low) and math.isfinite(high)):
+                self._report(module, mode, why, late=False)
+        elif self._lazy_overflowed(tensor.detach(), why):
+            self._report(module, mode, self._why or why, late=True)
+        return None
+
+    def _fp16_reason(self, model, tensor) -> str | None:
+        """Why this forward computes in fp16, as a phrase; `None` when it does not."""
+        import torch
+
+        device = tensor.device.type
+        if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.float16:
+            return "under fp16 autocast"
+        # accelerate's `prepare` (the Trainer's `fp16=True`) wraps the model's own `forward` in fp16 autocast and casts
+        # its outputs to fp32: the hook runs after that wrapper, outside the autocast
+        if "_original_forward" in vars(model) and _accelerate_mixed_precision() == "fp16":
+            return "under accelerate's fp16 mixed precision"
+        if self.fp16_weights:
+            return "its weights are fp16"
+        if tensor.dtype == torch.float16:
+            return "its output is fp16"
+        return None
+
+    def _lazy_overflowed(self, tensor, why: str) -> bool:
+        """
+        Adds this forward's sum to the device accumulator; returns whether a copy that has already landed on the host
+        shows an overflow of an earlier forward. Never waits for the device (see the module docstring).
+        """
+        import torch
+
+        overflowed = False
+        if self._device is not None and tensor.device != self._device:
+            overflowed = self.flush()  # the model moved: read what the old device holds (rare, synchronises)
+        total = tensor.sum(dtype=torch.float32)
+        self._pending = total if self._pending is None else self._pending.add_(total)
+        self._device, self._why = tensor.device, self._why or why
+        if self._event is not None:
+            if not self._event.query():
+                return overflowed  # the latest copy has not landed: look again at the next forward
+            overflowed = overflowed or not math.isfinite(self._host.item())
+            self._event = None
+        event = _new_event(tensor.device)
+        if event is None:  # no events on this device: read synchronously, once every SYNC_EVERY forwards
+            self._unread += 1
+            if self._unread < SYNC_EVERY:
+                return overflowed
+            return self.flush() or overflowed
+        if self._host is None:
+            self._host = _host_scalar(tensor.device)
+        self._host.copy_(self._pending, non_blocking=True)
+        event.record()
+        self._event, self._pending = event, None
+        return overflowed
+
+    def flush(self) -> bool:
+        """Reads everything accumulated on a device, waiting for it; returns whether a forward overflowed."""
+        overflowed = False
+        if self._event is not None:
+            self._event.synchronize()
+            overflowed = not math.isfinite(self._host.item())
+            self._event = None
+        if self._pending is not None:
+            overflowed = not math.isfinite(self._pending.item()) or overflowed
+            self._pending = None
+        self._unread = 0
+        return overflowed
+
+    def _report(self, model, mode: str, why: str, late: bool) -> None:
+        name = _model_name(model)
+        config = getattr(model, "config", None)
+        info = resolve_trained_precision(config, name, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
+        risk = _overflow_risk(info)
+        per_call = vars(model).get(MODE_ATTRIBUTE) is not None
+        message = format_overflow_message(
+            name, why=why, mode=mode, info=info, risk=risk, cleared_by=self.cleared_by, late=late, per_call=per_call
+        )
+        if mode == ERROR:
+            raise TrainedPrecisionRiskError(message, risk, name, info.source or UNKNOWN)
+        self._why = None
+        self.warned = True
+        logger.warning(message)
+
+
+@contextlib.contextmanager
+def sentinel_paused():
+    """
+    Forwards inside this block are not checked: for tools that run a model in fp16 to measure where it overflows (the
+    fp16 plan search), where an overflow is the expected answer, not an error.
+    """
+    token = _PAUSED.set(True)
+    try:
+        yield
+    finally:
+        _PAUSED.reset(token)
+
+
+def _mode(model) -> str:
+    """The mode of this forward: the model's per-call `trained_precision_check`, else the environment variable."""
+    return vars(model).get(MODE_ATTRIBUTE) or resolve_check_mode()
+
+
+def _accelerate_mixed_precision() -> str | None:
+    """The mixed precision of accelerate's process state (`"fp16"`, `"bf16"`, `"no"`), without creating that state."""
+    import sys
+
+    state = sys.modules.get("accelerate.state")
+    shared = getattr(getattr(state, "AcceleratorState", None), "_shared_state", None) or {}
+    return shared.get("_mixed_precision")
+
+
+def _checked_output(output, depth: int = 0) -> Any:
+    """The tensor the sentinel checks: the first floating, non-scalar tensor of the output that is not a loss."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output if output.is_floating_point() and output.dim() > 0 else None
+    if depth > 0:
+        return None
+    if isinstance(output, dict):  # a `ModelOutput`: its fields in order
+        values = (value for key, value in output.items() if key not in _LOSS_KEYS)
+    elif isinstance(output, (tuple, list)):
+        values = iter(output)
+    else:
+        return None
+    for value in values:
+        found = _checked_output(value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _new_event(device):
+    """An event on `device`'s current stream, or `None` where the device has no events."""
+    import torch
+
+    try:
+        return torch.Event(device=device)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _host_scalar(device):
+    """The host scalar a device's flag is copied to: pinned, so that a `non_blocking` copy does not wait."""
+    import torch
+
+    try:
+        return torch.empty((), dtype=torch.float32, pin_memory=True)
+    except RuntimeError:
+        return torch.empty((), dtype=torch.float32)
+
+
+def _model_name(model) -> str:
+    config = getattr(model, "config", None)
+    return getattr(config, "name_or_path", None) or type(model).__name__
+
+
+def _overflow_risk(info) -> Risk:
+    """The risk the rules predicted for fp16, or, where they predicted none, the overflow this forward shows."""
+    assessment = info.assess(FP16) if info.is_known else None
+    if assessment is not None and assessment.prior is not None:
+        return assessment.prior
+    safe = (FP32,) if info.precision == FP32 else (BF16, FP32)
+    return Risk(info.precision, FP16, OVERFLOW, "high", "this forward's output holds inf/NaN", safe)
+
+
+def format_overflow_message(
+    name: str,
+    *,
+    why: str,
+    mode: str,
+    info,
+    risk: Risk,
+    cleared_by: str | None = None,
+    late: bool = False,
+    per_call: bool = False,
+) -> str:
+    """
+    The sentinel's message: the model, that fp16 overflowed and why the forward ran in fp16, what the model was trained
+    in, the evidence that had cleared fp16 for it (if any), the fix, how to find the overflowing module, and how to
+    silence it (`per_call`: the mode was given to `from_pretrained`, which the environment variable cannot override).
+    """
+    when = "a recent forward" if late else "this forward"
+    text = f"fp16 overflowed in {when} of '{name}': its output holds inf/NaN, and it computes in fp16 ({why})."
+    if late:
+        text += (
+            " (On this device the sentinel reads its flag without synchronising, so it reports the overflow at a "
+            "later forward.)"
+        )
+    if info.is_known:
+        text += f" It was trained in {risk.trained} ({info.describe()})."
+    if cleared_by:
+        text += (
+            f" fp16 had been cleared for it by evidence: {cleared_by}. This forward is outside what that evidence "
+            "covers (a longer input, weights changed since, or another path to fp16)."
+        )
+    silence = f'load it with `{KWARG}="ignore"`' if per_call else f"set {ENV_VAR}=ignore"
+    return (
+        f"{text} Load it with {dtype_options(risk.safe_dtypes)} instead (or cast it with "
+        f"{' or '.join('`.float()`' if p == FP32 else '`.bfloat16()`' for p in risk.safe_dtypes)}), without fp16 "
+        f"autocast. To find the module that overflows, {FIND_THE_MODULE.format(name=name)}. To silence this, "
+        f"{silence}."
+    )
+
+
+def find_sentinel(model) -> FiniteSentinel | None:
+    """The sentinel hooked on `model`, or `None`."""
+    for hook in getattr(model, "_forward_hooks", {}).values():
+        if isinstance(hook, FiniteSentinel):
+            return hook
+    return None
+
+
+def has_sentinel(model) -> bool:
+    """Whether `model` carries the sentinel."""
+    return find_sentinel(model) is not None
+
+
+def remove_sentinel(model) -> bool:
+    """Takes the sentinel off `model`; returns whether it had one."""
+    hooks = getattr(model, "_forward_hooks", None)
+    if not hooks:
+        return False
+    keys = [key for key, hook in hooks.items() if isinstance(hook, FiniteSentinel)]
+    for key in keys:
+        del hooks[key]
+        for extra in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
+            getattr(model, extra, {}).pop(key, None)
+    return bool(keys)
+
+
+def check_sentinel(model) -> None:
+    """
+    Reads what the sentinel of `model` (or of the `PreTrainedModel` inside a wrapper) has accumulated on a device and
+    reports an overflow as a forward would: raises in `"error"` mode, warns once in `"warn"` mode. Synchronises with
+    the device; call it where a run ends (after a lone forward, at the end of an evaluation). On the CPU nothing is
+    ever pending. A no-op for a model without the sentinel.
+    """
+    for module in _modules(model):
+        sentinel = find_sentinel(module)
+        if sentinel is not None and sentinel.flush():
+            mode = _mode(module)
+            if mode != IGNORE and not (mode == WARN and sentinel.warned):
+                sentinel._report(module, mode, sentinel._why or "on the device", late=True)
+
+
+def _modules(model):
+    modules = getattr(model, "modules", None)
+    return modules() if callable(modules) else [model]
+
+
+def _is_known(model, registry_row) -> bool:
+    """Whether the trained precision of `model` (or of one of its sub-models) is known."""
+    if registry_row is not None or vars(model).get(REGISTRY_ATTRIBUTE) is not None:
+        return True
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    name = _model_name(model)
+    if resolve_trained_precision(config, name).is_known:
+        return True
+    return any(resolve_trained_precision(sub, name).is_known for _, sub in sub_config_items(config))
+
+
+def _has_fp16_weights(model) -> bool:
+    import torch
+
+    return any(p.dtype == torch.float16 for p in model.parameters())
+
+
+def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) -> FiniteSentinel | None:
+    """
+    Hooks the sentinel on `model` when it should carry one: its trained precision is known, or it runs in `"error"`
+    mode. Idempotent (one hook per model); the sentinels that the sub-models of a composite model got when they were
+    built are taken off (the outer model's hook covers them). Called through [`note_runtime`] after every load,
+    `from_config` and cast.
+
+    Args:
+        model ([`PreTrainedModel`]): the model.
+        mode (`str`, *optional*): the call's `trained_precision_check`; by default the model's, else the environment
+            variable's.
+        registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision the
+            load wrote into the config.
+
+    Returns:
+        The model's [`FiniteSentinel`], or `None` when it carries none.
+    """
+    for module in model.modules():
+        if module is not model:
+            remove_sentinel(module)
+    sentinel = find_sentinel(model)
+    if sentinel is not None:
+        return sentinel
+    wanted = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE)) == ERROR
+    if not wanted and not _is_known(model, registry_row):
+        return None
+    sentinel = FiniteSentinel(fp16_weights=_has_fp16_weights(model))
+    model.register_forward_hook(sentinel)
+    return sentinel
+
+
+def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool = True) -> None:
+    """
+    After a load, a `from_config` or a cast of `model` (the outermost one) to `dtype`: attaches the sentinel when the
+    model should carry one ([`attach_sentinel`]), records whether its weights are fp16 now and, when `dtype` is fp16,
+    the evidence that cleared fp16 for it (the sentinel's message names it if the model overflows anyway). Called from
+    the fp16 plan's call sites, which every load and every cast reach: `apply_fp16_plan` after a load and
+    `fp16_plan_cast_scope` around `PreTrainedModel._apply`.
+
+    Args:
+        model ([`PreTrainedModel`]): the model.
+        dtype (`torch.dtype`, *optional*): the dtype the load or the cast put it in; `None` for a device move or a
+            cast whose target could not be told beforehand (the evidence recorded so far is kept while the weights
+            stay fp16).
+        fp16_plans (`dict`, *optional*): per sub-config key, the fp16 plan the path applies and verified.
+        attach (`bool`, *optional*, defaults to `True`): `False` for a device move: a model that carries the
+            sentinel has its record of fp16 weights refreshed, nothing else is read (not even the mode).
+    """
+    import torch
+
+    sentinel = attach_sentinel(model) if attach else find_sentinel(model)
+    if sentinel is None:
+        return
+    sentinel.fp16_weights = _has_fp16_weights(model)
+    if not sentinel.fp16_weights:
+        sentinel.cleared_by = None
+    elif dtype == torch.float16:
+        sentinel.cleared_by = _cleared_by(model, fp16_plans or {})
+
+
+def _cleared_by(model, fp16_plans: dict) -> str | None:
+    """The evidence that clears fp16 for `model` and its sub-models, as a phrase; `None` when none does."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    name = _model_name(model)
+    row = vars(model).get(REGISTRY_ATTRIBUTE)
+    found = []
+    for key, sub in [("", config), *sub_config_items(config)]:
+        info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
+        if info.precision == UNKNOWN:
+            continue
+        assessment = info.assess(FP16, model_class=None if key else type(model))
+        if assessment.overridden:
+            found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
+    return "; ".join(found) or None
+
+
+__all__ = [
+    "FiniteSentinel",
+    "attach_sentinel",
+    "check_sentinel",
+    "format_overflow_message",
+    "has_sentinel",
+    "note_runtime",
+    "remove_sentinel",
+    "sentinel_paused",
+]

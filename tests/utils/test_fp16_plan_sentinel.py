@@ -1,0 +1,104 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The sentinel where evidence cleared fp16: a stored fp16 plan (built by hand, as `test_fp16_plan.py` builds it) clears
+fp16 for the weights it was measured on, and the planned model gives finite output; outside that evidence (weights
+edited after the load, a second cast) the forward overflows, and error mode raises naming the plan.
+"""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+from transformers import is_torch_available
+from transformers.testing_utils import TestCasePlus, require_torch
+
+
+if is_torch_available():
+    import torch
+
+    # the fp16 plan tests build a stored plan by hand: reused here
+    from test_fp16_plan import GPT2_MLP, overflowing_gpt2, stored_plan
+
+    from transformers import GPT2LMHeadModel
+    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.sentinel import find_sentinel
+    from transformers.trained_precision.testing_utils import plant_fp16_overflow
+
+OVERFLOWED = "fp16 overflowed in this forward of"
+
+
+def input_ids(length=24):
+    return torch.randint(0, 64, (2, length), generator=torch.Generator().manual_seed(1))
+
+
+def forward(model):
+    with torch.no_grad():
+        return model(input_ids=input_ids()).logits
+
+
+@require_torch
+class SentinelEvidenceTest(TestCasePlus):
+    """A stored fp16 plan clears fp16 for its weights; outside them, the sentinel raises and names the plan."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        model = overflowing_gpt2()
+        model.config.trained_precision = "bf16"  # fp16 is risky for it: only the verified plan clears it
+        model.config.fp16_plan = stored_plan(model)
+        cls.dir = os.path.join(cls.tmp, "planned")
+        model.save_pretrained(cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        super().setUp()
+        reset_warning_cache()
+
+    def test_the_plan_applied_gives_finite_output_and_the_sentinel_knows_what_cleared_it(self):
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
+        self.assertTrue(torch.isfinite(forward(model)).all())
+        model.generate(input_ids(8), max_new_tokens=4, do_sample=False, pad_token_id=0)
+        self.assertIn("a measured fp16 plan", find_sentinel(model).cleared_by)
+
+    def test_weights_edited_after_the_load_overflow_and_the_sentinel_names_the_plan(self):
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
+        plant_fp16_overflow(model, "transformer.h.0.mlp.c_fc", "transformer.h.0.mlp.c_proj")  # outside the plan
+        with self.assertRaises(TrainedPrecisionRiskError) as cm:
+            forward(model)
+        message = str(cm.exception)
+        self.assertIn(f"{OVERFLOWED} '{self.dir}'", message)
+        self.assertIn("fp16 had been cleared for it by evidence: a measured fp16 plan", message)
+        self.assertIn("outside what that evidence covers", message)
+
+    def test_a_planned_model_cast_to_fp16_again_never_gives_nan_silently(self):
+        for first in (torch.float16, torch.float32):
+            model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=first, trained_precision_check="error")
+            model.half()
+            model.half()
+            try:
+                out = forward(model)
+            except TrainedPrecisionRiskError as error:  # the second cast undid the plan: the sentinel says so
+                self.assertIn("a measured fp16 plan", str(error))
+            else:  # the plan was kept: the output is finite
+                self.assertTrue(torch.isfinite(out).all())
+                self.assertEqual(model.get_submodule(f"{GPT2_MLP}.c_fc").weight.dtype, torch.float32)
+
+
+if __name__ == "__main__":
+    unittest.main()
