@@ -563,7 +563,7 @@ class _RunState:
         if loss.requires_grad:
             loss = loss.detach()  # an in-place add of a graph tensor would keep every step's graph alive
         if loss.dim():
-            loss = loss.float().sum()  # a per-replica or per-token loss: inf/NaN anywhere stays in the sum
+            loss = loss.mul(0).sum()  # per replica or per token: NaN if any is inf/NaN, else 0 (no overflow)
         losses = self.losses
         if losses is None:
             import torch
