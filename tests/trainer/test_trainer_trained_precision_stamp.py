@@ -51,7 +51,13 @@ if is_torch_available():
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
     from transformers.trained_precision.run_record import MIN_RUN_STEPS
-    from transformers.trained_precision.stamp import resolve_run_precision, stamp_trained_precision
+    from transformers.trained_precision.stamp import (
+        finish_trained_precision_run,
+        note_optimizer_step,
+        note_training_loss,
+        resolve_run_precision,
+        stamp_trained_precision,
+    )
 
 
 STAMP_LOGGER = "transformers.trained_precision.stamp"
@@ -621,6 +627,67 @@ class CustomLoopStampTest(TestCasePlus):
         self.assertEqual(model.config.trained_precision, "bf16")
         self.assertEqual(model.config.text_config.trained_precision, "bf16")
         self.assertEqual(model.config.vision_config.trained_precision, "bf16")
+
+    def note_steps(self, model, losses, skipped=()):
+        for i, loss in enumerate(losses):
+            note_training_loss(model, loss)
+            note_optimizer_step(model, skipped=i in skipped)
+        return finish_trained_precision_run(model)
+
+    def test_per_step_notes_unwrap_once_and_touch_no_config(self):
+        """The per-step notes cost O(1): the wrapper is unwrapped on the first call only, the config is not read."""
+        from transformers.trained_precision import stamp
+
+        model = tiny_gpt_neo()
+        wrapped = torch.nn.DataParallel(model)  # on the CPU, a wrapper that only forwards
+        stamp_trained_precision(wrapped, "fp32")
+        losses = [torch.tensor(2.0, requires_grad=True) * 1 for _ in range(20)]
+        with (
+            mock.patch.object(stamp, "unwrap_model_for_config", wraps=stamp.unwrap_model_for_config) as unwrap,
+            mock.patch.object(stamp, "_all_configs", wraps=stamp._all_configs) as configs,
+        ):
+            for i, loss in enumerate(losses):
+                note_training_loss(wrapped, loss)
+                note_optimizer_step(wrapped, skipped=i == 3)
+        self.assertLessEqual(unwrap.call_count, 1)
+        self.assertEqual(configs.call_count, 0)
+        self.assertFalse(stamp._RUNS[model].losses.requires_grad)  # no step's graph is kept alive
+        self.assertEqual(finish_trained_precision_run(wrapped), "finished")
+        record = model.config.trained_precision_run
+        self.assertEqual((record["optimizer_steps"], record["skipped_steps"]), (19, 1))
+
+    @parameterized.expand(
+        [
+            ("inf_then_finite", [1.0, float("inf"), 1.0], torch.float32, "diverged"),
+            ("nan", [float("nan"), 1.0], torch.float32, "diverged"),
+            ("minus_inf", [-float("inf")], torch.float32, "diverged"),
+            # fp16 losses whose sum would overflow fp16 are still finite losses
+            ("large_fp16", [60000.0] * 4, torch.float16, "finished"),
+            ("bf16", [3.0e38, 3.0e38], torch.bfloat16, "finished"),
+        ]
+    )
+    def test_losses_are_finite_only_when_every_one_is(self, _, values, dtype, expected):
+        model = tiny_gpt_neo()
+        stamp_trained_precision(model, "fp32", check=False)
+        self.assertEqual(self.note_steps(model, [torch.tensor(v, dtype=dtype) for v in values]), expected)
+
+    def test_non_scalar_losses(self):
+        """Per-replica or per-token losses: any inf/NaN element diverges; large finite ones never add up to inf."""
+        model = tiny_gpt_neo()
+        stamp_trained_precision(model, "fp32", check=False)
+        losses = [torch.ones(3), torch.tensor([1.0, float("nan")])]
+        self.assertEqual(self.note_steps(model, losses), "diverged")
+        stamp_trained_precision(model, "fp32", check=False)
+        self.assertEqual(self.note_steps(model, [torch.full((4,), 3.0e38)] * 3), "finished")
+
+    def test_a_new_stamp_starts_a_new_count(self):
+        model = tiny_gpt_neo()
+        wrapped = torch.nn.DataParallel(model)
+        stamp_trained_precision(wrapped, "fp32", check=False)
+        self.assertEqual(self.note_steps(wrapped, [torch.tensor(float("nan"))] * 3), "diverged")
+        stamp_trained_precision(wrapped, "fp32", check=False)
+        self.assertEqual(self.note_steps(wrapped, [torch.tensor(1.0)] * 2), "finished")
+        self.assertEqual(model.config.trained_precision_run["optimizer_steps"], 2)
 
     def test_model_without_config_is_skipped_silently(self):
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:

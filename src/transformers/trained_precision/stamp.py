@@ -543,29 +543,70 @@ def _given_compute(value: Any, precision: str, model: Any) -> str:
 
 
 class _RunState:
-    """What a stamped run has noted so far: whether every loss was finite, and its optimizer steps."""
+    """
+    What a stamped run has noted so far, in O(1) per step: whether every loss was finite, and its optimizer steps.
+
+    The losses are folded into one 0-dim fp32 tensor on the loss's device with a single in-place `add_(loss, alpha=0)`
+    per step: it stays 0 while every loss is finite and becomes NaN for good once one is inf or NaN (`0 * inf` is
+    NaN), with no device synchronisation and no growth (a plain sum of fp16 losses could overflow). It is read once,
+    by [`finish_trained_precision_run`].
+    """
+
+    __slots__ = ("losses", "optimizer_steps", "skipped_steps")
 
     def __init__(self):
-        self.losses_finite = None  # a 0-dim bool tensor on the loss's device: no device sync per step
+        self.losses = None
         self.optimizer_steps = 0
         self.skipped_steps = 0
 
+    def note_loss(self, loss: Any) -> None:
+        if loss.requires_grad:
+            loss = loss.detach()  # an in-place add of a graph tensor would keep every step's graph alive
+        if loss.dim():
+            loss = loss.mul(0).sum()  # per replica or per token: NaN if any is inf/NaN, else 0 (no overflow)
+        losses = self.losses
+        if losses is None:
+            import torch
 
-# model -> the state of the run stamped on it
+            losses = self.losses = torch.zeros((), dtype=torch.float32, device=loss.device)
+        elif loss.device != losses.device:
+            loss = loss.to(losses.device)
+        losses.add_(loss, alpha=0)
+
+    def losses_finite(self) -> bool:
+        """Whether every noted loss was finite (one device synchronisation, at the end of the run)."""
+        return self.losses is None or bool(self.losses.isfinite())
+
+
+# the model whose config the run stamped (unwrapped) -> the state of that run
 _RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# a wrapper the per-step calls were given (PEFT, DDP, `torch.compile`) -> a weak reference to the model inside it,
+# unwrapped once: the Trainer passes the same `self.model` at every step, and unwrapping (accelerate's
+# `extract_model_from_parallel` reads package metadata) costs more than a small model's step
+_UNWRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _run_state(model: Any) -> _RunState:
+    """The state of the run on `model` (wrapped or not), created when none was stamped; O(1) after the first call."""
     state = _RUNS.get(model)
+    if state is not None:
+        return state
+    inner_ref = _UNWRAPPED.get(model)
+    inner = inner_ref() if inner_ref is not None else None
+    if inner is None:
+        inner = unwrap_model_for_config(model)
+        _UNWRAPPED[model] = weakref.ref(inner)
+    state = _RUNS.get(inner)
     if state is None:
-        state = _RUNS[model] = _RunState()
+        state = _RUNS[inner] = _RunState()
     return state
 
 
 def note_training_loss(model: Any, loss: Any) -> None:
     """
     Notes one training loss of the run stamped on `model`, for [`finish_trained_precision_run`]. The [`Trainer`]
-    calls it after every `training_step`; it keeps a running flag on the loss's device and never synchronises.
+    calls it after every `training_step`. It costs one in-place tensor op on the loss's device and never
+    synchronises; the model is unwrapped once, on the first call, not at every step.
 
     Args:
         model (`torch.nn.Module`): the model being trained (wrapped or not).
@@ -573,12 +614,8 @@ def note_training_loss(model: Any, loss: Any) -> None:
     """
     import torch
 
-    if not isinstance(loss, torch.Tensor):
-        return
-    state = _run_state(unwrap_model_for_config(model))
-    finite = torch.isfinite(loss.detach()).all()
-    previous = state.losses_finite
-    state.losses_finite = finite if previous is None else previous & finite.to(previous.device)
+    if isinstance(loss, torch.Tensor):
+        _run_state(model).note_loss(loss)
 
 
 def note_optimizer_step(model: Any, skipped: Any = False) -> None:
@@ -606,8 +643,8 @@ def note_optimizer_step(model: Any, skipped: Any = False) -> None:
             if hasattr(skipped, attribute):
                 skipped = getattr(skipped, attribute)
                 break
-    state = _run_state(unwrap_model_for_config(model))
-    if bool(skipped):
+    state = _run_state(model)
+    if skipped:
         state.skipped_steps += 1
     else:
         state.optimizer_steps += 1
@@ -631,8 +668,7 @@ def finish_trained_precision_run(model: Any) -> str | None:
     if not configs:
         return None
     state = _RUNS.pop(inner, None) or _RunState()
-    losses = state.losses_finite
-    finite = bool(losses.item()) if losses is not None else True
+    finite = state.losses_finite()
     if finite:
         finite = all(
             bool(torch.isfinite(p.detach()).all()) for p in inner.parameters() if p.requires_grad and p.numel()
