@@ -365,8 +365,8 @@ class StackTest(StackTestBase):
         self.assertIn(
             '"trained_precision": "bf16",', self.show(first, "tests/utils/test_configuration_utils.py").decode()
         )
-        # the guide's first page, and its toctree entry, come with the package's stamp (the lineage extension)
-        guide = next(b.branch for b in self.result.branches if b.branch.endswith("-lineage"))
+        # the guide's first page, and its toctree entry, come right after the package's stamp (the lineage extension)
+        guide = next(b.branch for b in self.result.branches if b.branch.endswith("-audit"))
         self.assertNotIn("trained_precision", self.show(first, "docs/source/en/_toctree.yml").decode())
         self.assertIn("- local: trained_precision", self.show(guide, "docs/source/en/_toctree.yml").decode())
         # every other page comes with the PR that ships what it documents, and the last branch lists them in order
@@ -499,7 +499,7 @@ class StackFailureTest(StackTestBase):
         )
         result = self.make_pr(clone, "HEAD")
         first = result.branches[0].branch
-        guide = next(b.branch for b in result.branches if b.branch.endswith("-lineage"))
+        guide = next(b.branch for b in result.branches if b.branch.endswith("-audit"))
         toc = git(clone, "show", f"{guide}:docs/source/en/_toctree.yml")
         self.assertIn("    - local: models\n      title: Loading models\n    - local: trained_precision\n", toc)
         self.assertIn('    "new_kwarg": 1,', git(clone, "show", f"{first}:tests/utils/test_configuration_utils.py"))
