@@ -1,6 +1,6 @@
 # Copyright 2026 The HuggingFace Team. All rights reserved. Licensed under the Apache License, Version 2.0.
 """
-With nothing of ours turned on, the patched optimizer handlers build what upstream 5.23.0's build. Fork-only: it runs
+With nothing of ours turned on, the patched optimizer handlers build what the pinned upstream release's build. Fork-only: it runs
 upstream's own `trainer_optimizer.py`, read from the pinned wheel in `.cache/`, beside the patched one, on the same
 `TrainingArguments`, and compares the optimizer class and keyword arguments each returns. The only differences allowed
 are the two bug fixes, each asserted as the difference it is.
@@ -36,7 +36,7 @@ if is_torch_available():
 
 @functools.cache
 def upstream_trainer_optimizer():
-    """Upstream 5.23.0's `transformers/trainer_optimizer.py`, imported as a module of the installed package (its
+    """The pinned upstream release's `transformers/trainer_optimizer.py`, imported as a module of the installed package (its
     relative imports resolve there), without replacing the patched one."""
     config = ps.read_config(REPO)
     wheel = ps.cached_upstream_wheel(config.upstream_version, config.pins["wheel"])

@@ -171,7 +171,9 @@ class TreeTest(PatchsetTestBase):
         result = run_patchset(self.repo, "tree", str(out))
         self.assertEqual(result.returncode, 0, result.stderr)
         config = patchset.read_config(self.repo)
-        upstream = patchset.upstream_from_wheel(patchset.cached_upstream_wheel(config.upstream_version), "5.23.0")
+        upstream = patchset.upstream_from_wheel(
+            patchset.cached_upstream_wheel(config.upstream_version), config.upstream_version
+        )
         built = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
         ours = {f"transformers/{p.relative_to(self.repo / 'src' / 'transformers').as_posix()}"
                 for p in (self.repo / "src" / "transformers").rglob("*.py")}  # fmt: skip
@@ -183,12 +185,14 @@ class TreeTest(PatchsetTestBase):
         for rel in patched:
             self.assertTrue((out / rel).read_text().startswith(patchset.NOTICE_MARKER), rel)
         init = (out / "transformers" / "__init__.py").read_text()
-        self.assertRegex(init, r'__version__ = "5\.23\.0\+trainedprecision\.\d+(\.g[0-9a-f]+)?"')
+        pin = re.escape(config.upstream_version)
+        self.assertRegex(init, rf'__version__ = "{pin}\+trainedprecision\.\d+(\.g[0-9a-f]+)?"')
 
     def test_version_is_numeric_local_label(self):
-        version = patchset.fork_version(patchset.read_config(self.repo), self.repo)
+        config = patchset.read_config(self.repo)
+        version = patchset.fork_version(config, self.repo)
         sha = git(self.repo, "rev-parse", "--short=10", "HEAD").strip()
-        self.assertRegex(version, rf"^5\.23\.0\+trainedprecision\.\d+\.g{sha}$")
+        self.assertRegex(version, rf"^{re.escape(config.upstream_version)}\+trainedprecision\.\d+\.g{sha}$")
         from packaging.version import Version
 
         self.assertGreater(Version("5.23.0+trainedprecision.10"), Version("5.23.0+trainedprecision.9"))
@@ -197,7 +201,9 @@ class TreeTest(PatchsetTestBase):
 class SetupMetadataTest(unittest.TestCase):
     def test_upstream_requirements_and_our_extras(self):
         config = patchset.read_config()
-        upstream = patchset.upstream_from_wheel(patchset.cached_upstream_wheel(config.upstream_version), "5.23.0")
+        upstream = patchset.upstream_from_wheel(
+            patchset.cached_upstream_wheel(config.upstream_version), config.upstream_version
+        )
         kwargs = patchset.setup_kwargs(upstream, config)
         self.assertIn("testing", kwargs["extras_require"])  # upstream's own extras survive
         # what `bf16_full_train` needs to run in the Trainer: the optimizer and accelerate
@@ -210,14 +216,17 @@ class SetupMetadataTest(unittest.TestCase):
 
     def test_clashing_extra_is_refused(self):
         config = patchset.read_config()
-        upstream = patchset.upstream_from_wheel(patchset.cached_upstream_wheel(config.upstream_version), "5.23.0")
+        upstream = patchset.upstream_from_wheel(
+            patchset.cached_upstream_wheel(config.upstream_version), config.upstream_version
+        )
         config.extras = {"testing": ["pytest"]}
         with self.assertRaisesRegex(patchset.PatchsetError, "clashes"):
             patchset.setup_kwargs(upstream, config)
 
     def test_wrong_upstream_version_is_refused(self):
         with self.assertRaisesRegex(patchset.PatchsetError, "need the pristine 9.9.9"):
-            patchset.upstream_from_wheel(patchset.cached_upstream_wheel("5.23.0"), "9.9.9")
+            pin = patchset.read_config().upstream_version
+            patchset.upstream_from_wheel(patchset.cached_upstream_wheel(pin), "9.9.9")
 
 
 @unittest.skipUnless(shutil.which("git"), "needs git")

@@ -6,6 +6,7 @@ installed package is this wheel.
 """
 
 import email.parser
+import re
 import subprocess
 import sys
 import unittest
@@ -49,7 +50,8 @@ class WheelTest(unittest.TestCase):
 
     def test_name_and_version(self):
         self.assertEqual(self.metadata["Name"], "transformers")
-        self.assertRegex(self.metadata["Version"], r"^5\.23\.0\+trainedprecision\.\d+(\.g[0-9a-f]{10})?$")
+        pin = re.escape(self.config.upstream_version)
+        self.assertRegex(self.metadata["Version"], rf"^{pin}\+trainedprecision\.\d+(\.g[0-9a-f]{{10}})?$")
 
     def test_requirements_are_upstreams_plus_our_extras(self):
         ours = {f'{req}; extra == "{name}"' for name, reqs in self.config.extras.items() for req in reqs}
