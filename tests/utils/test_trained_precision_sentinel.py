@@ -34,11 +34,9 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
-    from transformers.trained_precision import sentinel as tp_sentinel
     from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.sentinel import (
         attach_sentinel,
-        check_sentinel,
         find_sentinel,
         has_sentinel,
         remove_sentinel,
@@ -376,54 +374,6 @@ class SentinelTest(TestCasePlus):
         loaded = EncoderDecoderModel.from_pretrained(path, trained_precision_check="error")
         hooked = [name for name, module in loaded.named_modules() if has_sentinel(module)]
         self.assertEqual(hooked, [""])
-
-    # --- on a GPU: the lazy check, exercised on the CPU with a stand-in event ------------------------------------
-
-    def lazy(self, event):
-        """Makes the CPU take the GPU's path: no synchronous read, the flag copied and read through `event`."""
-        eager, new_event = tp_sentinel._EAGER_DEVICE_TYPES, tp_sentinel._new_event
-        tp_sentinel._EAGER_DEVICE_TYPES = frozenset()
-        tp_sentinel._new_event = lambda device: event()
-        self.addCleanup(setattr, tp_sentinel, "_EAGER_DEVICE_TYPES", eager)
-        self.addCleanup(setattr, tp_sentinel, "_new_event", new_event)
-
-    def test_on_a_device_the_overflow_is_reported_at_a_later_forward_without_waiting(self):
-        landed = []
-
-        class Event:  # a copy lands when the test says so
-            def record(self):
-                pass
-
-            def query(self):
-                return bool(landed)
-
-            def synchronize(self):
-                landed.append(True)
-
-        self.lazy(Event)
-        model = self.load(dtype=torch.float16, trained_precision_check="error")
-        forward(model)  # overflows; its flag is copied, not read
-        forward(model)  # the copy has not landed: nothing is read, nothing waits
-        landed.append(True)
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "fp16 overflowed in a recent forward of"):
-            forward(model)
-        lone = self.load(dtype=torch.float16, trained_precision_check="error")
-        landed.clear()
-        forward(lone)
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "a recent forward"):
-            check_sentinel(lone)  # where a run ends: waits for the device, then reports
-        healthy = self.load("healthy", dtype=torch.float16, trained_precision_check="error")
-        for _ in range(3):
-            forward(healthy)
-        check_sentinel(healthy)
-
-    def test_on_a_device_without_events_the_flag_is_read_once_every_n_forwards(self):
-        self.lazy(lambda: None)
-        model = self.load(dtype=torch.float16, trained_precision_check="error")
-        for _ in range(tp_sentinel.SYNC_EVERY - 1):
-            forward(model)
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "a recent forward"):
-            forward(model)
 
 
 if __name__ == "__main__":
