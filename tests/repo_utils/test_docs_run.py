@@ -24,6 +24,8 @@ fresh working folder per page, offline (`HF_HUB_OFFLINE=1`, `HF_HOME` of the tes
   `python utils/` or `python tools/` are the repository's own tools: they run from the repository root. Not run: lines marked
   `# needs the Hub` and `pip install` lines (they need the package index). README's shell lines (installing, `make`)
   are the fork's own workflow and are not run here.
+- No block or command prints a config warning about the page's own tiny model (`QUIET`): token ids outside its
+  vocabulary are the example's noise, not the reader's.
 
 A failure names the page and the line of each failing block or command, with the end of its output.
 
@@ -55,6 +57,9 @@ FILE_BLOCK = re.compile(r"^#\s*(?P<name>[\w./-]+\.(?:py|ya?ml|json|txt|cfg|toml)
 #: The mark of a shell line that needs the Hub (a download, or a cache filled from it): not run offline.
 HUB_MARK = "needs the Hub"
 EXIT_CODE = re.compile(r"exit code (\d+)")
+#: Warnings a page's own tiny models must not print: a reader copies the config, and the noise hides what the page
+#: shows (GPT-2's and GPT-Neo's default `bos_token_id`/`eos_token_id` of 50256 lie outside a small `vocab_size`).
+QUIET = ("within the vocabulary",)
 #: Seconds one block or command may take (the slowest train a few steps of a tiny model, or launch two processes).
 BLOCK_TIMEOUT = 600
 
@@ -206,6 +211,9 @@ def run_page(page: str, cwd: str) -> tuple[list[str], list[str]]:
                 failures.append(
                     f"{page}:{at}: {what} exits {result.returncode}, expected {expected}:\n{_tail(result)}"
                 )
+            noise = [line for line in (result.stdout + result.stderr).splitlines() if any(q in line for q in QUIET)]
+            if noise:
+                failures.append(f"{page}:{at}: {what} prints a warning about its own example model:\n{noise[0]}")
     return failures, log
 
 
