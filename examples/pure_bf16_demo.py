@@ -40,6 +40,7 @@ import argparse
 import json
 import math
 import os
+import tempfile
 import time
 
 
@@ -260,8 +261,9 @@ def train_one(name, opts, train_set, eval_set):
     run = RUNS[name]
     print(f"\n=== {run['label']} ===", flush=True)
     out = os.path.join(opts.output_dir, name)
+    scratch = tempfile.TemporaryDirectory(prefix=f"demo_{name}_")  # save_strategy="no": the Trainer writes nothing there
     args = TrainingArguments(
-        output_dir=os.path.join(opts.output_dir, "trainer", name),
+        output_dir=scratch.name,
         max_steps=opts.steps,
         per_device_train_batch_size=opts.batch_size,
         per_device_eval_batch_size=64,
@@ -290,6 +292,7 @@ def train_one(name, opts, train_set, eval_set):
     metrics = trainer.evaluate()
     state_bytes = training_state_bytes(model, trainer.optimizer)
     trainer.save_model(out)
+    scratch.cleanup()
     with open(os.path.join(out, "config.json")) as f:
         saved = json.load(f)
     history = trainer.state.log_history
