@@ -261,7 +261,9 @@ def train_one(name, opts, train_set, eval_set):
     run = RUNS[name]
     print(f"\n=== {run['label']} ===", flush=True)
     out = os.path.join(opts.output_dir, name)
-    scratch = tempfile.TemporaryDirectory(prefix=f"demo_{name}_")  # save_strategy="no": the Trainer writes nothing there
+    scratch = tempfile.TemporaryDirectory(
+        prefix=f"demo_{name}_"
+    )  # save_strategy="no": the Trainer writes nothing there
     args = TrainingArguments(
         output_dir=scratch.name,
         max_steps=opts.steps,
