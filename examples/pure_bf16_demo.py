@@ -261,9 +261,8 @@ def train_one(name, opts, train_set, eval_set):
     run = RUNS[name]
     print(f"\n=== {run['label']} ===", flush=True)
     out = os.path.join(opts.output_dir, name)
-    scratch = tempfile.TemporaryDirectory(
-        prefix=f"demo_{name}_"
-    )  # save_strategy="no": the Trainer writes nothing there
+    # the Trainer's own output folder: with save_strategy="no" it stays empty, so it lives outside --output_dir
+    scratch = tempfile.TemporaryDirectory(prefix=f"demo_{name}_")
     args = TrainingArguments(
         output_dir=scratch.name,
         max_steps=opts.steps,
