@@ -569,6 +569,30 @@ def _model_class(config):
     return transformers.AutoModel
 
 
+def check_stored_weights(
+    path_or_id: str, local_files_only: bool = True, cache_dir: str | os.PathLike | None = None
+) -> None:
+    """
+    The report's check of a checkpoint's stored weights ([`~trained_precision.storage.read_storage`]: the index, every
+    shard present, every safetensors header against its file's size), run before the model is built: a truncated or
+    malformed file fails at once, naming the file, the tensor and the byte, instead of after the model class is
+    imported and built. `path_or_id` is a checkpoint directory, or a Hub id checked in its cached snapshot when
+    nothing may be downloaded; a Hub id that will be downloaded is left to the download.
+
+    Raises:
+        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
+    """
+    from ..utils import CONFIG_NAME
+    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .storage import read_storage
+
+    directory = path_or_id if os.path.isdir(path_or_id) else None
+    if directory is None and local_files_only and parse_hub_id(path_or_id) is not None:
+        directory = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+    if directory is not None:
+        read_storage(directory)
+
+
 def load_audit_model(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
@@ -587,11 +611,13 @@ def load_audit_model(
     Raises:
         [`CheckpointInspectionError`]: when the model cannot be loaded.
     """
+    path_or_id = os.fspath(path_or_id)
+    # before torch and the model class are imported: a bad file fails in a second, as the report does
+    check_stored_weights(path_or_id, local_files_only=local_files_only, cache_dir=cache_dir)
     import torch
 
     from ..models.auto import AutoConfig, AutoTokenizer
 
-    path_or_id = os.fspath(path_or_id)
     hub_kwargs = {"local_files_only": local_files_only, "cache_dir": cache_dir}
     try:
         config = AutoConfig.from_pretrained(path_or_id, **hub_kwargs)
@@ -599,7 +625,7 @@ def load_audit_model(
             path_or_id, dtype=torch.float32, use_safetensors=use_safetensors or None, **hub_kwargs
         )
     except Exception as e:
-        raise CheckpointInspectionError(f"Cannot load {path_or_id} for the audit ({type(e).__name__}: {e}).") from e
+        raise CheckpointInspectionError(f"Cannot load {path_or_id} in fp32 ({type(e).__name__}: {e}).") from e
     tokenizer = None
     if not os.path.isdir(path_or_id) or any(os.path.isfile(os.path.join(path_or_id, n)) for n in TOKENIZER_FILES):
         try:
@@ -671,5 +697,6 @@ __all__ = [
     "audit_activations",
     "audit_checkpoint",
     "calibration_inputs",
+    "check_stored_weights",
     "load_audit_model",
 ]
