@@ -75,7 +75,9 @@ Find the modules fp16 overflows in, keep only those in fp32, validate against fp
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
-  {EXIT_SAFE}  safe (or no --dtype asked); for `set`: everything asked was done or already so
+  {EXIT_SAFE}  safe (or no --dtype asked; with --audit on an unknown precision: "safe as measured", a measurement on
+     the calibration inputs, not a verdict from the trained precision); for `set`: everything asked was done or
+     already so
   {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision; for `plan`: no plan makes fp16 safe
      (only these mean 1)
   {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option; nothing was done
