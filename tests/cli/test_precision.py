@@ -454,15 +454,17 @@ class PrecisionCommandTest(TestCasePlus):
         import typer
         from typer.testing import CliRunner
 
-        from transformers.trained_precision.cli import precision
+        from transformers.trained_precision.cli import PRECISION_COMMAND_SETTINGS, precision
 
         app = typer.Typer()
-        app.command(name="precision")(precision)
+        app.command(name="precision", **PRECISION_COMMAND_SETTINGS)(precision)
         app.command(name="noop")(lambda: None)  # with a second command typer keeps `precision` as a sub-command
         runner = CliRunner()
         self.assertEqual(runner.invoke(app, ["precision", self.neo_dir, "--dtype", "fp16"]).exit_code, 1)
         self.assertEqual(runner.invoke(app, ["precision", self.neo_dir, "--dtype", "bf16"]).exit_code, 0)
         self.assertEqual(runner.invoke(app, ["precision", os.path.join(self.tmp, "nope")]).exit_code, 2)
+        result = runner.invoke(app, ["precision", self.neo_dir, "--json", "--bogus"])
+        self.assertEqual((result.exit_code, json.loads(result.stdout)["exit_code"]), (2, 2))
 
     # ------------------------------------------------------------------------------------------------------------
     # the audit

@@ -400,6 +400,51 @@ class ConsoleScriptDispatchTest(IsolatedHomeTestCase):
         self.assertEqual(result.stderr.strip().splitlines()[-1], "1 False False", result.stdout + result.stderr)
         self.assertIn("Trained precision (config): bf16", result.stdout)
 
+    def test_console_script_usage_errors_are_one_json_document(self):
+        # the app the console script runs, invoked as the script invokes it (click's standalone mode): each usage
+        # error gives the document and the exit code of `python -m transformers.trained_precision`
+        import click
+        import typer
+        from click.testing import CliRunner
+
+        from transformers.cli.transformers import app
+
+        command = app if isinstance(app, click.Group) else typer.main.get_group(app)
+        directory = self.checkpoint()
+        for args in (
+            [directory, "--json", "--bogus"],
+            ["--json"],
+            ["set", directory, "--json", "--bogus"],
+            [directory, "--format", "json", "--top", "x"],
+        ):
+            result = CliRunner().invoke(command, ["precision", *map(os.fspath, args)])
+            code, out, err = run_main(*args)
+            self.assertEqual((result.exit_code, result.stdout), (code, out), args)
+            self.assertEqual(json.loads(result.stdout)["exit_code"], 2, args)
+            self.assertEqual(result.stderr, "", args)
+        # without --json, the usage error is the command's own text, on stderr
+        result = CliRunner().invoke(command, ["precision", os.fspath(directory), "--bogus"])
+        self.assertEqual((result.exit_code, result.stdout), (2, ""))
+        self.assertIn("No such option: --bogus", result.stderr)
+        # and --help is the command's own help, exit codes included
+        result = CliRunner().invoke(command, ["precision", "--help"])
+        self.assertEqual(result.exit_code, 0)
+        self.assertIn("70 internal error", result.stdout)
+
+    def test_installed_console_script_answers_a_usage_error_with_json(self):
+        script = os.path.join(os.path.dirname(sys.executable), "transformers")
+        if not os.access(script, os.X_OK):
+            self.skipTest("no `transformers` console script next to this interpreter")
+        result = subprocess.run(
+            [script, "precision", os.fspath(self.checkpoint()), "--json", "--bogus"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1"},
+            timeout=120,
+        )
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(json.loads(result.stdout), {"error": "No such option: --bogus", "exit_code": 2})
+
     def test_precision_is_registered_beside_upstreams_commands(self):
         import click
         import typer

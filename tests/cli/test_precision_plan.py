@@ -217,6 +217,28 @@ class PrecisionPlanCommandTest(TestCasePlus):
                 self.assertIn(message, result.output)
         self.assertNotIn("fp16_plan", self.read_config(path))
 
+    def test_a_truncated_file_fails_before_the_model_is_built_with_the_reports_message(self):
+        from transformers.trained_precision.audit import audit_checkpoint
+        from transformers.trained_precision.storage import CheckpointInspectionError
+
+        path = self.checkpoint("clean")
+        weights = os.path.join(path, "model.safetensors")
+        os.truncate(weights, os.path.getsize(weights) // 2)
+        report = self.report(path, "--json")
+        self.assertEqual(report.exit_code, 2, report.output)
+        message = json.loads(report.stdout)["error"]
+        self.assertIn("is truncated: tensor", message)
+        self.assertIn("of the data section", message)
+        with mock.patch.object(GPT2LMHeadModel, "from_pretrained") as load:
+            for args in ((path, "--dtype", "fp16", "--json"), (path, "--audit", "--json")):
+                result = self.run_cli(*args) if args[1] == "--dtype" else self.report(*args)
+                self.assertEqual((result.exit_code, json.loads(result.stdout)["error"]), (2, message), args)
+            with self.assertRaises(CheckpointInspectionError) as raised:  # the Python entry point of the audit
+                audit_checkpoint(path)
+            self.assertEqual(str(raised.exception), message)
+        load.assert_not_called()
+        self.assertNotIn("fp16_plan", self.read_config(path))
+
     def test_plan_options_belong_to_plan(self):
         import typer
         from click.testing import CliRunner

@@ -28,21 +28,6 @@ if is_torch_available():
     from transformers.trained_precision.testing_utils import tiny_gpt_neo
 
 
-class AuditVerdictTest(unittest.TestCase):
-    def test_the_verdict_quotes_the_tables_maximum(self):
-        from transformers.trained_precision.audit import ActivationAudit, ModuleRange
-
-        # the first value to overflow (in execution order, on the first sample) is smaller than the module's largest
-        # over every sample, which the table lists: the verdict quotes the table's number
-        modules = [ModuleRange("block.wo", 3.66e6, 10.0, 4), ModuleRange("block.wi", 12.0, 5.0, 4)]
-        audit = ActivationAudit(modules, ("block.wo", "output", 7.1e4), [], 4, 256, "random")
-        self.assertIn("(max 3.66e+06; fp16 max 65504)", audit.verdict)
-        self.assertIn("3.66e+06", audit.format())
-        # an overflow at a module's input quotes that module's largest input
-        audit = ActivationAudit(modules, ("block.wi", "input", 7.0e4), [], 4, 256, "random")
-        self.assertIn("the input of `block.wi` (max 7e+04;", audit.verdict)
-
-
 @require_torch
 class ActivationAuditTest(unittest.TestCase):
     def test_audit_api_removes_hooks_and_restores_mode(self):
@@ -58,6 +43,27 @@ class ActivationAuditTest(unittest.TestCase):
         self.assertIn("(model)", names)
         self.assertIn("transformer.h.1.mlp.c_proj", names)
         self.assertEqual([m.max_abs for m in audit.modules], sorted((m.max_abs for m in audit.modules), reverse=True))
+
+    def test_first_overflow_is_the_modules_largest_value_over_every_sample(self):
+        # the first value to pass fp16's max (on the first sample) is smaller than the module's largest over every
+        # sample: `first_overflow`, the verdict, the JSON and the table all give the largest, one number
+        class Parent(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.child = torch.nn.Identity()
+
+            def forward(self, x):
+                return self.child(x)
+
+        audit = audit_activations(Parent(), inputs=[{"x": torch.full((1, 2), 7e4)}, {"x": torch.full((1, 2), 3e6)}])
+        self.assertEqual(audit.first_overflow, ("child", "input", 3e6))
+        self.assertEqual({m.name: m.max_input for m in audit.modules}["child"], 3e6)
+        self.assertIn("the input of `child` (max 3e+06; fp16 max 65504)", audit.verdict)
+        self.assertEqual(audit.to_dict()["first_overflow"], {"module": "child", "where": "input", "max_abs": 3e6})
+        # each dtype in its own terms: the range fits bf16 and fp32, overflows fp16
+        self.assertEqual(audit.range_for("fp16"), audit.verdict)
+        self.assertEqual(audit.range_for("bf16"), "largest activation 3e+06 at `child`, within bf16's max 3.39e+38")
+        self.assertIn("within fp32's max", audit.range_for("fp32"))
 
     def test_recorder_sees_keyword_inputs(self):
         class Child(torch.nn.Module):

@@ -24,7 +24,7 @@ if is_torch_available():
     import torch
 
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
-    from transformers.trained_precision.testing_utils import tiny_gpt_neo
+    from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
 
 #: The GPT-Neo of the command's tests: 2 layers, hidden 32, 99 tokens.
 TINY = {"vocab_size": 99, "hidden_size": 32, "num_heads": 4, "max_position_embeddings": 64}
@@ -56,6 +56,25 @@ class InspectCheckpointTest(TestCasePlus):
         self.assertEqual(report.verdict("fp16").status, "safe")
         self.assertIn("precision loss cannot be ruled out", report.verdict("fp16").summary)
         self.assertGreater(report.audit.parameters, 0)
+
+    def test_each_audited_verdict_speaks_of_its_own_dtype(self):
+        directory = os.path.join(self.tmp, "overflow")
+        mlp = "transformer.h.1.mlp"
+        plant_fp16_overflow(tiny_gpt2(), f"{mlp}.c_fc", f"{mlp}.c_proj").save_pretrained(directory)
+        report = inspect_checkpoint(directory, audit=True)
+        bf16, fp16 = report.verdict("bf16"), report.verdict("fp16")
+        # unknown precision, measured: bf16 holds the range (a measurement, said as one), fp16 overflows
+        self.assertEqual((bf16.status, fp16.status), ("safe", "risky"))
+        self.assertTrue(bf16.summary.startswith("safe as measured: the range fits bf16 (largest activation "))
+        self.assertIn("within bf16's max 3.39e+38", bf16.summary)
+        self.assertNotIn("fp16", bf16.summary)
+        self.assertIn("not a verdict from the trained precision", bf16.reasons[0])
+        # the overflow's number is one number: first_overflow, the module table, the verdict and the JSON
+        name, kind, value = report.audit.first_overflow
+        module = {m.name: m for m in report.audit.modules}[name]
+        self.assertEqual(value, module.max_abs if kind == "output" else module.max_input)
+        self.assertIn(f"(max {value:.3g}; fp16 max 65504)", fp16.summary)
+        self.assertEqual(report.to_dict()["audit"]["first_overflow"]["max_abs"], value)
 
     def test_audit_of_pickled_weights_needs_an_opt_in(self):
         directory = os.path.join(self.tmp, "pickled")

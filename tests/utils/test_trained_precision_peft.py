@@ -238,6 +238,59 @@ class AdapterRecordTest(TestCasePlus):
         self.assertEqual(config["pretraining_precision"], "bf16")
         self.assertEqual(config["trained_precision_run"]["status"], "finished")
 
+    def saved_config(self, model):
+        directory = self.get_auto_remove_tmp_dir()
+        model.save_pretrained(directory)
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def test_merged_after_peft_loaders_keeps_the_lineage_once_stamped(self):
+        from peft import AutoPeftModelForCausalLM, PeftModel
+
+        from transformers.trained_precision.adapter import stamp_merged_adapter
+
+        loaders = {
+            "PeftModel.from_pretrained": lambda: PeftModel.from_pretrained(
+                AutoModelForCausalLM.from_pretrained(self.base), self.adapter
+            ),
+            "AutoPeftModelForCausalLM": lambda: AutoPeftModelForCausalLM.from_pretrained(self.adapter),
+        }
+        for name, load in loaders.items():
+            with self.subTest(name):
+                # PEFT reads the weights without their metadata: merged as is, the config says only the base's bf16
+                config = self.saved_config(load().merge_and_unload())
+                self.assertEqual(config["trained_precision"], "bf16")
+                self.assertNotIn("pretraining_precision", config)
+                self.assertNotIn("trained_precision_run", config)
+                merged = load().merge_and_unload()
+                self.assertEqual(stamp_merged_adapter(merged, self.adapter), read_adapter_record(self.adapter))
+                config = self.saved_config(merged)
+                self.assertEqual((config["trained_precision"], config["pretraining_precision"]), ("fp32", "bf16"))
+                self.assertEqual(config["trained_precision_run"]["status"], "finished")
+                self.assertEqual(config["trained_precision_run"]["optimizer_steps"], 2)
+                # and the lineage is what loading judges: bf16 (the base's training) silent, fp16 warns
+                directory = self.get_auto_remove_tmp_dir()
+                merged.save_pretrained(directory)
+                reset_warning_cache()
+                with CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+                    AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)
+                self.assertEqual(cl.out, "")
+                with self.assertRaises(TrainedPrecisionRiskError):
+                    AutoModelForCausalLM.from_pretrained(
+                        directory, dtype=torch.float16, trained_precision_check="error"
+                    )
+
+    def test_stamp_merged_adapter_without_a_record_changes_nothing(self):
+        from transformers.trained_precision.adapter import stamp_merged_adapter
+
+        bare = os.path.join(self.get_auto_remove_tmp_dir(), "bare")
+        self.model.save_pretrained(bare)  # PEFT's own save: no record
+        merged = AutoModelForCausalLM.from_pretrained(self.base)
+        with CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as cl:
+            self.assertIsNone(stamp_merged_adapter(merged, bare))
+        self.assertIn("has no training record", cl.out)
+        self.assertEqual(self.saved_config(merged)["trained_precision"], "bf16")
+
 
 @require_torch
 @require_peft

@@ -449,6 +449,78 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# A merged model (`merge_and_unload()`)
+
+
+def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun | None:
+    """
+    Writes the lineage of base + adapter into the config of `model`, a base into which the adapter `adapter` was
+    merged (`merge_and_unload()`), so that its `save_pretrained` keeps both stages: `trained_precision` is the
+    adapter run's precision, `pretraining_precision` the oldest stage ([`adapter_precision_info`]: the base's own
+    config, else the lineage the record kept; `"unknown"` for a base of unknown precision), `trained_precision_run` the
+    adapter's run, and the base's reference runtime is dropped, as a training run's stamp drops it.
+
+    A merge in the process that trained the adapter needs no call: the [`Trainer`] stamped the base's config. PEFT's
+    loaders (`PeftModel.from_pretrained(base, ADAPTER)`, `AutoPeftModelForCausalLM.from_pretrained(ADAPTER)`) read the
+    weights without the safetensors metadata that holds the record and keep no reference to the adapter's directory,
+    so after them the merged config says only what the base's says until this is called.
+
+    Args:
+        model (`PreTrainedModel`): the merged model (what `merge_and_unload()` returned).
+        adapter (`str` or `os.PathLike`): the adapter that was merged: its directory, its `adapter_model.safetensors`,
+            or its Hub id (read from the cache or downloaded, as `from_pretrained` reads files).
+
+    Returns:
+        [`AdapterRun`] or `None`: the record written from; `None` (with a warning, the config unchanged) when the
+        adapter has no record.
+
+    Example:
+
+    ```python
+    merged = PeftModel.from_pretrained(base, "my-adapter").merge_and_unload()
+    stamp_merged_adapter(merged, "my-adapter")
+    merged.save_pretrained("my-merged-model")  # config.json: trained_precision, pretraining_precision, the run
+    ```
+    """
+    from ..utils import cached_file
+    from .check import REGISTRY_ATTRIBUTE
+    from .resolver import sub_config_items
+    from .vocabulary import PRETRAINING_FIELD, REFERENCE_FIELD, RUN_FIELD
+
+    path = os.fspath(adapter)
+    if not path.endswith(".safetensors"):
+        path = cached_file(path, ADAPTER_SAFE_WEIGHTS_NAME, _raise_exceptions_for_missing_entries=False)
+    record = read_adapter_record(path) if path is not None else None
+    if record is None:
+        logger.warning(
+            f"Adapter '{os.fspath(adapter)}' has no training record (saved without the Trainer, or as .bin): the "
+            "config of the merged model keeps what the base's says."
+        )
+        return None
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    # the config and its sub-configs, each once, as the Trainer's stamp writes them
+    configs = list({id(c): c for c in (config, *(sub for _, sub in sub_config_items(config)))}.values())
+    persisted = vars(model).get(REGISTRY_ATTRIBUTE)
+    run = record.run_record()
+    for config in configs:
+        info = adapter_precision_info(resolve_trained_precision(config, persisted_from=persisted), record)
+        config.trained_precision = record.precision
+        if info.pretraining != record.precision:
+            setattr(config, PRETRAINING_FIELD, info.pretraining)
+        if run is not None:
+            setattr(config, RUN_FIELD, run.to_dict())
+        else:
+            vars(config).pop(RUN_FIELD, None)
+        vars(config).pop(REFERENCE_FIELD, None)  # the merged weights are not the ones the publisher ran
+        persisted = None  # the registry row found at load time is the top-level model's
+    top = adapter_precision_info(resolve_trained_precision(configs[0]), record)
+    logger.info(f"Recorded the lineage {' then '.join(top.lineage)} on the merged model ({record.describe()}).")
+    return record
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # The answer for base + adapter
 
 
@@ -646,6 +718,7 @@ __all__ = [
     "finish_adapter_run",
     "read_adapter_record",
     "save_adapter_record",
+    "stamp_merged_adapter",
     "start_adapter_run",
     "write_adapter_record",
 ]

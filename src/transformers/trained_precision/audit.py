@@ -48,8 +48,9 @@ from .vocabulary import BF16, FP16
 
 logger = logging.get_logger(__name__)
 
-#: bf16's largest finite value (the same exponent range as fp32).
+#: bf16's largest finite value (the same exponent range as fp32), and fp32's.
 BF16_MAX = 3.3895313892515355e38
+FP32_MAX = 3.4028234663852886e38
 
 #: Below this headroom (fp16 max / measured max) an fp16 run is called tight: other inputs may overflow.
 TIGHT_HEADROOM = 2.0
@@ -265,8 +266,9 @@ class ActivationAudit:
 
     Args:
         modules (`list[ModuleRange]`): every module that produced a floating output, largest first.
-        first_overflow (`tuple[str, str, float]`, *optional*): `(module, "input" or "output", value)` of the first
-            value above fp16's max, in execution order.
+        first_overflow (`tuple[str, str, float]`, *optional*): `(module, "input" or "output", value)` where a value
+            first passed fp16's max, in execution order; `value` is that module's largest |input| or |output| over
+            every sample, the number the module table and the verdict give.
         nonfinite (`list[str]`): modules whose output was already inf/NaN in fp32.
         samples (`int`): calibration sequences run.
         tokens (`int`): tokens in them.
@@ -308,18 +310,28 @@ class ActivationAudit:
         if self.first_overflow is not None:
             name, kind, value = self.first_overflow
             where = f"`{name}`" if kind == "output" else f"the input of `{name}`"
-            # the module's largest value over every sample, as the table lists it (the first value to overflow, in
-            # execution order, can be smaller)
-            module = next((m for m in self.modules if m.name == name), None)
-            if module is not None:
-                largest = module.max_abs if kind == "output" else module.max_input
-                value = value if largest is None or math.isnan(largest) else max(value, largest)
             return f"overflows fp16 at {where} (max {value:.3g}; fp16 max {FP16_MAX:g})"
         if not self.modules:
             return "no floating-point activations were recorded"
+        return f"fits fp16: {self.range_for(FP16)}"
+
+    def range_for(self, runtime: str) -> str:
+        """
+        What the measurement says about `runtime` ("fp32", "bf16", "fp16") in its own terms: why it does not fit
+        ([`problem_for`]), else the largest activation against that dtype's largest value. The verdict of each
+        runtime quotes this, so the bf16 verdict speaks of bf16's range, not of fp16's.
+        """
+        problem = self.problem_for(runtime)
+        if problem is not None:
+            return problem
+        if not self.modules:
+            return "no floating-point activations were recorded"
         top = self.modules[0]
-        tight = " (tight: other inputs may overflow)" if top.headroom < TIGHT_HEADROOM else ""
-        return f"fits fp16: largest activation {top.max_abs:.3g} at `{top.name}`, headroom {top.headroom:.3g}x{tight}"
+        if runtime == FP16:
+            tight = " (tight: other inputs may overflow)" if top.headroom < TIGHT_HEADROOM else ""
+            return f"largest activation {top.max_abs:.3g} at `{top.name}`, headroom {top.headroom:.3g}x{tight}"
+        limit = BF16_MAX if runtime == BF16 else FP32_MAX
+        return f"largest activation {top.max_abs:.3g} at `{top.name}`, within {runtime}'s max {limit:.3g}"
 
     def problem_for(self, runtime: str) -> str | None:
         """Why the measured activations do not fit `runtime` ("fp32", "bf16", "fp16"), or `None` when they do."""
@@ -492,6 +504,12 @@ def audit_activations(
     finally:
         model.train(was_training)
     modules, nonfinite = _ranked_modules(recorder)
+    if first_overflow is not None:
+        # where the overflow starts, with that module's largest value over every sample (as the table lists it): the
+        # first value to pass fp16's max, in execution order, can be a smaller one from an earlier sample
+        name, kind, value = first_overflow
+        largest = (recorder.output_max if kind == "output" else recorder.input_max).get(name)
+        first_overflow = (name, kind, value if largest is None or math.isnan(largest) else max(value, largest))
     return ActivationAudit(
         modules=modules,
         first_overflow=first_overflow,
@@ -569,6 +587,30 @@ def _model_class(config):
     return transformers.AutoModel
 
 
+def check_stored_weights(
+    path_or_id: str, local_files_only: bool = True, cache_dir: str | os.PathLike | None = None
+) -> None:
+    """
+    The report's check of a checkpoint's stored weights ([`~trained_precision.storage.read_storage`]: the index, every
+    shard present, every safetensors header against its file's size), run before the model is built: a truncated or
+    malformed file fails at once, naming the file, the tensor and the byte, instead of after the model class is
+    imported and built. `path_or_id` is a checkpoint directory, or a Hub id checked in its cached snapshot when
+    nothing may be downloaded; a Hub id that will be downloaded is left to the download.
+
+    Raises:
+        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
+    """
+    from ..utils import CONFIG_NAME
+    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .storage import read_storage
+
+    directory = path_or_id if os.path.isdir(path_or_id) else None
+    if directory is None and local_files_only and parse_hub_id(path_or_id) is not None:
+        directory = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+    if directory is not None:
+        read_storage(directory)
+
+
 def load_audit_model(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
@@ -587,11 +629,13 @@ def load_audit_model(
     Raises:
         [`CheckpointInspectionError`]: when the model cannot be loaded.
     """
+    path_or_id = os.fspath(path_or_id)
+    # before torch and the model class are imported: a bad file fails in a second, as the report does
+    check_stored_weights(path_or_id, local_files_only=local_files_only, cache_dir=cache_dir)
     import torch
 
     from ..models.auto import AutoConfig, AutoTokenizer
 
-    path_or_id = os.fspath(path_or_id)
     hub_kwargs = {"local_files_only": local_files_only, "cache_dir": cache_dir}
     try:
         config = AutoConfig.from_pretrained(path_or_id, **hub_kwargs)
@@ -599,7 +643,7 @@ def load_audit_model(
             path_or_id, dtype=torch.float32, use_safetensors=use_safetensors or None, **hub_kwargs
         )
     except Exception as e:
-        raise CheckpointInspectionError(f"Cannot load {path_or_id} for the audit ({type(e).__name__}: {e}).") from e
+        raise CheckpointInspectionError(f"Cannot load {path_or_id} in fp32 ({type(e).__name__}: {e}).") from e
     tokenizer = None
     if not os.path.isdir(path_or_id) or any(os.path.isfile(os.path.join(path_or_id, n)) for n in TOKENIZER_FILES):
         try:
@@ -671,5 +715,6 @@ __all__ = [
     "audit_activations",
     "audit_checkpoint",
     "calibration_inputs",
+    "check_stored_weights",
     "load_audit_model",
 ]

@@ -15,16 +15,16 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-[`precision`] is a leaf command, which works with both the typer app of huggingface_hub 1.x and the click group of 2.x.
-`python -m transformers.trained_precision` runs it through [`main`] without the rest of the `transformers` CLI (whose
-`serve` command imports torch). Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
+[`precision`] is a leaf command, which works with both the typer app of huggingface_hub 1.x and the click group of 2.x:
+registered with [`PRECISION_COMMAND_SETTINGS`], it hands the arguments as typed to [`main`], which parses them, so the console
+script and `python -m transformers.trained_precision` (the command without the rest of the `transformers` CLI, whose
+`serve` command imports torch) answer every input alike. Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
 
 The exit codes are one contract for every subcommand (`HELP` lists them) and [`run_command`] keeps it: each
 subcommand is a handler `(args, options, out) -> exit code` in `SUBCOMMANDS`; a failure it expects is a
 [`CommandError`], anything else becomes one line (or one JSON error document) and exit 70, never 1 (risky). With
-`--json`, stdout holds exactly one JSON document. The command declares its own `--format` next to `--json`: the click group of huggingface_hub 2.x
-strips a bare `--json` from the arguments of commands that have no `--format`. No `from __future__ import
-annotations` here: the CLI frameworks read the `Annotated` hints at runtime.
+`--json` (or `--format json`, the `hf` CLI's spelling), stdout holds exactly one JSON document, usage errors
+included. No `from __future__ import annotations` here: typer reads the `Annotated` hints at runtime.
 """
 
 import dataclasses
@@ -75,7 +75,9 @@ Find the modules fp16 overflows in, keep only those in fp32, validate against fp
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
-  {EXIT_SAFE}  safe (or no --dtype asked); for `set`: everything asked was done or already so
+  {EXIT_SAFE}  safe (or no --dtype asked; with --audit on an unknown precision: "safe as measured", a measurement on
+     the calibration inputs, not a verdict from the trained precision); for `set`: everything asked was done or
+     already so
   {EXIT_RISKY}  risky: the asked --dtype is risky for the trained precision; for `plan`: no plan makes fp16 safe
      (only these mean 1)
   {EXIT_BAD_INPUT}  bad input: a missing path, a malformed file, an invalid option; nothing was done
@@ -251,7 +253,7 @@ _HeadroomOption = Annotated[
 ]
 
 
-def precision(
+def _precision(
     args: _PathsArgument,
     dtype: _DtypeOption = None,
     audit: _AuditOption = False,
@@ -298,6 +300,23 @@ def precision(
     if code:
         # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
         raise SystemExit(code)
+
+
+_precision.__doc__ = HELP
+
+#: How the `transformers` console script registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`. The
+#: command takes its arguments as they were typed (`--help` included) and parses them itself, so the console script
+#: and `python -m transformers.trained_precision` give the same output and exit code for every input, a usage error
+#: under `--json` included (one JSON document, not the CLI framework's usage text).
+PRECISION_COMMAND_SETTINGS = {
+    "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True, "allow_interspersed_args": False},
+    "add_help_option": False,
+}
+
+
+def precision(ctx: typer.Context):
+    # the docstring is `HELP`, set below: `transformers --help` shows its first line
+    main(list(ctx.args))
 
 
 precision.__doc__ = HELP
@@ -669,8 +688,12 @@ def main(argv: list[str] | None = None) -> None:
     import click
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command(help=HELP)(precision)
+    app = typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+    )
+    app.command(help=HELP)(_precision)
     try:
         code = app(args=argv, prog_name="transformers precision", standalone_mode=False)
     except _usage_errors() as e:

@@ -559,8 +559,12 @@ def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
         return Verdict(
             runtime,
             SAFE,
-            summary=f"safe as measured: the range fits {runtime} ({audit.verdict}); {what}, so precision loss cannot "
-            "be ruled out",
+            summary=f"safe as measured: the range fits {runtime} ({audit.range_for(runtime)}); {what}, so precision "
+            "loss cannot be ruled out",
+            reasons=[
+                "a measurement on the calibration inputs, not a verdict from the trained precision: no rule covers an "
+                "unknown trained precision, and other inputs may reach larger values."
+            ],
         )
     return Verdict(
         runtime,
@@ -576,7 +580,7 @@ def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
 def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: Any) -> Verdict:
     """The verdict of a runtime the rules find risky: why, what upstream mitigates, and what the audit measured."""
     risk = assessment.risk
-    fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.verdict})"
+    fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.range_for(runtime)})"
     verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
     verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
     if assessment.mitigation is not None:
