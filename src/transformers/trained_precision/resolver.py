@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -473,24 +472,22 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
-# The configs whose publisher reference this process's loads persisted, until [`bind_persisted_reference`] binds them
-# to the loaded weights (by `id`: a config compares by value).
-_UNBOUND_REFERENCES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
 def bind_persisted_reference(model: Any) -> bool:
     """
-    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]) to the weights it
-    loaded ([`~trained_precision.evidence.Binding`]: their digest, any length, any backend), so that a
-    `save_pretrained` copy keeps the publisher's evidence only while its weights are the publisher's. A reference this
-    process did not persist (one read from a copy's `config.json`) is never bound again. Returns whether it bound one.
+    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; the load marks the
+    model with the registry row it wrote) to the weights it loaded ([`~trained_precision.evidence.Binding`]: their
+    digest, any length, any backend), so that a `save_pretrained` copy keeps the publisher's evidence only while its
+    weights are the publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it
+    bound one.
     """
+    from .check import REGISTRY_ATTRIBUTE
+
     config = getattr(model, "config", None)
-    if config is None or _UNBOUND_REFERENCES.pop(id(config), None) is not config:
+    record = vars(config).get(REFERENCE_FIELD) if config is not None else None
+    if not isinstance(record, dict) or "binding" in record or vars(model).get(REGISTRY_ATTRIBUTE) is None:
         return False
-    record = vars(config).get(REFERENCE_FIELD)
     subject = weights_subject(model)
-    digest = subject.digest() if isinstance(record, dict) and subject is not None else None
+    digest = subject.digest() if subject is not None else None
     if digest is None:
         return False
     record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER).to_dict()
@@ -519,7 +516,7 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
         if entry.stored_dtype is not None:
             reference["stored_dtype"] = entry.stored_dtype
         setattr(config, REFERENCE_FIELD, reference)
-        _UNBOUND_REFERENCES[id(config)] = config  # bound to the weights once they are loaded
+        # bound to the weights once they are loaded (`bind_persisted_reference`)
         written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
     logger.info(
         f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
