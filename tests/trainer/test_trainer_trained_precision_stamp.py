@@ -495,7 +495,9 @@ class TrainerStampTest(TrainerStampTestBase):
         model = tiny_gpt_neo()
         model.config.trained_precision_run = {"status": "finished", "compute": "pure", "optimizer_steps": 100}
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
-            trainer = self.train(model, learning_rate=1e4)  # its losses go NaN: upstream says nothing, neither does this
+            trainer = self.train(
+                model, learning_rate=1e4
+            )  # its losses go NaN: upstream says nothing, neither does this
         self.assertEqual(cl.out, "")
         self.assertFalse(hasattr(trainer.model.config, "trained_precision_run"))  # an earlier run's record is gone
         for path in (self.output_dir, os.path.join(self.output_dir, "checkpoint-2")):

@@ -65,7 +65,13 @@ def stored_plan(model, modules=(GPT2_MLP,)):
             "texts": 4,
             "modules": list(modules),
         },
-        "validated_on": {"sequences": 4, "lengths": [length], "max_tokens": length, "device": "cpu", "backend": "cpu X"},
+        "validated_on": {
+            "sequences": 4,
+            "lengths": [length],
+            "max_tokens": length,
+            "device": "cpu",
+            "backend": "cpu X",
+        },
     }
     plan["fingerprint"] = plan_fingerprint(model, plan)
     return plan
@@ -242,7 +248,8 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         path = os.path.join(self.get_auto_remove_tmp_dir(), "short")
         model.save_pretrained(path)
         self.assert_no_evidence(
-            path, f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens"
+            path,
+            f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens",
         )
 
     def test_a_one_neuron_edit_is_no_evidence(self):

@@ -817,15 +817,11 @@ class EvidenceRulesTest(unittest.TestCase):
 
     def test_an_amp_run_is_evidence_for_amp_training_only(self):
         record = {"status": "finished", "compute": "amp", "optimizer_steps": MIN_RUN_STEPS, "fp16_plan": False}
-        info = self.resolve(
-            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record}
-        )
+        info = self.resolve({"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record})
         self.assertIsNone(info.assess("fp16", compute="amp").risk)
         self.assertIsNotNone(info.assess("fp16").risk)  # loads and casts run pure fp16 weights
         pure = {**record, "compute": "pure"}
-        info = self.resolve(
-            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: pure}
-        )
+        info = self.resolve({"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: pure})
         self.assertIsNone(info.assess("fp16", compute="amp").risk)  # a pure run covers AMP training too
 
     def test_a_record_without_kind_or_steps_is_no_evidence(self):

@@ -48,6 +48,7 @@ from ..utils import logging
 from .check import (
     FROM_CONFIG,
     LOAD,
+    REGISTRY_ATTRIBUTE,
     cast_target_dtype,
     check_trained_precision_on_cast,
     in_construction,
@@ -543,7 +544,8 @@ def apply_fp16_plan(
     for name in decision.modules:
         keep_module_in_fp32(modules[name], None if training else dtype)
     if check == LOAD:
-        bind_persisted_reference(model)  # a publisher reference this load persisted: bound to the loaded weights
+        # a publisher reference this load persisted: bound to the loaded weights
+        bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
     if check in (LOAD, FROM_CONFIG) and not in_construction():
         if fp16_plan_pending(model.config, dtype, use_fp16_plan) and not _is_quantized(model):
             check_trained_precision_on_cast(

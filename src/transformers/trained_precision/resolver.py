@@ -472,19 +472,17 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
-def bind_persisted_reference(model: Any) -> bool:
+def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
     """
-    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; the load marks the
-    model with the registry row it wrote) to the weights it loaded ([`~trained_precision.evidence.Binding`]: their
+    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; `persisted_row` is
+    the registry row the load wrote, `None` when it wrote none) to the weights it loaded ([`~trained_precision.evidence.Binding`]: their
     digest, any length, any backend), so that a `save_pretrained` copy keeps the publisher's evidence only while its
     weights are the publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it
     bound one.
     """
-    from .check import REGISTRY_ATTRIBUTE
-
     config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
-    if not isinstance(record, dict) or "binding" in record or vars(model).get(REGISTRY_ATTRIBUTE) is None:
+    if not isinstance(record, dict) or "binding" in record or persisted_row is None:
         return False
     subject = weights_subject(model)
     digest = subject.digest() if subject is not None else None

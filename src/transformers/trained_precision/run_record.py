@@ -114,7 +114,9 @@ class RunRecord:
         text = f"{text} finished {self.optimizer_steps} optimizer steps with finite losses"
         tokens = (self.binding or {}).get("max_tokens")
         if tokens is not None:
-            text += f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of every value)"
+            text += (
+                f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of every value)"
+            )
         return text
 
 
