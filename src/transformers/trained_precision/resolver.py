@@ -174,6 +174,9 @@ class TrainedPrecisionInfo:
         reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
         subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model a finished run and a
             copy's publisher reference are checked against; without it they are no evidence.
+        run_unbound (`str`, *optional*): set when `run` is not a config's record but one that carries no binding by
+            design (a PEFT adapter's run, stored inside the adapter's own weights file): what it is, for messages;
+            the binding check is skipped for it.
     """
 
     precision: str
@@ -189,6 +192,7 @@ class TrainedPrecisionInfo:
     oldest_unknown: bool = False
     reference: dict | None = dataclasses.field(default=None, compare=False)
     subject: Any = dataclasses.field(default=None, compare=False)
+    run_unbound: str | None = None
 
     @property
     def run_status(self) -> str | None:
@@ -276,7 +280,7 @@ class TrainedPrecisionInfo:
         """
         if evidence is None:
             return None
-        if evidence.kind == FINISHED_RUN:
+        if evidence.kind == FINISHED_RUN and self.run_unbound is None:
             binding, runs = Binding.from_dict(self.run.binding), (self.run.compute,)
             what, recreate = f"The finished run in `{RUN_FIELD}`", "train it again with this version"
             key = "run"
