@@ -12,10 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Load overhead of binding a stored fp16 plan to its weights.
+Load overhead of binding evidence (a stored fp16 plan, a finished run, a publisher reference) to its weights.
 
-An fp16 load of a checkpoint that stores a plan computes the plan's fingerprint (`weights_fingerprint`: name, shape
-and a strided sample of every weight tensor) to compare it with the stored one. For GPT-2 models of growing size
+An fp16 load of a checkpoint that stores such evidence computes the weights' digest (`weights_fingerprint`, a SHA-256
+of every value of every weight tensor) to compare it with the stored one. For GPT-2 models of growing size
 (random init, saved to a temporary directory), this prints the median `from_pretrained(dtype=torch.float16)` time,
 the median fingerprint time on the loaded model, measured interleaved in one process, and the ratio
 1 + fingerprint / load, held to the goal of <= 1.01. Usage:

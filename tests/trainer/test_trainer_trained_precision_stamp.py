@@ -70,13 +70,16 @@ def tiny_gpt_neo(dtype=None, **config_kwargs):
 
 
 class TinyLMDataset:
-    """16 sequences of 8 token ids, the labels being the inputs."""
+    """16 sequences of `length` (8) token ids, the labels being the inputs."""
+
+    def __init__(self, length=8):
+        self.length = length
 
     def __len__(self):
         return 16
 
     def __getitem__(self, i):
-        ids = torch.arange(i, i + 8) % 64
+        ids = torch.arange(i, i + self.length) % 64
         return {"input_ids": ids, "labels": ids}
 
 
@@ -261,8 +264,8 @@ class TrainerStampTestBase(TestCasePlus):
 
 
 class TrainerStampTest(TrainerStampTestBase):
-    def train(self, model, resume_from_checkpoint=None, **kwargs):
-        trainer = Trainer(model, tiny_args(self.output_dir, **kwargs), train_dataset=TinyLMDataset())
+    def train(self, model, resume_from_checkpoint=None, length=8, **kwargs):
+        trainer = Trainer(model, tiny_args(self.output_dir, **kwargs), train_dataset=TinyLMDataset(length))
         trainer.train(resume_from_checkpoint=resume_from_checkpoint)
         trainer.save_model()
         return trainer
@@ -298,8 +301,7 @@ class TrainerStampTest(TrainerStampTestBase):
             self.train(tiny_gpt_neo(), fp16=True)
         self.assert_saved("fp32")
         self.assertEqual(cl.out.count("accelerate runs no fp16 autocast on the CPU: this run computes in fp32"), 1)
-        self.assertIn("Stamped `trained_precision='fp32'`", cl.out)
-        self.assertIn("(fp16 mixed precision asked for on the CPU, where accelerate runs no fp16 autocast)", cl.out)
+        self.assertNotIn("Stamped", cl.out)  # an fp32 run: the stamp logs nothing upstream does not
 
     def test_bf16_flag_on_the_cpu_says_nothing_about_fp16(self):
         logging.warning_once.cache_clear()
@@ -330,7 +332,12 @@ class TrainerStampTest(TrainerStampTestBase):
         # fp16 weights, no autocast: a pure fp16 run; both of its optimizer steps updated the weights
         expected = {"status": "finished", "compute": "pure", "optimizer_steps": 2, "skipped_steps": 0}
         expected["fp16_plan"] = False
+        binding = saved["trained_precision_run"].pop("binding")
         self.assertEqual(saved["trained_precision_run"], expected)
+        # bound to what it ran on: the weights it ended on, its longest input (8 tokens) and the backend
+        self.assertEqual((binding["run"], binding["max_tokens"]), ("pure", 8))
+        self.assertTrue(binding["backend"].startswith("cpu "))
+        self.assertEqual(len(binding["digest"]), 64)
         with open(os.path.join(self.output_dir, "checkpoint-2", "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["trained_precision_run"]["status"], "started")  # saved before the run ended
         # two steps are a smoke test, not evidence: loading it in fp16 still warns
@@ -340,18 +347,52 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assertIn("but is being loaded in fp16", cl.out)
 
     def test_a_long_enough_pure_fp16_run_is_evidence_for_fp16_loads(self):
-        """MIN_RUN_STEPS real optimizer steps with fp16 weights: the saved model loads in fp16 without a warning."""
+        """
+        MIN_RUN_STEPS real optimizer steps with fp16 weights, on inputs of the model's whole length (32 tokens): the
+        saved model, and an unchanged copy of it, load in fp16 in error mode. The same weights with one neuron edited
+        after the run overflow in fp16, and error mode raises at load.
+        """
         model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
-            self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no")
+            self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=32)
         self.assertIn(f"after {MIN_RUN_STEPS} optimizer step(s)", cl.out)
         self.assertIn("evidence that fp16 works for this model", cl.out)
-        clear_warning_caches()
+        copy_dir, edited_dir = os.path.join(self.output_dir, "copy"), os.path.join(self.output_dir, "edited")
+        GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float32).save_pretrained(copy_dir)
+        edited = GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float32)
+        with torch.no_grad():
+            edited.transformer.h[0].mlp.c_fc.weight[5] *= 1e6  # one neuron, past fp16's range
+        edited.save_pretrained(edited_dir)
         check_logger = logging.get_logger("transformers.trained_precision.check")
-        with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
-            with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+        for path in (self.output_dir, copy_dir):
+            clear_warning_caches()
+            with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
+                with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+                    GPTNeoForCausalLM.from_pretrained(path, dtype=torch.float16)
+            self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", cl.out)
+            self.assertIn("on inputs of up to 32 tokens, and these are the weights it ended on", cl.out)
+        # just outside the evidence: the edited weights overflow in fp16, and the load refuses them
+        ids = torch.arange(32)[None] % 64
+        fp16 = GPTNeoForCausalLM.from_pretrained(edited_dir, dtype=torch.float16, trained_precision_check="ignore")
+        with torch.no_grad():
+            self.assertFalse(torch.isfinite(fp16(input_ids=ids).logits).all())
+        clear_warning_caches()
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            with self.assertRaises(TrainedPrecisionRiskError) as raised:
+                GPTNeoForCausalLM.from_pretrained(edited_dir, dtype=torch.float16)
+        self.assertIn("The finished run in `trained_precision_run` is no evidence here", str(raised.exception))
+        self.assertIn("its digest does not match these weights", str(raised.exception))
+
+    def test_a_run_on_shorter_inputs_than_the_model_takes_is_no_evidence_beyond_them(self):
+        """The same run on 8-token inputs of a model that takes 32: error mode raises, naming both lengths."""
+        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
+        self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=8)
+        clear_warning_caches()
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
+            with self.assertRaises(TrainedPrecisionRiskError) as raised:
                 GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
-        self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", cl.out)
+        self.assertIn("it saw inputs of up to 8 tokens, and this model takes 32", str(raised.exception))
+        self.assertIn("beyond 8 tokens it is no evidence", str(raised.exception))
 
     def test_fp16_warning_modes_and_registry(self):
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
@@ -441,11 +482,29 @@ class TrainerStampTest(TrainerStampTestBase):
             def on_step_end(self, args, state, control, **kwargs):
                 raise KeyboardInterrupt
 
-        trainer = Trainer(tiny_gpt_neo(), tiny_args(self.output_dir), train_dataset=TinyLMDataset())
+        # a pure fp16 run (fp16 weights): an fp32 run writes no record at all
+        model = tiny_gpt_neo(torch.float16)
+        trainer = Trainer(model, tiny_args(self.output_dir, optim="sgd"), train_dataset=TinyLMDataset())
         trainer.add_callback(Interrupt())
         with self.assertRaises(KeyboardInterrupt):
             trainer.train()
         self.assertEqual(trainer.model.config.trained_precision_run["status"], "started")
+
+    def test_a_plain_fp32_run_writes_no_run_record_and_logs_nothing(self):
+        """Nothing turned on: the config gets the RFC's stamp only, and nothing is logged that upstream does not log."""
+        model = tiny_gpt_neo()
+        model.config.trained_precision_run = {"status": "finished", "compute": "pure", "optimizer_steps": 100}
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+            trainer = self.train(
+                model, learning_rate=1e4
+            )  # its losses go NaN: upstream says nothing, neither does this
+        self.assertEqual(cl.out, "")
+        self.assertFalse(hasattr(trainer.model.config, "trained_precision_run"))  # an earlier run's record is gone
+        for path in (self.output_dir, os.path.join(self.output_dir, "checkpoint-2")):
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+                saved = json.load(f)
+            self.assertEqual(saved["trained_precision"], "fp32")
+            self.assertNotIn("trained_precision_run", saved)
 
     def test_fp32_fine_tuning_of_a_bf16_model_keeps_its_lineage(self):
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
@@ -640,7 +699,7 @@ class CustomLoopStampTest(TestCasePlus):
 
         model = tiny_gpt_neo()
         wrapped = torch.nn.DataParallel(model)  # on the CPU, a wrapper that only forwards
-        stamp_trained_precision(wrapped, "fp32")
+        stamp_trained_precision(wrapped, "bf16")  # an fp32 run records nothing
         losses = [torch.tensor(2.0, requires_grad=True) * 1 for _ in range(20)]
         with (
             mock.patch.object(stamp, "unwrap_model_for_config", wraps=stamp.unwrap_model_for_config) as unwrap,
@@ -668,24 +727,24 @@ class CustomLoopStampTest(TestCasePlus):
     )
     def test_losses_are_finite_only_when_every_one_is(self, _, values, dtype, expected):
         model = tiny_gpt_neo()
-        stamp_trained_precision(model, "fp32", check=False)
+        stamp_trained_precision(model, "bf16", check=False)
         self.assertEqual(self.note_steps(model, [torch.tensor(v, dtype=dtype) for v in values]), expected)
 
     def test_non_scalar_losses(self):
         """Per-replica or per-token losses: any inf/NaN element diverges; large finite ones never add up to inf."""
         model = tiny_gpt_neo()
-        stamp_trained_precision(model, "fp32", check=False)
+        stamp_trained_precision(model, "bf16", check=False)
         losses = [torch.ones(3), torch.tensor([1.0, float("nan")])]
         self.assertEqual(self.note_steps(model, losses), "diverged")
-        stamp_trained_precision(model, "fp32", check=False)
+        stamp_trained_precision(model, "bf16", check=False)
         self.assertEqual(self.note_steps(model, [torch.full((4,), 3.0e38)] * 3), "finished")
 
     def test_a_new_stamp_starts_a_new_count(self):
         model = tiny_gpt_neo()
         wrapped = torch.nn.DataParallel(model)
-        stamp_trained_precision(wrapped, "fp32", check=False)
+        stamp_trained_precision(wrapped, "bf16", check=False)
         self.assertEqual(self.note_steps(wrapped, [torch.tensor(float("nan"))] * 3), "diverged")
-        stamp_trained_precision(wrapped, "fp32", check=False)
+        stamp_trained_precision(wrapped, "bf16", check=False)
         self.assertEqual(self.note_steps(wrapped, [torch.tensor(1.0)] * 2), "finished")
         self.assertEqual(model.config.trained_precision_run["optimizer_steps"], 2)
 

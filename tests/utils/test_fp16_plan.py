@@ -46,12 +46,12 @@ def overflowing_gpt2():
 
 def stored_plan(model, modules=(GPT2_MLP,)):
     """
-    A plan for `model` as the search stores it (schema version 2), keeping `modules` in fp32, bound to `model`'s
-    weights and validated on inputs of the model's whole usable length.
+    A plan for `model` as the search stores it (schema version 3), keeping `modules` in fp32, bound to `model`'s
+    weights and validated on inputs of the model's whole length limit.
     """
     length = usable_length(model.config)
     plan = {
-        "version": 2,
+        "version": 3,
         "dtype": "fp16",
         "modules": list(modules),
         "headroom": 2.0,
@@ -65,7 +65,13 @@ def stored_plan(model, modules=(GPT2_MLP,)):
             "texts": 4,
             "modules": list(modules),
         },
-        "validated_on": {"sequences": 4, "lengths": [length], "max_tokens": length, "device": "cpu", "backend": "cpu"},
+        "validated_on": {
+            "sequences": 4,
+            "lengths": [length],
+            "max_tokens": length,
+            "device": "cpu",
+            "backend": "cpu X",
+        },
     }
     plan["fingerprint"] = plan_fingerprint(model, plan)
     return plan
@@ -220,7 +226,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         def fine_tune(model):
             model.transformer.wpe.weight[40:].mul_(3.0)
 
-        self.assert_no_evidence(self.variant(edit_model=fine_tune), "measured on other weights")
+        self.assert_no_evidence(self.variant(edit_model=fine_tune), "its digest does not match these weights")
 
     def test_an_edited_plan_is_no_evidence(self):
         def empty(plan):
@@ -231,7 +237,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         def more_headroom(plan):
             plan["headroom"] = 4.0
 
-        self.assert_no_evidence(self.variant(edit_config=more_headroom), "or edited since (a fine-tune, another")
+        self.assert_no_evidence(self.variant(edit_config=more_headroom), "its digest does not match these weights")
 
     def test_a_plan_validated_on_shorter_inputs_than_the_model_takes_is_no_evidence(self):
         model = copy.deepcopy(self.model)
@@ -242,8 +248,27 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         path = os.path.join(self.get_auto_remove_tmp_dir(), "short")
         model.save_pretrained(path)
         self.assert_no_evidence(
-            path, f"validated on inputs of up to 32 tokens, and this model takes {usable_length(model.config)}"
+            path,
+            f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens",
         )
+
+    def test_a_one_neuron_edit_is_no_evidence(self):
+        # review finding 9: one column of `c_fc` scaled far past fp16's range, where a 256-value sample never looked
+        def one_neuron(model):
+            with torch.no_grad():
+                model.transformer.h[0].mlp.c_fc.weight[:, 5] *= 5e4
+
+        self.assert_no_evidence(self.variant(edit_model=one_neuron), "its digest does not match these weights")
+
+    def test_a_plan_is_evidence_only_up_to_the_model_s_own_length_limit(self):
+        # a model that takes 4096 tokens: the default search sweeps up to 2048, so its plan stops there
+        model = tiny_gpt2(n_positions=4096)
+        model.config.trained_precision = "bf16"
+        model.config.fp16_plan = stored_plan(model, modules=())
+        self.assertEqual(model.config.fp16_plan["validated_on"]["max_tokens"], 2048)
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "long")
+        model.save_pretrained(path)
+        self.assert_no_evidence(path, "it saw inputs of up to 2048 tokens, and this model takes 4096")
 
     def test_a_plan_that_did_not_pass_is_not_applied(self):
         def failed(plan):

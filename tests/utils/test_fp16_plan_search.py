@@ -326,7 +326,7 @@ class Fp16PlanApplyTest(TestCasePlus):
         def fine_tune(model):  # new weights after planning: a larger late-position embedding moves the values
             model.transformer.wpe.weight[40:].mul_(3.0)
 
-        self.assert_no_evidence(self.save_variant(edit_model=fine_tune), "measured on other weights")
+        self.assert_no_evidence(self.save_variant(edit_model=fine_tune), "its digest does not match these weights")
 
     def test_an_edited_plan_is_no_evidence(self):
         def empty(config):
@@ -339,7 +339,7 @@ class Fp16PlanApplyTest(TestCasePlus):
             config[FP16_PLAN_FIELD]["validation"]["modules"] = []
 
         path = self.save_variant(consistent_edit)
-        self.assert_no_evidence(path, "measured on other weights or edited")
+        self.assert_no_evidence(path, "its digest does not match these weights")
         model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)  # warn mode: the edited plan runs as is
         self.assertFalse(torch.isfinite(first_output(model, IDS)).all())
 
@@ -349,7 +349,7 @@ class Fp16PlanApplyTest(TestCasePlus):
         other.config.trained_precision = "bf16"
         other.config.fp16_plan = self.plan  # model A's plan: A's overflow sits in block 1, this one's in block 0
         other.save_pretrained(foreign)
-        self.assert_no_evidence(foreign, "measured on other weights")
+        self.assert_no_evidence(foreign, "its digest does not match these weights")
 
     def test_a_fine_tune_marks_the_plan_stale(self):
         model = GPT2LMHeadModel.from_pretrained(self.dir)
@@ -364,7 +364,7 @@ class Fp16PlanApplyTest(TestCasePlus):
 
     def test_from_config_with_fresh_weights_is_no_evidence(self):
         config = GPT2LMHeadModel.from_pretrained(self.dir).config
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "measured on other weights"):
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "its digest does not match these weights"):
             GPT2LMHeadModel._from_config(config, dtype=torch.float16, trained_precision_check="error")
 
     def test_no_risk_warning_on_a_plan_backed_fp16_load(self):
@@ -431,7 +431,7 @@ class Fp16PlanApplyTest(TestCasePlus):
         lora = LoraConfig(target_modules=["c_attn"], r=4, fan_in_fan_out=True)
         # adapters are weights the plan was not measured on: checked, no evidence, so error mode raises first...
         model = GPT2LMHeadModel.from_pretrained(self.dir, trained_precision_check="error")
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "measured on other weights"):
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "its digest does not match these weights"):
             get_peft_model(model, lora).half()
         self.assertEqual(model.transformer.h[0].mlp.c_fc.weight.dtype, torch.float32)  # raised before the cast
         # ... and warn mode warns, and still keeps the planned modules in fp32: the output is finite
@@ -491,7 +491,7 @@ class Fp16PlanInputLengthTest(TestCasePlus):
         write_fp16_plan(os.path.join(path, "config.json"), limited.to_config_dict())
         # ... and is no evidence for a model that takes 128 tokens: error mode raises, warn mode warns and NaNs
         reset_warning_cache()
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, "validated on inputs of up to 64 tokens"):
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "it saw inputs of up to 64 tokens"):
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         loaded = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)
         self.assertTrue(torch.isfinite(first_output(loaded, short)).all())

@@ -36,9 +36,11 @@ from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
     REFERENCE_RUNTIME,
+    Binding,
     find_evidence,
     fp16_plan_problem,
     read_fp16_plan,
+    weights_subject,
 )
 from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
@@ -143,14 +145,17 @@ def tiny_encoder_decoder():
 
 
 def fine_tune_in_fp16(output_dir, learning_rate, max_steps=MIN_RUN_STEPS):
-    """A bf16-pretrained GPT-Neo fine-tuned with fp16 weights: a run that really computes in fp16 on the CPU."""
+    """
+    A bf16-pretrained GPT-Neo fine-tuned with fp16 weights: a run that really computes in fp16 on the CPU, on inputs
+    of the model's whole length (32 tokens), so that a finished run covers every input the model takes.
+    """
     torch.manual_seed(0)
     model = tiny_gpt_neo(trained_precision="bf16").to(torch.float16)
-    fine_tune(model, output_dir, learning_rate, max_steps)
+    fine_tune(model, output_dir, learning_rate, max_steps, length=32)
 
 
-def fine_tune(model, output_dir, learning_rate=1e-3, max_steps=3):
-    """A real Trainer run of `model` on random tokens, saved to `output_dir`."""
+def fine_tune(model, output_dir, learning_rate=1e-3, max_steps=3, length=16):
+    """A real Trainer run of `model` on random tokens (`length` of them per sequence), saved to `output_dir`."""
     args = TrainingArguments(
         output_dir,
         use_cpu=True,
@@ -162,7 +167,7 @@ def fine_tune(model, output_dir, learning_rate=1e-3, max_steps=3):
         save_strategy="no",
         disable_tqdm=True,
     )
-    trainer = Trainer(model, args, train_dataset=random_token_dataset(size=16))
+    trainer = Trainer(model, args, train_dataset=random_token_dataset(size=16, length=length))
     trainer.train()
     trainer.save_model()
     from accelerate.state import AcceleratorState
@@ -181,12 +186,12 @@ def fine_tune_with_fp16_autocast(output_dir, steps=MIN_RUN_STEPS, init_scale=2.0
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
     stamp_trained_precision(model, "fp16", check=False)  # fp32 weights: an autocast run
-    data = random_token_dataset(size=16)
+    data = random_token_dataset(size=16, length=32)  # the model's whole length
     for step in range(steps):
-        batch = data[step % len(data)]
+        batch = {key: value[None] for key, value in data[step % len(data)].items()}
         with torch.autocast("cpu", dtype=torch.float16):
-            loss = model(input_ids=batch["input_ids"][None], labels=batch["labels"][None]).loss
-        note_training_loss(model, loss)
+            loss = model(**batch).loss
+        note_training_loss(model, loss, batch)
         scaler.scale(loss).backward()
         scale = scaler.get_scale()
         scaler.step(optimizer)
@@ -385,6 +390,8 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps with finite losses"],
+                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
+                "cli_risky": True,
             },
             "bf16_pretrain_short_fp16_fine_tune": {  # 3 steps: a smoke test, not evidence
                 "cls": AutoModelForCausalLM,
@@ -417,6 +424,8 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"its publisher runs '{LLAMA2}' in fp16, and this is an unchanged copy of '{LLAMA2}'"],
+                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
+                "cli_risky": True,
             },
             "llama2_saved_copy_at_fp16": {
                 "cls": AutoModelForCausalLM,
@@ -425,6 +434,8 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"its publisher runs '{LLAMA2}' in fp16", lookup(LLAMA2).reference_source],
+                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
+                "cli_risky": True,
             },
             "llama2_bf16_copy_at_fp16": {  # rounded to bf16: no longer the publisher's fp16 weights
                 "cls": AutoModelForCausalLM,
@@ -544,6 +555,8 @@ class RealWorldCasesTest(TestCasePlus):
     def test_an_autocast_run_clears_autocast_training_only(self):
         """An fp16 AMP run that finished is evidence for another fp16 AMP run, in error mode too, not for fp16 weights."""
         record = self.run_record("amp")
+        binding = record.pop("binding")
+        self.assertEqual((binding["run"], binding["max_tokens"]), ("amp", 32))  # bound to its kind and lengths
         self.assertEqual(
             record,
             {
@@ -576,6 +589,8 @@ class RealWorldCasesTest(TestCasePlus):
         with open(os.path.join(self.path("llama_copy"), "config.json"), encoding="utf-8") as f:
             copy = json.load(f)
         self.assertEqual(copy["trained_precision"], "bf16")
+        binding = copy[REFERENCE_FIELD].pop("binding")  # the digest of the publisher's weights, as loaded
+        self.assertEqual((binding["run"], binding["max_tokens"], len(binding["digest"])), ("publisher", None, 64))
         self.assertEqual(copy[REFERENCE_FIELD], {"model_id": LLAMA2, "runtime": "fp16", "stored_dtype": "fp16"})
         with open(os.path.join(self.path("llama_fine_tuned"), "config.json"), encoding="utf-8") as f:
             tuned = json.load(f)
@@ -587,6 +602,27 @@ class RealWorldCasesTest(TestCasePlus):
             with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
                 model = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"))
         self.assertEqual((model.dtype, cl.out), (torch.float16, ""))
+
+    def test_a_copy_edited_outside_the_trainer_loses_the_publisher_evidence(self):
+        """
+        Review finding 2: the Llama 2 copy with one neuron changed in a plain PyTorch edit (no Trainer) overflows in
+        fp16; its config still names the publisher, and the load in error mode raises, saying why the evidence went.
+        """
+        edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
+        with torch.no_grad():
+            edited.model.layers[0].mlp.up_proj.weight[3] *= 1e6
+        path = os.path.join(self.tmp, "llama_edited")
+        edited.save_pretrained(path)
+        ids = torch.arange(32)[None] % 64
+        fp16 = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="ignore")
+        with torch.no_grad():
+            self.assertFalse(torch.isfinite(fp16(input_ids=ids).logits).all())
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        message = str(raised.exception)
+        self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", message)
+        self.assertIn("its digest does not match these weights", message)
 
     def test_every_case_agrees_on_every_path(self):
         """The table's answers, seen together: what users meet is the same answer everywhere."""
@@ -738,7 +774,24 @@ class MalformedConfigTest(TestCasePlus):
             self.assertEqual(f.read(), text)  # nothing modified
 
 
+@require_torch
 class EvidenceRulesTest(unittest.TestCase):
+    """The record rules, on records bound to a real tiny model (what the Trainer writes), checked against it."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.model = tiny_gpt_neo()
+        cls.subject = weights_subject(cls.model)
+
+    def resolve(self, config):
+        """`config` with its run record bound to the tiny model, resolved against that model."""
+        record = config.get(RUN_FIELD)
+        if isinstance(record, dict):
+            binding = Binding(self.subject.digest(), 32, self.subject.backend, record.get("compute", "pure"))
+            config = {**config, RUN_FIELD: {**record, "binding": binding.to_dict()}}
+        return resolve_trained_precision(config, subject=self.subject)
+
     def test_lineage_prior_is_the_oldest_stage(self):
         self.assertIsNotNone(assess_lineage_risk(("bf16", "fp16"), "fp16"))
         self.assertIsNone(assess_lineage_risk(("bf16", "fp32"), "bf16"))
@@ -758,36 +811,32 @@ class EvidenceRulesTest(unittest.TestCase):
     def test_a_run_record_counts_only_when_finished_long_enough_and_of_the_kind(self, status, changes, risky):
         record = {"status": status, "compute": "pure", "optimizer_steps": MIN_RUN_STEPS, "fp16_plan": False}
         config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: {**record, **changes}}
-        info = resolve_trained_precision(config)
+        info = self.resolve(config)
         self.assertEqual(info.risk("fp16") is not None, risky)
         self.assertIsNotNone(info.assess("fp16").prior)
 
     def test_an_amp_run_is_evidence_for_amp_training_only(self):
         record = {"status": "finished", "compute": "amp", "optimizer_steps": MIN_RUN_STEPS, "fp16_plan": False}
-        info = resolve_trained_precision(
-            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record}
-        )
+        info = self.resolve({"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record})
         self.assertIsNone(info.assess("fp16", compute="amp").risk)
         self.assertIsNotNone(info.assess("fp16").risk)  # loads and casts run pure fp16 weights
         pure = {**record, "compute": "pure"}
-        info = resolve_trained_precision(
-            {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: pure}
-        )
+        info = self.resolve({"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: pure})
         self.assertIsNone(info.assess("fp16", compute="amp").risk)  # a pure run covers AMP training too
 
     def test_a_record_without_kind_or_steps_is_no_evidence(self):
         """A bare `"finished"` (written before the run's kind and steps were recorded) proves nothing."""
         config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: "finished"}
         self.assertEqual(read_run_record(config), RunRecord("finished"))
-        self.assertIsNotNone(resolve_trained_precision(config).risk("fp16"))
+        self.assertIsNotNone(self.resolve(config).risk("fp16"))
 
     def test_a_record_with_a_member_this_version_does_not_know_is_no_evidence(self):
         record = {"status": "finished", "compute": "pure", "optimizer_steps": MIN_RUN_STEPS, "skipped_steps": 0}
         config = {"trained_precision": "fp16", "pretraining_precision": "bf16", RUN_FIELD: record}
-        self.assertIsNone(resolve_trained_precision(config).risk("fp16"))
+        self.assertIsNone(self.resolve(config).risk("fp16"))
         config[RUN_FIELD] = {**record, "kept_in_fp32_by": "something newer"}
         self.assertEqual(read_run_record(config), RunRecord("finished"))
-        self.assertIsNotNone(resolve_trained_precision(config).risk("fp16"))
+        self.assertIsNotNone(self.resolve(config).risk("fp16"))
 
     def test_a_run_on_a_plan_lasts_as_long_as_the_plan(self):
         run = RunRecord("finished", "pure", MIN_RUN_STEPS, 0, fp16_plan=True)

@@ -236,7 +236,7 @@ class AdapterRecordTest(TestCasePlus):
             config = json.load(f)
         self.assertEqual(config["trained_precision"], "fp32")
         self.assertEqual(config["pretraining_precision"], "bf16")
-        self.assertEqual(config["trained_precision_run"]["status"], "finished")
+        self.assertNotIn("trained_precision_run", config)  # an fp32 run records nothing: it is evidence for nothing
 
     def saved_config(self, model):
         directory = self.get_auto_remove_tmp_dir()

@@ -52,13 +52,21 @@ class ResolutionTest(unittest.TestCase):
         self.assertEqual(info.lineage, ("bf16", "fp16"))
         self.assertIsNotNone(info.assess("fp16").risk)
 
-    def test_a_finished_pure_run_is_evidence_for_its_precision_only(self):
+    def test_a_finished_run_without_its_binding_or_weights_is_no_evidence(self):
+        # a record from before runs were bound to their weights, lengths and backend: the message says how to re-create it
         config = config_dict(
             trained_precision="fp16", pretraining_precision="bf16", trained_precision_run=finished_run()
         )
         assessment = resolve_trained_precision(config).assess("fp16")
-        self.assertTrue(assessment.overridden)
-        self.assertIsNone(assessment.risk)
+        self.assertIsNotNone(assessment.risk)
+        self.assertIn("records no binding", assessment.dropped)
+        self.assertIn("train it again with this version", assessment.dropped)
+        # a bound record read without the weights (the torch-free report) clears nothing either
+        bound = {"digest": "0" * 64, "max_tokens": 32, "backend": "cpu AVX512", "run": "pure"}
+        config["trained_precision_run"] = {**finished_run(), "binding": bound}
+        assessment = resolve_trained_precision(config).assess("fp16")
+        self.assertIsNotNone(assessment.risk)
+        self.assertIn("they are not loaded here", assessment.dropped)
 
     def test_runs_that_prove_nothing(self):
         short = config_dict(

@@ -560,6 +560,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
         pretraining=oldest,
         oldest_unknown=oldest == UNKNOWN,
         run=record.run_record() if evidence_for else None,
+        run_unbound="the adapter's record",  # stored in the adapter's weights file, not bound by a digest (yet)
     )
 
 

@@ -53,7 +53,7 @@ import os
 from typing import Any
 
 from ..utils import logging
-from .evidence import read_fp16_plan
+from .evidence import read_fp16_plan, weights_subject
 from .resolver import (
     Assessment,
     forget_changed_reference,
@@ -318,6 +318,7 @@ def check_trained_precision(
     fp16_plan_problem: str | None = None,
     sub_model: str | None = None,
     deferred: bool = False,
+    subject=None,
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
@@ -350,6 +351,8 @@ def check_trained_precision(
         deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
             (a stored fp16 plan needs them): the registry precision is still recorded, nothing is said now, and the
             sub-models built in this call are not judged while they are constructed.
+        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model, which a finished run
+            or a copy's publisher reference must be bound to; without it they are no evidence.
 
     Returns:
         The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
@@ -367,7 +370,9 @@ def check_trained_precision(
         mode, model_name, action, registry_row = _inherit_scope(scope, mode, model_name, registry_row)
     per_call = mode is not None
     mode = resolve_check_mode(mode)
-    info = resolve_trained_precision(config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan)
+    info = resolve_trained_precision(
+        config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan, subject=subject
+    )
     if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
         _remember_persisted(config, info, model_name, action, deferred)
     # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
@@ -469,11 +474,17 @@ def _report_assessment(
         per_call=per_call,
         mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
         runtime_note=note,
-        evidence_note=(
-            f"Its stored fp16 plan is no evidence here: {plan_problem}."
-            if plan_problem and prior.runtime == "fp16"
-            else None
-        ),
+        evidence_note=" ".join(
+            note
+            for note in (
+                f"Its stored fp16 plan is no evidence here: {plan_problem}."
+                if plan_problem and prior.runtime == "fp16"
+                else None,
+                assessment.dropped,
+            )
+            if note
+        )
+        or None,
     )
     if mode == ERROR and not note_only:
         raise TrainedPrecisionRiskError(message, risk, name, info.source)
@@ -571,6 +582,7 @@ def check_trained_precision_on_cast(
         "model_name": name,
         "action": action,
         "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
+        "subject": weights_subject(model),  # what recorded evidence must be bound to
     }
     found = check_trained_precision(
         config,

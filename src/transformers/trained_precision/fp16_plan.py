@@ -16,17 +16,19 @@ Applying a stored fp16 plan: the modules of a model that must run in fp32 for it
 every fp16 load, cast and fine-tune, and the one decision whether the plan is evidence that fp16 is safe.
 
 A plan is measured and validated against fp32 and stored in the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]).
-It records what it promises: the `fingerprint` of the weights it was measured on (a strided sample of every weight
-tensor, [`weights_fingerprint`]) and of its own content ([`plan_fingerprint`]), and `validated_on` (the number of
+It records what it promises: the `fingerprint` of the weights it was measured on (a digest of every value of every
+weight, [`weights_fingerprint`]) and of its own content ([`plan_fingerprint`]), and `validated_on` (the number of
 sequences, their lengths, the device and its backend).
 [`~trained_precision.fp16_plan_search.search_fp16_plan`] measures a plan.
 
 [`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in fp32 and whether the
 plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not `False`, the model
-is not quantized), every module name resolves, the fingerprint matches these weights and the plan, and it was
-validated up to the model's usable length ([`usable_length`]: `max_position_embeddings` / `n_positions`, at most
-[`DEFAULT_MAX_LENGTH`]). Anything else is no evidence: the trained-precision warning (or error) stands and says why
-("the plan is stale: measure it again").
+is not quantized), every module name resolves, and its binding holds, checked where every piece of evidence's is
+([`~trained_precision.evidence.binding_problem`]): the fingerprint matches these weights and the plan, it was
+validated up to the model's own length limit ([`~trained_precision.evidence.model_max_length`]:
+`max_position_embeddings` / `n_positions`; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that
+takes longer inputs needs `search_fp16_plan(model, max_length=...)`), on the same kind of device. Anything else is no
+evidence: the trained-precision warning (or error) stands and says why ("the plan is stale: measure it again").
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
 their outputs go back to the dtype their inputs came in (fp16), so fp16 modules never receive fp32 tensors. Module
@@ -46,14 +48,25 @@ from ..utils import logging
 from .check import (
     FROM_CONFIG,
     LOAD,
+    REGISTRY_ATTRIBUTE,
     cast_target_dtype,
     check_trained_precision_on_cast,
     in_construction,
     is_outermost_cast,
     trained_precision_cast_scope,
 )
-from .evidence import read_fp16_plan
-from .resolver import sub_config_items
+from .evidence import (
+    BOUND_PLAN,
+    FP16_PLAN_VERSION,
+    Binding,
+    backend_of,
+    binding_problem,
+    bound_evidence_pending,
+    read_fp16_plan,
+    weights_digest,
+    weights_subject,
+)
+from .resolver import bind_persisted_reference, sub_config_items
 from .sentinel import note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
@@ -64,8 +77,6 @@ logger = logging.get_logger(__name__)
 #: `max_position_embeddings`) or states no limit: a forward at this length costs seconds on a CPU for a model of a
 #: few hundred million parameters.
 DEFAULT_MAX_LENGTH = 2048
-#: Values sampled per weight tensor for the fingerprint (evenly strided, at a different offset in each stride).
-FINGERPRINT_SAMPLES = 256
 
 #: The attribute of a planned module that holds the forward it wraps.
 _INNER_FORWARD = "_fp16_plan_inner_forward"
@@ -240,9 +251,10 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
 
 def usable_length(config) -> int:
     """
-    The longest input a model takes, for the plan's length sweep and coverage: its config's `max_position_embeddings`
+    The longest input a plan search sweeps by default: its config's `max_position_embeddings`
     (or `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs, at most
-    [`DEFAULT_MAX_LENGTH`]; [`DEFAULT_MAX_LENGTH`] when no config states one (relative positions, as T5's).
+    [`DEFAULT_MAX_LENGTH`]; [`DEFAULT_MAX_LENGTH`] when no config states one (relative positions, as T5's). A plan is
+    evidence only up to the length it swept: for a model that takes longer inputs, pass a longer `max_length`.
     """
     found = []
     for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
@@ -255,58 +267,18 @@ def usable_length(config) -> int:
 
 
 def _backend(device) -> str:
-    """The device's backend, as a plan records it: the CPU's vector extension, or the accelerator's name."""
-    import torch
-
-    if device.type == "cpu":
-        return f"cpu {torch.backends.cpu.get_cpu_capability()}"
-    if device.type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name(device)
-    return device.type
+    """The device's backend, as a plan records it ([`~trained_precision.evidence.backend_of`])."""
+    return backend_of(device)
 
 
 def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | None:
     """
-    A SHA-256 over the name, shape and a strided sample ([`FINGERPRINT_SAMPLES`] values) of every floating weight of
-    `model`, or `None` when a weight is not materialised (on the meta device: offloaded). The values of the modules
-    `fp32_modules` are taken in fp32, the others rounded to fp16 first, so that a model gives the same fingerprint in
-    fp32 (when the plan is measured) and in fp16 with the plan applied (when it is loaded). Names are taken without
-    the `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights.
+    The digest a plan's fingerprint is made of: [`~trained_precision.evidence.weights_digest`] of `model` (every
+    value of every weight, the modules `fp32_modules` taken in fp32, the others rounded to fp16, so that a model gives
+    the same digest in fp32, when the plan is measured, and in fp16 with the plan applied), or `None` when a weight is
+    offloaded.
     """
-    import torch
-
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    planned = tuple(f"{name}." for name in fp32_modules)
-    digest = hashlib.sha256()
-    halves, singles = [], []
-    for index, (name, tensor) in enumerate(model.named_parameters()):
-        if not tensor.is_floating_point():
-            continue
-        if tensor.device.type == "meta":
-            return None
-        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        digest.update(f"{key}:{tuple(tensor.shape)};".encode())
-        data = tensor.detach()
-        if not data.is_contiguous():
-            data = data.contiguous()
-        count = data.numel()
-        stride = max(1, count // FINGERPRINT_SAMPLES)
-        offset = (index * 7919) % stride  # a different position in each stride from tensor to tensor
-        size = min(FINGERPRINT_SAMPLES, (count - offset + stride - 1) // stride)
-        # one strided view per tensor, gathered by a single `cat` below: the load pays for this, per tensor
-        sample = data.as_strided((size,), (stride,), data.storage_offset() + offset)
-        (singles if name.startswith(planned) else halves).append(sample)
-    for values, dtype in ((halves, torch.float16), (singles, torch.float32)):
-        if values:
-            digest.update(
-                torch.cat([v.to(dtype) for v in values] if len({v.dtype for v in values}) > 1 else values)
-                .to(dtype)
-                .cpu()
-                .numpy()
-                .tobytes()
-            )
-        digest.update(b"|")
-    return digest.hexdigest()
+    return weights_digest(model, fp32_modules)
 
 
 def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
@@ -355,29 +327,28 @@ def _is_quantized(model) -> bool:
     )
 
 
-def _evidence_problem(owner, plan: dict, resolved: list[str], coverage: int) -> str | None:
-    """Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is."""
-    if plan["version"] < 2 or "fingerprint" not in plan:
-        return f"it was made by an older version and is bound to no weights; {STALE}"
+def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
+    """
+    Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
+    first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
+    of evidence is ([`~trained_precision.evidence.binding_problem`]).
+    """
+    if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
+        return f"it was made by an older version and is bound to no weights (or to a sample of them); {STALE}"
     if isinstance(plan.get("stale"), str):
         return f"{plan['stale']}; {STALE}"
     recorded = plan["validation"].get("modules")
     if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
         return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
-    found = plan_fingerprint(owner, plan, resolved)
-    if found is None:
-        return "its fingerprint cannot be checked: the weights are not all in memory (offloaded)"
-    if found != plan["fingerprint"]:
-        return (
-            f"it was measured on other weights or edited since (a fine-tune, another checkpoint, a hand edit); {STALE}"
-        )
-    longest = plan["validated_on"]["max_tokens"]
-    if longest < coverage:
-        return (
-            f"it was validated on inputs of up to {longest} tokens, and this model takes {coverage}; "
-            f"{STALE} (it sweeps up to {coverage} by default)"
-        )
-    return None
+    domain = plan["validated_on"]
+    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN)
+    return binding_problem(
+        binding,
+        subject,
+        runs=(BOUND_PLAN,),
+        recreate=STALE + " (`search_fp16_plan(model, max_length=...)` sets the longest input)",
+        digest=lambda: plan_fingerprint(owner, plan, resolved),
+    )
 
 
 def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True):
@@ -388,7 +359,8 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
     A plan is applied when `dtype` is fp16, `use_fp16_plan` is not `False` (at loading, or for a model loaded with
     it), the model is not quantized and every module name resolves in the model. It is evidence when it is applied
     and also bound to this model: its fingerprint matches these weights and the plan itself, its modules are the ones
-    its validation record names, and it was validated on inputs up to the model's [`usable_length`].
+    its validation record names, and it was validated on inputs up to the model's own length limit, on the same kind
+    of device ([`~trained_precision.evidence.binding_problem`]).
 
     Args:
         model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
@@ -434,9 +406,9 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
     decision.plans = [(key, plan) for key, _, _, plan in stored]
     if not verify:
         return decision
-    coverage = usable_length(model.config)
+    subject = weights_subject(model)  # the whole model's length limit and backend
     for key, _, owner, plan in stored:
-        problem = _evidence_problem(owner, plan, resolved_by_key[key], coverage)
+        problem = _evidence_problem(owner, plan, resolved_by_key[key], subject)
         if problem is None:
             decision.evidence[key] = plan
         else:
@@ -483,6 +455,8 @@ def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=No
         return False
     if getattr(config, "quantization_config", None) is not None:
         return False
+    if bound_evidence_pending(config):  # a finished run or a copy's publisher reference: bound to the weights too
+        return True
     return any(read_fp16_plan(item) is not None for item in [config, *(sub for _, sub in sub_config_items(config))])
 
 
@@ -569,6 +543,9 @@ def apply_fp16_plan(
     modules = dict(model.named_modules())
     for name in decision.modules:
         keep_module_in_fp32(modules[name], None if training else dtype)
+    if check == LOAD:
+        # a publisher reference this load persisted: bound to the loaded weights
+        bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
     if check in (LOAD, FROM_CONFIG) and not in_construction():
         if fp16_plan_pending(model.config, dtype, use_fp16_plan) and not _is_quantized(model):
             check_trained_precision_on_cast(

@@ -83,7 +83,7 @@ logger = logging.get_logger(__name__)
 #: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
 SWEEP_START = 32
 #: The version of the stored plan's schema (2: bound to its weights and to its inputs).
-PLAN_VERSION = 2
+PLAN_VERSION = 3  # the fingerprint digests every value (version 2 sampled 256 per tensor)
 #: The default headroom: a module is hot when a value reaches fp16's max divided by this.
 DEFAULT_HEADROOM = 2.0
 #: A plan that keeps more than this share of the weights in fp32 is refused: run the model in bf16 or fp32 instead.

@@ -48,10 +48,16 @@ from typing import Any
 
 from ..utils import logging
 from .evidence import (
+    BOUND_PUBLISHER,
+    FINISHED_RUN,
+    REFERENCE_RUNTIME,
+    Binding,
     Evidence,
+    binding_problem,
     find_evidence,
     keep_in_fp32_mitigation,
     read_reference_record,
+    weights_subject,
 )
 from .hub_ids import hub_id_for
 from .registry import RegistryEntry, lookup
@@ -61,6 +67,7 @@ from .vocabulary import (
     FIELD,
     PRETRAINING_FIELD,
     REFERENCE_FIELD,
+    RUN_FIELD,
     RUN_PURE,
     UNKNOWN,
     InvalidTrainedPrecisionError,
@@ -118,12 +125,15 @@ class Assessment:
             checkpoint; it makes a risky prior safe.
         mitigation ([`~trained_precision.evidence.Evidence`], *optional*): upstream's `_keep_in_fp32_modules`, which
             protects the known overflow site only: the risk stays, its message says what is already done.
+        dropped (`str`, *optional*): why recorded evidence was dropped (not bound to these weights, these lengths or
+            this backend), as a sentence for the message.
     """
 
     runtime: str
     prior: Risk | None = None
     evidence: Evidence | None = None
     mitigation: Evidence | None = None
+    dropped: str | None = None
 
     @property
     def risk(self) -> Risk | None:
@@ -161,6 +171,12 @@ class TrainedPrecisionInfo:
         run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped the config's
             `trained_precision`.
         architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
+        reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
+        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model a finished run and a
+            copy's publisher reference are checked against; without it they are no evidence.
+        run_unbound (`str`, *optional*): set when `run` is not a config's record but one that carries no binding by
+            design (a PEFT adapter's run, stored inside the adapter's own weights file): what it is, for messages;
+            the binding check is skipped for it.
     """
 
     precision: str
@@ -174,6 +190,9 @@ class TrainedPrecisionInfo:
     architectures: tuple[str, ...] = ()
     copied_from: str | None = None
     oldest_unknown: bool = False
+    reference: dict | None = dataclasses.field(default=None, compare=False)
+    subject: Any = dataclasses.field(default=None, compare=False)
+    run_unbound: str | None = None
 
     @property
     def run_status(self) -> str | None:
@@ -232,20 +251,53 @@ class TrainedPrecisionInfo:
         prior = assess_lineage_risk(self.lineage, runtime)
         if prior is None:
             return Assessment(runtime)
-        evidence = find_evidence(
-            runtime,
-            entry=self.row,
-            plan=self.plan,
-            trained=self.precision if self.source == SOURCE_CONFIG else UNKNOWN,
-            run=self.run,
-            compute=compute,
-            copied_from=self.copied_from,
-            hub_id=self.hub_id,
-        )
+        found = {"entry": self.row, "run": self.run, "copied_from": self.copied_from}
+        dropped = []
+        while True:  # at most twice per kind: evidence that is not bound to this model is dropped, then look again
+            evidence = find_evidence(
+                runtime,
+                plan=self.plan,
+                trained=self.precision if self.source == SOURCE_CONFIG else UNKNOWN,
+                compute=compute,
+                hub_id=self.hub_id,
+                **found,
+            )
+            problem = self._unbound(evidence, found)
+            if problem is None:
+                break
+            dropped.append(problem)
+        dropped = " ".join(dropped) or None
         if evidence is not None:
-            return Assessment(runtime, prior, evidence)
+            return Assessment(runtime, prior, evidence, dropped=dropped)
         mitigation = keep_in_fp32_mitigation(runtime, self.architectures, model_class, import_classes)
-        return Assessment(runtime, prior, mitigation=mitigation)
+        return Assessment(runtime, prior, mitigation=mitigation, dropped=dropped)
+
+    def _unbound(self, evidence: Evidence | None, found: dict) -> str | None:
+        """
+        Why `evidence` (a finished run, or the publisher reference of a copy) is not bound to [`subject`], as a
+        sentence, after removing it from `found`; `None` when it is bound or needs no binding (a registry row of the
+        model's own Hub id, a plan `decide_fp16_plan` verified).
+        """
+        if evidence is None:
+            return None
+        if evidence.kind == FINISHED_RUN and self.run_unbound is None:
+            binding, runs = Binding.from_dict(self.run.binding), (self.run.compute,)
+            what, recreate = f"The finished run in `{RUN_FIELD}`", "train it again with this version"
+            key = "run"
+        elif evidence.kind == REFERENCE_RUNTIME and found["copied_from"]:
+            binding, runs = Binding.from_dict((self.reference or {}).get("binding")), (BOUND_PUBLISHER,)
+            what = f"The publisher reference in `{REFERENCE_FIELD}` ('{found['copied_from']}')"
+            recreate = f"load '{found['copied_from']}' itself and save it again"
+            key = "entry"
+        else:
+            return None
+        problem = binding_problem(binding, self.subject, runs=runs, recreate=recreate)
+        if problem is None:
+            return None
+        found[key] = None
+        if key == "entry":
+            found["copied_from"] = None
+        return f"{what} is no evidence here: {problem}."
 
     def risk(self, runtime: Any) -> Risk | None:
         """The risk of running at `runtime` that remains after the evidence (see [`assess`]); `None` if unknown."""
@@ -281,6 +333,7 @@ def resolve_trained_precision(
     *,
     persisted_from: RegistryEntry | None = None,
     fp16_plan: dict | None = None,
+    subject: Any = None,
 ) -> TrainedPrecisionInfo:
     """
     A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
@@ -297,6 +350,9 @@ def resolve_trained_precision(
         fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the model's weights
             (`trained_precision.fp16_plan.decide_fp16_plan`). The plan a config stores is evidence only through it:
             without the weights (the torch-free report), a stored plan is unverified and clears nothing.
+        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model, which a finished run
+            and a copy's publisher reference must be bound to ([`~trained_precision.evidence.binding_problem`]);
+            without it (the torch-free report, a check before the weights are loaded) they clear nothing.
     """
     if not name_or_path:
         name_or_path = (
@@ -310,10 +366,12 @@ def resolve_trained_precision(
         "pretraining": config_precision(config, PRETRAINING_FIELD),
         "row": row,
         "architectures": _architectures(config) if config is not None else (),
+        "subject": subject,
     }
     if row is None and config is not None:
         row, found["copied_from"] = _copied_reference_row(config, precision)
         found["row"] = row
+        found["reference"] = read_reference_record(config) if row is not None else None
     # the plan verified on this path: the plan's own evidence, and a finished run that rested on it, use it
     found["plan"] = fp16_plan
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
@@ -418,6 +476,26 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
+def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
+    """
+    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; `persisted_row` is
+    the registry row the load wrote, `None` when it wrote none) to the weights it loaded ([`~trained_precision.evidence.Binding`]: their
+    digest, any length, any backend), so that a `save_pretrained` copy keeps the publisher's evidence only while its
+    weights are the publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it
+    bound one.
+    """
+    config = getattr(model, "config", None)
+    record = vars(config).get(REFERENCE_FIELD) if config is not None else None
+    if not isinstance(record, dict) or "binding" in record or persisted_row is None:
+        return False
+    subject = weights_subject(model)
+    digest = subject.digest() if subject is not None else None
+    if digest is None:
+        return False
+    record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER).to_dict()
+    return True
+
+
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     """
     Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it: a fine-tuned
@@ -440,6 +518,7 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
         if entry.stored_dtype is not None:
             reference["stored_dtype"] = entry.stored_dtype
         setattr(config, REFERENCE_FIELD, reference)
+        # bound to the weights once they are loaded (`bind_persisted_reference`)
         written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
     logger.info(
         f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
@@ -454,6 +533,7 @@ __all__ = [
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",
     "config_precision",
+    "bind_persisted_reference",
     "forget_changed_reference",
     "persist_registry_precision",
     "pretraining_recorded_unknown",

@@ -22,9 +22,13 @@ proves:
   is evidence only for AMP training (the Trainer's `fp16=True` over fp32 weights), never for a model loaded or cast
   into fp16 weights. A pure run (the weights themselves in fp16) is evidence for both.
 - its length: at least [`MIN_RUN_STEPS`] optimizer steps that updated the weights; steps a gradient scaler skipped
-  (an inf/NaN gradient) do not count.
+  (an inf/NaN gradient) do not count;
+- what it ran on (its `binding`, [`~trained_precision.evidence.Binding`]): the weights it ended on (a digest of every
+  value), the longest input it saw and the backend. Weights changed after the run, a model that takes longer inputs
+  than the run saw, or another kind of device: no evidence ([`~trained_precision.evidence.binding_problem`]).
 A run that diverged, or did not end, is no evidence, and neither is a record written before the run's kind and steps
-were recorded (a bare `"finished"`).
+were recorded (a bare `"finished"`) or before its binding was (train again to re-create it).
+An fp32 run writes no record: fp32 is never a risky runtime, so its record would be evidence for nothing.
 """
 
 from __future__ import annotations
@@ -59,6 +63,10 @@ class RunRecord:
         fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
             the run: the run proves fp16 only together with that plan, so it counts only while the plan itself is
             evidence (see [`~trained_precision.evidence.find_evidence`]).
+        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.evidence.Binding`]: the
+            digest of the weights it ended on, the longest input it saw, the backend, its kind), written by
+            `finish_trained_precision_run` and checked by [`~trained_precision.evidence.binding_problem`]; a record
+            without one is no evidence.
     """
 
     status: str
@@ -66,6 +74,7 @@ class RunRecord:
     optimizer_steps: int | None = None
     skipped_steps: int = 0
     fp16_plan: bool = False
+    binding: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as `config.json` stores it."""
@@ -102,7 +111,13 @@ class RunRecord:
         text = f"a {kind} {runtime} training run"
         if self.fp16_plan:
             text += " with its fp16 plan"
-        return f"{text} finished {self.optimizer_steps} optimizer steps with finite losses"
+        text = f"{text} finished {self.optimizer_steps} optimizer steps with finite losses"
+        tokens = (self.binding or {}).get("max_tokens")
+        if tokens is not None:
+            text += (
+                f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of every value)"
+            )
+        return text
 
 
 def read_run_record(config: Any) -> RunRecord | None:
@@ -127,6 +142,8 @@ def read_run_record(config: Any) -> RunRecord | None:
     record = RunRecord(value["status"], compute, steps, skipped)
     if value.get("fp16_plan") is True:
         record = dataclasses.replace(record, fp16_plan=True)
+    if isinstance(value.get("binding"), Mapping):
+        record = dataclasses.replace(record, binding=dict(value["binding"]))
     return record
 
 

@@ -61,7 +61,7 @@ from typing import Any
 
 from ..utils import logging
 from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
-from .evidence import read_fp16_plan
+from .evidence import read_fp16_plan, weights_subject
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
 from .run_record import RunRecord, read_run_record
@@ -409,7 +409,11 @@ def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> 
     """
     mode = resolve_check_mode()
     config = getattr(model, "config", None)
-    info = resolve_trained_precision(config, persisted_from=getattr(model, "__dict__", {}).get(REGISTRY_ATTRIBUTE))
+    info = resolve_trained_precision(
+        config,
+        persisted_from=getattr(model, "__dict__", {}).get(REGISTRY_ATTRIBUTE),
+        subject=weights_subject(model),  # a finished run's evidence is bound to the weights it ended on
+    )
     assessment = info.assess(precision, model_class=type(model), compute=compute)
     risk = assessment.risk
     if assessment.prior is None or mode == IGNORE:
@@ -421,6 +425,8 @@ def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> 
         logger.info_once(f"{head}, and training it in {prior.runtime} is not risky: {assessment.evidence.describe()}.")
         return None
     reason = risk.reason
+    if assessment.dropped:
+        reason += f" ({assessment.dropped.rstrip('.')})"
     if assessment.mitigation is not None:
         reason += f"; {assessment.mitigation.detail}"
     how = " mixed precision (autocast)" if compute == RUN_AMP else ""
@@ -488,10 +494,17 @@ def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, che
         record = dataclasses.replace(record, fp16_plan=True)
     for config in configs:
         _record_stage(config, precision, inner)
-        setattr(config, RUN_FIELD, record.to_dict())
+        if precision == FP32:
+            # fp32 is never a risky runtime, so an fp32 run's record would be evidence for nothing: a plain run writes
+            # none (and an earlier run's record no longer describes the latest run)
+            vars(config).pop(RUN_FIELD, None)
+        else:
+            setattr(config, RUN_FIELD, record.to_dict())
         # a new run changes the weights: the publisher's reference runtime no longer holds for them
         vars(config).pop(REFERENCE_FIELD, None)
     _RUNS[inner] = _RunState()
+    if precision == FP32:
+        return precision  # a plain run logs nothing upstream does not
     why = ""
     if _mixed_precision(accelerator=accelerator_or_dtype) == FP16 and _device_type(accelerator_or_dtype) == "cpu":
         why = " (fp16 mixed precision asked for on the CPU, where accelerate runs no fp16 autocast)"
@@ -552,12 +565,24 @@ class _RunState:
     by [`finish_trained_precision_run`].
     """
 
-    __slots__ = ("losses", "optimizer_steps", "skipped_steps")
+    __slots__ = ("losses", "max_tokens", "optimizer_steps", "skipped_steps")
 
     def __init__(self):
         self.losses = None
+        self.max_tokens = None
         self.optimizer_steps = 0
         self.skipped_steps = 0
+
+    def note_inputs(self, inputs: Any) -> None:
+        """The longest sequence of a batch (the last dimension of its token ids or embeddings' second): O(1)."""
+        longest = 0
+        for key in _LENGTH_INPUTS:
+            value = inputs.get(key) if hasattr(inputs, "get") else None
+            shape = getattr(value, "shape", None)
+            if shape is not None and len(shape) >= 2:
+                longest = max(longest, int(shape[1]))
+        if longest:
+            self.max_tokens = max(self.max_tokens or 0, longest)
 
     def note_loss(self, loss: Any) -> None:
         if loss.requires_grad:
@@ -578,6 +603,8 @@ class _RunState:
         return self.losses is None or bool(self.losses.isfinite())
 
 
+# the inputs whose second dimension is a sequence length the model sees
+_LENGTH_INPUTS = ("input_ids", "inputs_embeds", "decoder_input_ids", "decoder_inputs_embeds", "labels")
 # the model whose config the run stamped (unwrapped) -> the state of that run
 _RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # a wrapper the per-step calls were given (PEFT, DDP, `torch.compile`) -> a weak reference to the model inside it,
@@ -602,20 +629,26 @@ def _run_state(model: Any) -> _RunState:
     return state
 
 
-def note_training_loss(model: Any, loss: Any) -> None:
+def note_training_loss(model: Any, loss: Any, inputs: Any = None) -> None:
     """
-    Notes one training loss of the run stamped on `model`, for [`finish_trained_precision_run`]. The [`Trainer`]
-    calls it after every `training_step`. It costs one in-place tensor op on the loss's device and never
-    synchronises; the model is unwrapped once, on the first call, not at every step.
+    Notes one training loss of the run stamped on `model`, and the longest sequence of its batch, for
+    [`finish_trained_precision_run`]. The [`Trainer`] calls it after every `training_step`. It costs one in-place
+    tensor op on the loss's device and never synchronises; the model is unwrapped once, on the first call, not at
+    every step.
 
     Args:
         model (`torch.nn.Module`): the model being trained (wrapped or not).
         loss (`torch.Tensor`): the step's loss.
+        inputs (`dict`, *optional*): the step's batch (`input_ids`, `inputs_embeds`, ...): the run is evidence only up
+            to the longest sequence it saw, so a run whose batches were never given is no evidence.
     """
     import torch
 
+    state = _run_state(model)
     if isinstance(loss, torch.Tensor):
-        _run_state(model).note_loss(loss)
+        state.note_loss(loss)
+    if inputs is not None:
+        state.note_inputs(inputs)
 
 
 def note_optimizer_step(model: Any, skipped: Any = False) -> None:
@@ -665,26 +698,30 @@ def finish_trained_precision_run(model: Any) -> str | None:
 
     inner = unwrap_model_for_config(model)
     configs = [c for c in _all_configs(getattr(inner, "config", None)) if getattr(c, RUN_FIELD, None) is not None]
-    if not configs:
-        return None
+    peft_model = _peft_model_of(model)
     state = _RUNS.pop(inner, None) or _RunState()
+    if not configs and peft_model is None:  # nothing stamped, or a plain fp32 run (which records nothing)
+        return None
     finite = state.losses_finite()
     if finite:
         finite = all(
             bool(torch.isfinite(p.detach()).all()) for p in inner.parameters() if p.requires_grad and p.numel()
         )
     status = RUN_FINISHED if finite else RUN_DIVERGED
-    started = read_run_record(configs[0]) or RunRecord(RUN_STARTED)
-    record = dataclasses.replace(
-        started, status=status, optimizer_steps=state.optimizer_steps, skipped_steps=state.skipped_steps
-    )
-    for config in configs:
-        setattr(config, RUN_FIELD, record.to_dict())
-    peft_model = _peft_model_of(model)
     if peft_model is not None:
         from .adapter import finish_adapter_run
 
         finish_adapter_run(peft_model, status, steps=state.optimizer_steps)
+    if not configs:
+        return status
+    started = read_run_record(configs[0]) or RunRecord(RUN_STARTED)
+    record = dataclasses.replace(
+        started, status=status, optimizer_steps=state.optimizer_steps, skipped_steps=state.skipped_steps
+    )
+    if finite and record.compute is not None:
+        record = dataclasses.replace(record, binding=_run_binding(inner, record.compute, state.max_tokens))
+    for config in configs:
+        setattr(config, RUN_FIELD, record.to_dict())
     precision = config_precision(configs[0], FIELD)
     name = getattr(configs[0], "name_or_path", None) or type(inner).__name__
     if finite:
@@ -705,6 +742,18 @@ def finish_trained_precision_run(model: Any) -> str | None:
             f"`{RUN_FIELD}` records status {status!r}, so {precision} is not counted as working for this model."
         )
     return status
+
+
+def _run_binding(model: Any, compute: str, max_tokens: int | None) -> dict | None:
+    """
+    What a finished run ran on ([`~trained_precision.evidence.Binding`]): the digest of the weights it ended on, the
+    longest input it saw and its backend; `None` when the weights are offloaded. One digest per run, at its end.
+    """
+    from .evidence import Binding, weights_subject
+
+    subject = weights_subject(model)
+    digest = subject.digest() if subject is not None else None
+    return Binding(digest, max_tokens, subject.backend, compute).to_dict() if digest is not None else None
 
 
 def _record_stage(config: Any, precision: str, model: Any) -> None:
