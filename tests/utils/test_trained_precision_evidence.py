@@ -36,10 +36,12 @@ from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
     REFERENCE_RUNTIME,
+    SAMPLED_VALUES,
     Binding,
     find_evidence,
     fp16_plan_problem,
     read_fp16_plan,
+    weights_digest,
     weights_subject,
 )
 from transformers.trained_precision.populate import set_config_field
@@ -590,7 +592,10 @@ class RealWorldCasesTest(TestCasePlus):
             copy = json.load(f)
         self.assertEqual(copy["trained_precision"], "bf16")
         binding = copy[REFERENCE_FIELD].pop("binding")  # the digest of the publisher's weights, as loaded
-        self.assertEqual((binding["run"], binding["max_tokens"], len(binding["digest"])), ("publisher", None, 64))
+        self.assertEqual(
+            (binding["run"], binding["max_tokens"], binding["sampled"], len(binding["digest"])),
+            ("publisher", None, True, 64),
+        )
         self.assertEqual(copy[REFERENCE_FIELD], {"model_id": LLAMA2, "runtime": "fp16", "stored_dtype": "fp16"})
         with open(os.path.join(self.path("llama_fine_tuned"), "config.json"), encoding="utf-8") as f:
             tuned = json.load(f)
@@ -623,6 +628,31 @@ class RealWorldCasesTest(TestCasePlus):
         message = str(raised.exception)
         self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", message)
         self.assertIn("its digest does not match these weights", message)
+
+    def test_an_edit_the_sampled_reference_misses_is_caught_where_the_copy_runs(self):
+        """
+        The publisher reference is bound by a sampled digest (a full one would tax every load of the publisher's
+        model): one value edited between two sampled ones keeps the copy's evidence at load, and error mode then
+        raises at the first non-finite fp16 forward instead (the sentinel), never returning the NaN logits.
+        """
+        edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
+        names = [name for name, tensor in edited.named_parameters() if tensor.is_floating_point()]
+        weight = edited.model.layers[0].mlp.up_proj.weight
+        stride = weight.numel() // SAMPLED_VALUES
+        self.assertGreater(stride, 1)  # else every value is sampled and the edit below cannot be missed
+        start = (names.index("model.layers.0.mlp.up_proj.weight") * 7919) % stride
+        before = weights_digest(edited, sampled=True)
+        with torch.no_grad():
+            weight.view(-1)[start + 1] = 1e6  # the value right after a sampled one
+        self.assertEqual(weights_digest(edited, sampled=True), before)
+        path = os.path.join(self.tmp, "llama_edited_unsampled")
+        edited.save_pretrained(path)
+        reset_warning_cache()
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        ids = torch.arange(32)[None] % 64
+        with torch.no_grad(), self.assertRaises(TrainedPrecisionRiskError) as raised:
+            model(input_ids=ids)
+        self.assertIn("fp16", str(raised.exception))
 
     def test_every_case_agrees_on_every_path(self):
         """The table's answers, seen together: what users meet is the same answer everywhere."""

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..utils import logging
@@ -295,7 +297,10 @@ def find_evidence(
         copy = ""
         if copied_from:
             name = copied_from if entry.is_glob else name
-            copy = f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD})"
+            copy = (
+                f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD}; its weights match "
+                f"the publisher's on a sample of {SAMPLED_VALUES} values per weight)"
+            )
         return Evidence(
             REFERENCE_RUNTIME,
             runtime,
@@ -373,20 +378,30 @@ class Binding:
     persists a publisher reference, the plan search) and checked by [`binding_problem`] only.
 
     Args:
-        digest (`str`): [`weights_digest`] of the weights it was made on (every value of every weight).
+        digest (`str`): [`weights_digest`] of the weights it was made on (every value of every weight, or a sample of
+            each weight when `sampled`).
         max_tokens (`int`, *optional*): the longest input it saw; `None` for a publisher's reference runtime, which
             covers the lengths the publisher runs.
         backend (`str`, *optional*): where it ran ([`backend_of`]: `"cpu AVX512"`, `"cuda NVIDIA H100"`); `None`: any.
         run (`str`): what made it: `"pure"` or `"amp"` (a training run), `"plan"`, `"publisher"`.
+        sampled (`bool`, *optional*, defaults to `False`): whether `digest` covers [`SAMPLED_VALUES`] values of each
+            weight rather than all of them. A publisher reference is bound when the publisher's model is loaded, and
+            hashing every value there would tax every load of it (seconds for a 7B model); a sample catches a
+            fine-tune (it moves every weight), not an edit of a few values, which the forward's sentinel still
+            catches in fp16.
     """
 
     digest: str
     max_tokens: int | None
     backend: str | None
     run: str
+    sampled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        value = dataclasses.asdict(self)
+        if not self.sampled:
+            del value["sampled"]
+        return value
 
     @classmethod
     def from_dict(cls, value: Any) -> Binding | None:
@@ -396,33 +411,64 @@ class Binding:
         tokens, backend = value.get("max_tokens"), value.get("backend")
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
             return None
-        return cls(value["digest"], tokens, backend if isinstance(backend, str) else None, str(value["run"]))
+        backend = backend if isinstance(backend, str) else None
+        return cls(value["digest"], tokens, backend, str(value["run"]), value.get("sampled") is True)
 
 
-def weights_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
+#: Values per weight that a sampled digest covers (strided, from a position that moves from weight to weight).
+SAMPLED_VALUES = 256
+
+
+def _sample(tensor, index: int):
+    """[`SAMPLED_VALUES`] strided values of a flattened weight, starting at a position that depends on `index`."""
+    data = tensor.detach().reshape(-1)
+    stride = max(1, data.numel() // SAMPLED_VALUES)
+    return data[(index * 7919) % stride :: stride][:SAMPLED_VALUES]
+
+
+def weights_digest(model, fp32_modules: Iterable[str] = (), sampled: bool = False) -> str | None:
     """
     A SHA-256 over the name, shape and every value of every floating weight of `model` (each tied tensor once), or
     `None` when a weight is not materialised (on the meta device: offloaded). Values are hashed as fp16, those of the
     modules `fp32_modules` as fp32, so a model gives one digest in fp32 and in fp16 (with an fp16 plan's modules in
     fp32); an edit that fp16 cannot see does not change what fp16 computes. Names are taken without the
-    `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights.
+    `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights. With
+    `sampled`, only [`SAMPLED_VALUES`] values of each weight are hashed (see [`Binding`]). Each weight is hashed on
+    its own, in full on up to 8 threads (`hashlib` and the copies to the CPU release the GIL), and the digest covers
+    those hashes in order.
     """
     import torch
 
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
-    digest = hashlib.sha256()
-    for name, tensor in model.named_parameters():
+    jobs = []
+    for index, (name, tensor) in enumerate(model.named_parameters()):
         if not tensor.is_floating_point():
             continue
         if tensor.device.type == "meta":
             return None
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        dtype, bits = (torch.float32, torch.int32) if name.startswith(planned) else (torch.float16, torch.int16)
-        data = tensor.detach().to(device="cpu", dtype=dtype).contiguous()  # no copy for a CPU tensor in `dtype`
-        digest.update(f"{key}:{tuple(tensor.shape)}:{dtype};".encode())
-        digest.update(data.view(bits).numpy())
+        dtype = torch.float32 if name.startswith(planned) else torch.float16
+        jobs.append((f"{key}:{tuple(tensor.shape)}:{dtype};", _sample(tensor, index) if sampled else tensor, dtype))
+    if sampled:  # a few values per weight: threads would cost more than they save
+        hashes = [_tensor_hash(job) for job in jobs]
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1, len(jobs)))) as pool:
+            hashes = list(pool.map(_tensor_hash, jobs))
+    digest = hashlib.sha256()
+    for (header, _, _), value in zip(jobs, hashes):
+        digest.update(header.encode())
+        digest.update(value)
     return digest.hexdigest()
+
+
+def _tensor_hash(job) -> bytes:
+    """The SHA-256 of one weight's values in the dtype a [`weights_digest`] job names (as raw bits)."""
+    import torch
+
+    _, tensor, dtype = job
+    data = tensor.detach().to(device="cpu", dtype=dtype).contiguous()  # no copy for a CPU tensor in `dtype`
+    return hashlib.sha256(data.view(torch.int32 if dtype == torch.float32 else torch.int16).numpy()).digest()
 
 
 def backend_of(device: Any) -> str:
@@ -488,10 +534,10 @@ class WeightsSubject:
         self.model, self.max_tokens, self.backend = model, max_tokens, backend
         self._digests: dict[tuple[str, ...], str | None] = {}
 
-    def digest(self, fp32_modules: Iterable[str] = ()) -> str | None:
-        key = tuple(sorted(fp32_modules))
+    def digest(self, fp32_modules: Iterable[str] = (), sampled: bool = False) -> str | None:
+        key = (*sorted(fp32_modules), sampled)
         if key not in self._digests:
-            self._digests[key] = weights_digest(self.model, key)
+            self._digests[key] = weights_digest(self.model, key[:-1], sampled=sampled)
         return self._digests[key]
 
 
@@ -538,7 +584,7 @@ def binding_problem(
     made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
     if made is not None and runs_on is not None and made != runs_on:
         return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {recreate} there"
-    found = digest() if digest is not None else subject.digest()
+    found = digest() if digest is not None else subject.digest(sampled=binding.sampled)
     if found is None:
         return "the weights are not all in memory (offloaded), so its digest cannot be checked"
     if found != binding.digest:
@@ -552,6 +598,7 @@ def binding_problem(
 __all__ = [
     "ASSUMED_MAX_LENGTH",
     "BOUND_PLAN",
+    "SAMPLED_VALUES",
     "BOUND_PUBLISHER",
     "Binding",
     "WeightsSubject",

@@ -479,20 +479,21 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
 def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
     """
     Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; `persisted_row` is
-    the registry row the load wrote, `None` when it wrote none) to the weights it loaded ([`~trained_precision.evidence.Binding`]: their
-    digest, any length, any backend), so that a `save_pretrained` copy keeps the publisher's evidence only while its
-    weights are the publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it
-    bound one.
+    the registry row the load wrote, `None` when it wrote none) to the weights it loaded
+    ([`~trained_precision.evidence.Binding`]: a sampled digest, any length, any backend), so that a `save_pretrained`
+    copy keeps the publisher's evidence only while its weights are the publisher's. The digest samples each weight:
+    every load of the publisher's model pays for it, and hashing every value would cost seconds on a 7B model. A
+    reference read from a copy's `config.json` is never bound again. Returns whether it bound one.
     """
     config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
     if not isinstance(record, dict) or "binding" in record or persisted_row is None:
         return False
     subject = weights_subject(model)
-    digest = subject.digest() if subject is not None else None
+    digest = subject.digest(sampled=True) if subject is not None else None
     if digest is None:
         return False
-    record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER).to_dict()
+    record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER, sampled=True).to_dict()
     return True
 
 
