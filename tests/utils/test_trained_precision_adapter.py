@@ -44,6 +44,7 @@ from transformers.trained_precision.adapter import (
     write_adapter_record,
 )
 from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
+from transformers.trained_precision.evidence import Binding, backend_of, weights_digest
 from transformers.trained_precision.resolver import TrainedPrecisionInfo
 from transformers.trained_precision.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import tiny_gpt_neo
@@ -180,11 +181,13 @@ class AdapterPrecisionInfoTest(unittest.TestCase):
         self.assertIs(adapter_precision_info(base, None), base)
         self.assertFalse(adapter_precision_info(None, None).is_known)
 
-    def test_a_pure_fp16_run_is_evidence_an_amp_run_is_not(self):
+    def test_a_pure_fp16_run_is_evidence_only_where_bound_an_amp_run_never(self):
+        # a pure run clears fp16 only for the weights it ended on (its binding, checked against the loaded model: see
+        # test_trained_precision_peft.BoundAdapterRunTest); a record without one, read without weights, is no evidence
         base = TrainedPrecisionInfo("bf16", source="config")
         pure = adapter_precision_info(base, pure_fp16_run()).assess("fp16")
-        self.assertIsNone(pure.risk)
-        self.assertTrue(pure.overridden)
+        self.assertIsNotNone(pure.risk)
+        self.assertIn("The finished run in the adapter's record is no evidence here", pure.dropped)
         self.assertIsNotNone(adapter_precision_info(base, amp_run()).assess("fp16").risk)
         self.assertIsNotNone(adapter_precision_info(base, pure_fp16_run(steps=3)).assess("fp16").risk)
 
@@ -405,11 +408,21 @@ class CheckAdapterPrecisionTest(TestCasePlus):
         self.assertEqual((risk.trained, risk.runtime), ("bf16", "fp16"))  # it remains; the base's check raises it
         self.assertEqual(al.out, "")
 
-    def test_a_pure_fp16_run_overrides_the_risk(self):
+    def test_a_pure_fp16_run_overrides_the_risk_for_the_weights_it_ended_on(self):
         model = tiny_gpt_neo(trained_precision="bf16")
+        bound = Binding(weights_digest(model), 32, backend_of(torch.device("cpu")), "pure").to_dict()
         self.assertIsNone(
-            check_adapter_precision(model, "a", record=pure_fp16_run(), dtype=torch.float16, mode="error")
+            check_adapter_precision(model, "a", record=pure_fp16_run(binding=bound), dtype=torch.float16, mode="error")
         )
+        # the record of an older version (no binding), and the same binding on weights edited since: no evidence
+        for record, why in ((pure_fp16_run(), "records no binding"), (pure_fp16_run(binding=bound), "digest")):
+            if why == "digest":
+                with torch.no_grad():
+                    model.transformer.h[0].mlp.c_fc.weight[5] *= 1e6
+            with self.assertRaises(TrainedPrecisionRiskError) as raised:
+                check_adapter_precision(model, "a", record=record, dtype=torch.float16, mode="error")
+            self.assertIn("The finished run in the adapter's record is no evidence here", str(raised.exception))
+            self.assertIn(why, str(raised.exception))
 
     def test_the_record_is_read_from_the_adapter_file(self):
         from safetensors.torch import save_file

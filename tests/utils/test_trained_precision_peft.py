@@ -29,6 +29,7 @@ import warnings
 from transformers import is_torch_available
 from transformers.testing_utils import (
     CaptureLogger,
+    LoggingLevel,
     TestCasePlus,
     mockenv_context,
     require_accelerate,
@@ -407,11 +408,12 @@ class AdapterLoadCheckTest(TestCasePlus):
         base = save_base(os.path.join(self.get_auto_remove_tmp_dir(), "base"), trained_precision="bf16")
         amp = inspect_adapter(self.adapter_with(base, self.amp_record(base)))
         self.assertEqual(amp.status("fp16"), "risky")
+        # a pure fp16 run is evidence only for the weights it ended on: the report reads no weights, so it stays
+        # risky there (a load checks the run's binding, see BoundAdapterRunTest)
         pure = inspect_adapter(
             self.adapter_with(base, self.amp_record(base, mixed_precision=None, base_dtype="float16"))
         )
-        self.assertEqual(pure.status("fp16"), "safe")
-        self.assertEqual(pure.verdicts["fp16"].evidence["kind"], "finished_run")
+        self.assertEqual(pure.status("fp16"), "risky")
         # the same rule as any finished run: a few optimizer steps are a smoke test, not evidence
         short = inspect_adapter(
             self.adapter_with(base, self.amp_record(base, mixed_precision=None, base_dtype="float16", steps=3))
@@ -437,6 +439,75 @@ class AdapterLoadCheckTest(TestCasePlus):
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
             with self.assertRaises(TrainedPrecisionRiskError):
                 model.half()
+
+
+@require_torch
+@require_peft
+@require_accelerate
+class BoundAdapterRunTest(TestCasePlus):
+    """
+    A real pure-fp16 LoRA run of MIN_RUN_STEPS steps on inputs of the base's whole length: the adapter's record is
+    evidence for base + adapter in fp16, bound to the weights it ended on, as every finished run is.
+    """
+
+    def test_a_pure_fp16_adapter_run_clears_its_own_base_only(self):
+        from peft import LoraConfig, get_peft_model
+
+        root = self.get_auto_remove_tmp_dir()
+        base = save_base(os.path.join(root, "base"), trained_precision="bf16")
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(base, dtype=torch.float16, trained_precision_check="ignore"),
+            LoraConfig(**LORA),
+        ).half()
+        args = TrainingArguments(
+            os.path.join(root, "run"),
+            max_steps=MIN_RUN_STEPS,
+            per_device_train_batch_size=4,
+            optim="sgd",
+            learning_rate=1e-3,
+            save_strategy="no",
+            report_to=[],
+            use_cpu=True,
+        )
+        trainer = Trainer(model, args, train_dataset=random_token_dataset(8, length=32))
+        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="ignore"):
+            trainer.train()
+        adapter = os.path.join(root, "adapter")
+        trainer.save_model(adapter)
+        record = read_adapter_record(adapter)
+        self.assertEqual(
+            (record.status, record.binding["run"], record.binding["max_tokens"]), ("finished", "pure", 32)
+        )
+        # base + adapter as trained, loaded from the adapter's folder: the base alone warns (a bf16-trained base in
+        # fp16), then the adapter's run clears base + adapter, at info level
+        reset_warning_cache()
+        reset_adapter_warning_cache()
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
+            AutoModelForCausalLM.from_pretrained(adapter, dtype=torch.float16)
+        self.assertIn("fp16 is not risky for base + adapter", al.out)
+        self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", al.out)
+        # the same adapter on its base edited after the run (one neuron past fp16's range): its run is no evidence
+        edited = AutoModelForCausalLM.from_pretrained(base, trained_precision_check="ignore")
+        with torch.no_grad():
+            edited.transformer.h[0].mlp.c_fc.weight[5] *= 1e6
+        edited_dir, moved = os.path.join(root, "edited"), os.path.join(root, "adapter-on-edited")
+        edited.save_pretrained(edited_dir)
+        shutil.copytree(adapter, moved)
+        with open(os.path.join(moved, "adapter_config.json"), encoding="utf-8") as f:
+            adapter_config = json.load(f)
+        adapter_config["base_model_name_or_path"] = edited_dir
+        with open(os.path.join(moved, "adapter_config.json"), "w", encoding="utf-8") as f:
+            json.dump(adapter_config, f)
+        reset_warning_cache()
+        reset_adapter_warning_cache()
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(ADAPTER_LOGGER)) as al:
+            model = AutoModelForCausalLM.from_pretrained(moved, dtype=torch.float16)
+        self.assertNotIn("not risky", al.out)
+        self.assertIn(f"Adapter '{moved}' is being loaded on '{edited_dir}' in fp16", al.out)
+        self.assertIn("The finished run in the adapter's record is no evidence here", al.out)
+        self.assertIn("its digest does not match these weights", al.out)
+        with torch.no_grad():  # what the warning is about
+            self.assertFalse(torch.isfinite(model(input_ids=torch.arange(32)[None] % 64).logits).all())
 
 
 @require_torch

@@ -42,11 +42,12 @@ import json
 import os
 import struct
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..utils import logging
 from .check import ERROR, IGNORE, MODE_ATTRIBUTE, WARN, TrainedPrecisionRiskError, resolve_check_mode
+from .evidence import weights_subject
 from .resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
 from .run_record import RunRecord
 from .vocabulary import (
@@ -95,6 +96,9 @@ class AdapterRun:
         base_quantization (`dict`, *optional*): for a quantized base (QLoRA): `method`, `bits`, `quant_type` and the
             `compute_dtype` of its quantized matmuls.
         steps (`int`, *optional*): optimizer steps the run took, when known.
+        binding (`dict`, *optional*): what a finished run that is evidence was made on
+            ([`~trained_precision.evidence.Binding`]: the digest of base + adapter weights it ended on, the longest
+            input, the backend), checked against the model the adapter is loaded into.
     """
 
     precision: str
@@ -108,6 +112,7 @@ class AdapterRun:
     base_provenance: str = UNKNOWN
     base_quantization: dict | None = None
     steps: int | None = None
+    binding: dict | None = None
 
     @property
     def base_lineage(self) -> tuple[str, ...]:
@@ -132,7 +137,7 @@ class AdapterRun:
         if self.status is None:
             return None
         pure = self.base_dtype is not None and dtype_to_precision(self.base_dtype) == self.precision
-        return RunRecord(self.status, RUN_PURE if pure else RUN_AMP, self.steps)
+        return RunRecord(self.status, RUN_PURE if pure else RUN_AMP, self.steps, binding=self.binding)
 
     def is_evidence_for(self, runtime: Any) -> bool:
         """
@@ -201,8 +206,9 @@ class AdapterRun:
         for key in ("adapter_dtype", "base_dtype", "base_name_or_path", "base_provenance"):
             if values.get(key) is not None and not isinstance(values[key], str):
                 raise ValueError(f"{key} is {values[key]!r}, expected a string")
-        if values.get("base_quantization") is not None and not isinstance(values["base_quantization"], dict):
-            raise ValueError("base_quantization must be an object")
+        for key in ("base_quantization", "binding"):
+            if values.get(key) is not None and not isinstance(values[key], dict):
+                raise ValueError(f"{key} must be an object")
         if values.get("steps") is not None and (
             isinstance(values["steps"], bool) or not isinstance(values["steps"], int)
         ):
@@ -320,12 +326,19 @@ def _base_name(peft_model: Any, base: Any) -> str | None:
     return str(name) if name else None
 
 
-def finish_adapter_run(peft_model: Any, status: str, steps: int | None = None) -> AdapterRun | None:
-    """Records how the run of `peft_model` ended (`"finished"` or `"diverged"`, and its steps)."""
+def finish_adapter_run(
+    peft_model: Any, status: str, steps: int | None = None, bind: Callable[[str], dict | None] | None = None
+) -> AdapterRun | None:
+    """
+    Records how the run of `peft_model` ended (`"finished"` or `"diverged"`, and its steps). When the run is evidence
+    for its precision, `bind(compute)` gives its binding (see [`AdapterRun`]).
+    """
     record = getattr(peft_model, RUN_ATTRIBUTE, None)
     if record is None:
         return None
     record = dataclasses.replace(record, status=status, steps=steps if steps is not None else record.steps)
+    if bind is not None and record.is_evidence_for(record.precision):
+        record = dataclasses.replace(record, binding=bind(record.run_record().compute))
     setattr(peft_model, RUN_ATTRIBUTE, record)
     return record
 
@@ -560,7 +573,7 @@ def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: Adapt
         pretraining=oldest,
         oldest_unknown=oldest == UNKNOWN,
         run=record.run_record() if evidence_for else None,
-        run_unbound="the adapter's record",  # stored in the adapter's weights file, not bound by a digest (yet)
+        run_source="the adapter's record",
     )
 
 
@@ -624,7 +637,8 @@ def check_adapter_precision(
     mode = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE))
     config = getattr(model, "config", None)
     base_info = resolve_trained_precision(config, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
-    info = adapter_precision_info(base_info, record)
+    # the adapter's run is checked against the weights it is loaded with, base and adapter
+    info = dataclasses.replace(adapter_precision_info(base_info, record), subject=weights_subject(model))
     base_name = getattr(config, "name_or_path", None) or type(model).__name__
     adapter_name, found = (os.fspath(adapter) if adapter is not None else "<adapter>"), None
     for runtime in _adapter_runtimes(model, dtype):
@@ -640,7 +654,7 @@ def check_adapter_precision(
         # silenced; or the base's own check said it, and the adapter adds nothing; or said already
         if mode == IGNORE or (alone is not None and not adds) or (mode == WARN and key in _WARNED):
             continue
-        _say_adapter_risk(assessment.risk, runtime, key, base_name, base_info, record, mode, info.source)
+        _say_adapter_risk(assessment, runtime, key, base_name, base_info, record, mode, info.source)
         return found
     return found
 
@@ -654,10 +668,12 @@ def _say_adapter_evidence(assessment, runtime: str, key, base_name: str, record)
     )
 
 
-def _say_adapter_risk(risk, runtime: str, key, base_name: str, base_info, record, mode: str, source) -> None:
+def _say_adapter_risk(assessment, runtime: str, key, base_name: str, base_info, record, mode: str, source) -> None:
     """Warns about a risky base + adapter once per (adapter, runtime), or raises it in `"error"` mode."""
-    adapter_name = key[0]
+    adapter_name, risk = key[0], assessment.risk
     message = _adapter_risk_message(risk, runtime, adapter_name, base_name, base_info, record, mode)
+    if assessment.dropped:  # evidence that would have cleared it, and why it does not
+        message = f"{message} {assessment.dropped}"
     if mode == ERROR:
         raise TrainedPrecisionRiskError(message, risk, adapter_name, source)
     _WARNED.add(key)

@@ -174,9 +174,8 @@ class TrainedPrecisionInfo:
         reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
         subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model a finished run and a
             copy's publisher reference are checked against; without it they are no evidence.
-        run_unbound (`str`, *optional*): set when `run` is not a config's record but one that carries no binding by
-            design (a PEFT adapter's run, stored inside the adapter's own weights file): what it is, for messages;
-            the binding check is skipped for it.
+        run_source (`str`, *optional*): what `run` is when it is not the config's `trained_precision_run` (a PEFT
+            adapter's run, stored in the adapter's weights file), for messages.
     """
 
     precision: str
@@ -192,7 +191,7 @@ class TrainedPrecisionInfo:
     oldest_unknown: bool = False
     reference: dict | None = dataclasses.field(default=None, compare=False)
     subject: Any = dataclasses.field(default=None, compare=False)
-    run_unbound: str | None = None
+    run_source: str | None = None
 
     @property
     def run_status(self) -> str | None:
@@ -280,9 +279,10 @@ class TrainedPrecisionInfo:
         """
         if evidence is None:
             return None
-        if evidence.kind == FINISHED_RUN and self.run_unbound is None:
+        if evidence.kind == FINISHED_RUN:
             binding, runs = Binding.from_dict(self.run.binding), (self.run.compute,)
-            what, recreate = f"The finished run in `{RUN_FIELD}`", "train it again with this version"
+            what = f"The finished run in {self.run_source or f'`{RUN_FIELD}`'}"
+            recreate = "train it again with this version"
             key = "run"
         elif evidence.kind == REFERENCE_RUNTIME and found["copied_from"]:
             binding, runs = Binding.from_dict((self.reference or {}).get("binding")), (BOUND_PUBLISHER,)

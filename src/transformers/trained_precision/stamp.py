@@ -711,7 +711,12 @@ def finish_trained_precision_run(model: Any) -> str | None:
     if peft_model is not None:
         from .adapter import finish_adapter_run
 
-        finish_adapter_run(peft_model, status, steps=state.optimizer_steps)
+        finish_adapter_run(
+            peft_model,
+            status,
+            steps=state.optimizer_steps,
+            bind=lambda compute: _run_binding(inner, compute, state.max_tokens),
+        )
     if not configs:
         return status
     started = read_run_record(configs[0]) or RunRecord(RUN_STARTED)
