@@ -447,6 +447,39 @@ class LoadingCheckRegistryTest(_CheckTestBase):
         self.assertIsNone(hub_id_for(bad_cache))
 
 
+@require_torch
+class UncheckedCastTest(_CheckTestBase):
+    """A cast with nothing to judge takes a short path; whatever it keeps between casts must never hide a verdict."""
+
+    def test_a_config_edited_after_a_silent_cast_is_judged_at_the_next_one(self):
+        model = GPTNeoForCausalLM(tiny_config("unknown"))
+        with self.capture() as cl:
+            model.half()
+            model.float()
+        self.assertEqual(cl.out, "")
+        model.config.trained_precision = "bf16"
+        with self.capture() as cl:
+            model.half()
+        self.assertEqual(count_warnings(cl.out), 1, cl.out)
+        self.assertIn("was trained in bf16 (from its config's `trained_precision`)", cl.out)
+
+    def test_a_relative_path_names_the_snapshot_of_the_working_directory(self):
+        """The same name is judged again after `os.chdir`: `"."` inside a Hub cache snapshot has its Hub id."""
+        snapshot = save_hub_cache_snapshot(tempfile.mkdtemp(dir=self.tmp), HUB_ID)
+        model = GPTNeoForCausalLM(tiny_config("unknown", name_or_path="."))
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.tmp)
+        with self.capture() as cl:
+            model.half()
+            model.float()
+        self.assertEqual(cl.out, "")
+        os.chdir(snapshot)
+        with self.capture() as cl:
+            model.half()
+        self.assertEqual(count_warnings(cl.out), 1, cl.out)
+        self.assertIn(f"was trained in bf16 (registry: {lookup(HUB_ID).model_id}", cl.out)
+
+
 class CheckApiTest(unittest.TestCase):
     def test_public_names(self):
         import transformers.trained_precision as tp

@@ -32,6 +32,7 @@ from parameterized import parameterized
 
 from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
 from transformers.trained_precision import cli
+from transformers.trained_precision.configuration import sub_config_items
 from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
@@ -46,7 +47,7 @@ from transformers.trained_precision.evidence import (
 )
 from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
-from transformers.trained_precision.resolver import resolve_trained_precision, sub_config_items
+from transformers.trained_precision.resolver import resolve_trained_precision
 from transformers.trained_precision.risk import assess_lineage_risk
 from transformers.trained_precision.run_record import MIN_RUN_STEPS, RunRecord, read_run_record
 from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD

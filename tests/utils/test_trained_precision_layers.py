@@ -32,7 +32,7 @@ LAYERS = {
     "registry": 2,  # facts
     "risk": 2,
     "storage": 2,
-    "configuration": 2,
+    "configuration": 1,  # a config's fields as read from a `config.json`, and its sub-configs
     "run_record": 1,  # the record of a checkpoint's latest training run, and what it proves
     "evidence": 2,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
     "resolver": 3,  # the answer

@@ -497,7 +497,7 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
     """
     from ..utils import cached_file
     from .check import REGISTRY_ATTRIBUTE
-    from .resolver import sub_config_items
+    from .configuration import sub_config_items
     from .vocabulary import PRETRAINING_FIELD, REFERENCE_FIELD, RUN_FIELD
 
     path = os.fspath(adapter)

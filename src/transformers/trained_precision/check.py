@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import os
 from typing import Any
 
@@ -58,6 +59,7 @@ from .resolver import (
     Assessment,
     forget_changed_reference,
     persist_registry_precision,
+    records_nothing,
     resolve_trained_precision,
 )
 from .risk import PRECISION_LOSS, Risk
@@ -166,7 +168,7 @@ def resolve_check_mode(mode: str | None = None) -> str:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
             raise _invalid_mode_error(mode, f"`{KWARG}`")
         return mode.strip().lower()
-    env = os.environ.get(ENV_VAR)
+    env = _environment_value()
     if env is None or not env.strip():
         return WARN
     if env.strip().lower() not in CHECK_MODES:
@@ -175,6 +177,11 @@ def resolve_check_mode(mode: str | None = None) -> str:
         )
         return WARN
     return env.strip().lower()
+
+
+def _environment_value() -> str | None:
+    """The value of the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, `None` when it is unset."""
+    return os.environ.get(ENV_VAR)
 
 
 def reset_warning_cache() -> None:
@@ -608,11 +615,60 @@ def check_trained_precision_on_cast(
 
 def is_outermost_cast(model) -> bool:
     """Whether `model._apply` runs for the outermost model of a cast (not for a sub-model inside one)."""
-    return not _IN_CAST.get() and not getattr(model, "is_quantized", False)
+    if _IN_CAST.get():
+        return False
+    # `getattr(model, "is_quantized", False)` (a quantizer sets it on the instance), without the `AttributeError`
+    # that `nn.Module.__getattr__` builds when it is absent: every cast asks
+    own = vars(model)
+    return not (own["is_quantized"] if "is_quantized" in own else _class_attribute(type(model), "is_quantized"))
+
+
+@functools.lru_cache(maxsize=256)
+def _class_attribute(cls: type, name: str) -> Any:
+    """`getattr(cls, name, False)`, once per class: a missing attribute costs an `AttributeError` at every read."""
+    return getattr(cls, name, False)
+
+
+# What `trained_precision_cast_scope` is given when the caller has not read the cast's target dtype.
+_PROBE = object()
+
+# The modes in which a model of unknown precision carries no sentinel ("" is the default, "warn").
+_QUIET_MODES = frozenset({"", WARN, IGNORE})
+
+
+def nothing_to_check(model) -> bool:
+    """
+    Whether no cast of `model` can be judged, whatever its dtype: it is not being built inside a `from_pretrained` /
+    `from_config` call (whose mode and registry row it would inherit), its mode is not `"error"`, no load recorded a
+    registry row on it, and its config records nothing the check reads ([`~trained_precision.resolver.records_nothing`]:
+    the trained precision is unknown with no lineage, no registry row, no reference, no fp16 plan). The mode is
+    resolved as the check resolves it, so a bad environment variable is reported all the same.
+    """
+    own = vars(model)
+    if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
+        return False
+    # the mode, read without a side effect (a device move never reads it, so never warns about a bad value): a
+    # per-call mode is recorded resolved; the environment variable must be unset, blank, "warn" or "ignore"
+    mode = own.get(MODE_ATTRIBUTE)
+    if mode is not None and mode not in _QUIET_MODES:
+        return False
+    value = _environment_value()
+    if value is not None and value.strip().lower() not in _QUIET_MODES:
+        return False
+    config = getattr(model, "config", None)
+    if config is None:
+        return True
+    # the name the check resolves the registry with: `config.name_or_path`, a property over `_name_or_path`
+    try:
+        config_own = object.__getattribute__(config, "__dict__")
+    except AttributeError:
+        config_own = {}
+    name = config_own["_name_or_path"] if "_name_or_path" in config_own else getattr(config, "name_or_path", None)
+    return records_nothing(config, name or type(model).__name__)
 
 
 @contextlib.contextmanager
-def trained_precision_cast_scope(model, fn, **check_kwargs):
+def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
     """
     Around `PreTrainedModel._apply(fn)`: when `fn` changes the model's floating dtype and the model is the outermost
     one being cast, checks the new dtype against its trained precision before the cast (so `"error"` mode raises with
@@ -622,12 +678,15 @@ def trained_precision_cast_scope(model, fn, **check_kwargs):
     Args:
         model ([`PreTrainedModel`]): the model whose `_apply` runs.
         fn (`Callable`): the function `_apply` maps over the tensors.
+        target (`torch.dtype`, *optional*): the cast's target as [`cast_target_dtype`] read it, when the caller did
+            already (`None`: it cannot be told beforehand); read here otherwise.
         check_kwargs: passed to [`check_trained_precision_on_cast`].
     """
     if not is_outermost_cast(model):
         yield
         return
-    target = cast_target_dtype(model, fn)
+    if target is _PROBE:
+        target = cast_target_dtype(model, fn)
     before = None
     if target is not None:
         check_trained_precision_on_cast(model, target, **check_kwargs)
@@ -652,6 +711,26 @@ def quiet_casts():
         yield
     finally:
         _IN_CAST.reset(token)
+
+
+class _UncheckedCast:
+    """
+    The scope of an outermost cast with nothing to check ([`nothing_to_check`]): the `PreTrainedModel`s inside it
+    are part of it, so they are not checked on their own either. One shared instance, without state: an outermost
+    cast starts outside any cast, so it leaves the flag as it found it.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _IN_CAST.set(True)
+
+    def __exit__(self, *exc_info) -> None:
+        _IN_CAST.set(False)
+
+
+#: The scope [`~trained_precision.fp16_plan.fp16_plan_cast_scope`] gives an outermost cast with nothing to check.
+UNCHECKED_CAST = _UncheckedCast()
 
 
 def in_construction() -> bool:

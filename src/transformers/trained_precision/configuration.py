@@ -22,6 +22,7 @@ one warning, so that no checkpoint stops loading because of this field.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
@@ -65,3 +66,30 @@ def sanitize_config_dict(config_dict: dict[str, Any], source: str | os.PathLike 
                 result = dict(config_dict)
             result[key] = new
     return config_dict if result is None else result
+
+
+def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """
+    The sub-configs of a composite model's config, recursively, as `(dotted key, sub-config)` pairs: `encoder` and
+    `decoder`, `text_config` and `vision_config`, ... For a `PreTrainedConfig` they are its `sub_configs` (what the
+    loader checks and the Trainer stamps); for the dict of a `config.json`, the members that are objects with a
+    `model_type` (how `to_dict` writes a sub-config).
+    """
+    items = []
+    if isinstance(config, Mapping):
+        keys = [k for k, v in config.items() if isinstance(v, Mapping) and isinstance(v.get("model_type"), str)]
+        get = config.get
+    else:
+        keys = list(getattr(config, "sub_configs", None) or {})
+
+        def get(key):
+            return getattr(config, key, None)
+
+    for key in keys:
+        sub = get(key)
+        if sub is None or isinstance(sub, (str, bytes)) or not (isinstance(sub, Mapping) or hasattr(sub, "to_dict")):
+            continue
+        path = f"{prefix}{key}"
+        items.append((path, sub))
+        items.extend(sub_config_items(sub, f"{path}."))
+    return items

@@ -53,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..utils import logging
+from .configuration import sub_config_items
 from .run_record import RunRecord
 from .vocabulary import (
     FP16,
@@ -496,8 +497,6 @@ def model_max_length(config: Any) -> int:
     `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs; when none states
     one (relative positions, as T5's), [`ASSUMED_MAX_LENGTH`].
     """
-    from .resolver import sub_config_items
-
     found = []
     for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
         for key in _LENGTH_KEYS:
@@ -514,7 +513,6 @@ def bound_evidence_pending(config: Any) -> bool:
     (`trained_precision_run`) or a copy's publisher reference (`trained_precision_reference`). A load then judges
     the model once its weights are loaded, as it does for a stored fp16 plan.
     """
-    from .resolver import sub_config_items
     from .run_record import read_run_status
 
     for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:

@@ -49,12 +49,15 @@ from .check import (
     FROM_CONFIG,
     LOAD,
     REGISTRY_ATTRIBUTE,
+    UNCHECKED_CAST,
     cast_target_dtype,
     check_trained_precision_on_cast,
     in_construction,
     is_outermost_cast,
+    nothing_to_check,
     trained_precision_cast_scope,
 )
+from .configuration import sub_config_items
 from .evidence import (
     BOUND_PLAN,
     FP16_PLAN_VERSION,
@@ -66,8 +69,8 @@ from .evidence import (
     weights_digest,
     weights_subject,
 )
-from .resolver import bind_persisted_reference, sub_config_items
-from .sentinel import note_runtime
+from .resolver import bind_persisted_reference
+from .sentinel import LIVE_SENTINELS, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
 
@@ -559,7 +562,10 @@ def apply_fp16_plan(
     return decision.modules
 
 
-@contextlib.contextmanager
+# The scope of a cast that is not the outermost one (the sub-models inside a cast, a cast inside `quiet_casts`).
+_NOT_OUTERMOST = contextlib.nullcontext()
+
+
 def fp16_plan_cast_scope(model, fn):
     """
     Around `PreTrainedModel._apply(fn)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
@@ -571,16 +577,30 @@ def fp16_plan_cast_scope(model, fn):
     Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module and
     name, so a cast that replaces the parameter objects
     (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
+
+    Every cast of a model enters it, so a cast with nothing to decide costs what upstream's does: when no model in
+    the process carries the sentinel and the model's config records nothing that can be judged, applied or watched
+    ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
+    plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
     """
+    if not is_outermost_cast(model):
+        return _NOT_OUTERMOST
+    if not LIVE_SENTINELS and nothing_to_check(model):
+        return UNCHECKED_CAST  # what the full scope would decide, for any dtype: nothing
+    return _checked_cast_scope(model, fn)
+
+
+@contextlib.contextmanager
+def _checked_cast_scope(model, fn):
+    """[`fp16_plan_cast_scope`] for a model with something to decide: the plan, the check and the sentinel."""
     import torch
 
-    if not is_outermost_cast(model):
-        yield
-        return
     target = cast_target_dtype(model, fn)
     decision = decide_fp16_plan(model, target) if target == torch.float16 else Fp16PlanDecision()
     kept = _planned_tensors(model, decision.modules)
-    with trained_precision_cast_scope(model, fn, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems):
+    with trained_precision_cast_scope(
+        model, fn, target=target, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
+    ):
         yield
     note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
     if not decision.modules:
@@ -597,6 +617,8 @@ def fp16_plan_cast_scope(model, fn):
 def _planned_tensors(model, names: list[str]) -> dict[tuple[str, str], Any]:
     """The floating parameters and buffers of the modules `names`, as `(module name, attribute) -> data`."""
     kept = {}
+    if not names:  # no plan: no walk of the modules either
+        return kept
     modules = dict(model.named_modules())
     for name in names:
         for prefix, module in modules[name].named_modules(prefix=name):

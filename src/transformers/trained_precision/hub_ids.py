@@ -239,6 +239,20 @@ def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
     return canonical_hub_id(name)
 
 
+def possible_hub_ids(name_or_path: str | os.PathLike | None) -> tuple[str, ...]:
+    """
+    Every Hub id [`hub_id_for`] can give for `name_or_path`, whatever exists on disk: the id of the cache snapshot the
+    path lies in (when it exists), and the name read as a Hub id (when it does not). A pure function of the name and
+    the working directory, so its answer can be kept.
+    """
+    if not name_or_path:
+        return ()
+    name = os.fspath(name_or_path)
+    snapshot = cache_snapshot_of(name)
+    found = (snapshot.hub_id if snapshot is not None else None, canonical_hub_id(name))
+    return tuple(dict.fromkeys(hub_id for hub_id in found if hub_id is not None))
+
+
 def find_cached_snapshot(
     hub_id: str, *, filename: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> str | None:
@@ -286,5 +300,6 @@ __all__ = [
     "hub_id_for",
     "hub_id_spellings",
     "is_valid_repo_name",
+    "possible_hub_ids",
     "parse_hub_id",
 ]

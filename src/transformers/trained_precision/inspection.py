@@ -47,10 +47,11 @@ import os
 from typing import Any
 
 from ..utils import CONFIG_NAME, logging
+from .configuration import sub_config_items
 from .evidence import read_fp16_plan
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
-from .resolver import resolve_sub_models, resolve_trained_precision, sub_config_items
+from .resolver import resolve_sub_models, resolve_trained_precision
 from .risk import FP16_MAX, OVERFLOW
 from .storage import (
     MAX_HEADER_BYTES,

@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..utils import CONFIG_NAME
+from .configuration import sub_config_items
 from .hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
 from .registry import REGISTRY, RegistryEntry, lookup
-from .resolver import sub_config_items
 from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
 

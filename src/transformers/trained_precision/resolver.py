@@ -42,11 +42,13 @@ sub-configs the loader checks and the Trainer stamps, resolved with the outer mo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
+from .configuration import sub_config_items
 from .evidence import (
     BOUND_PUBLISHER,
     FINISHED_RUN,
@@ -59,12 +61,13 @@ from .evidence import (
     read_reference_record,
     weights_subject,
 )
-from .hub_ids import hub_id_for
+from .hub_ids import hub_id_for, possible_hub_ids
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
 from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
+    FP16_PLAN_FIELD,
     PRETRAINING_FIELD,
     REFERENCE_FIELD,
     RUN_FIELD,
@@ -385,6 +388,99 @@ def resolve_trained_precision(
     return TrainedPrecisionInfo(normalize_precision(row.precision), SOURCE_REGISTRY, entry=row, **found)
 
 
+# What a config can record that gives a model a trained precision, evidence or an fp16 plan (see `records_nothing`),
+# each with the one value besides `None` that records nothing.
+_RECORDED_FIELDS = ((FIELD, UNKNOWN), (PRETRAINING_FIELD, UNKNOWN), (REFERENCE_FIELD, None), (FP16_PLAN_FIELD, None))
+
+
+def records_nothing(config: Any, name_or_path: str | os.PathLike | None) -> bool:
+    """
+    Whether resolving `config` and each of its sub-configs with `name_or_path` can only give `"unknown"` with an
+    empty lineage and nothing for a check to act on: no known `trained_precision` or `pretraining_precision`, no
+    `trained_precision_reference`, no `fp16_plan`, and no registry row for any Hub id the name can refer to (whatever
+    exists on disk, see [`~trained_precision.hub_ids.possible_hub_ids`]). Then no runtime is risky for the model and
+    nothing is there to apply or to forget: the cast path's early exit.
+
+    Every cast asks, so it reads the configs' own attributes (a `PreTrainedConfig`'s `__getattribute__` costs about a
+    microsecond per attribute, and so does `isinstance` on one) and keeps two answers that depend on nothing else:
+    whether a config class defines one of those fields itself (class attributes are read once per class), and the
+    registry's answer for a name and working directory. `False` whenever unsure (an object that is neither a config
+    nor a dict).
+    """
+    if config is None:
+        return True
+    kind = type(config)
+    if issubclass(kind, dict):  # the dict of a `config.json`: its sub-configs are the members that look like one
+        if not _records_no_field(config):
+            return False
+        sub_configs = True
+    else:
+        try:
+            own = object.__getattribute__(config, "__dict__")
+        except AttributeError:
+            return False
+        facts = _config_class_facts(kind)  # (records nothing itself, has sub-configs)
+        get = own.get  # `_records_no_field`, inline: every cast runs this
+        if not (
+            facts[0]
+            and get(FIELD) in (None, UNKNOWN)
+            and get(PRETRAINING_FIELD) in (None, UNKNOWN)
+            and get(REFERENCE_FIELD) is None
+            and get(FP16_PLAN_FIELD) is None
+        ):
+            return False
+        sub_configs = facts[1] or own.get("sub_configs")  # (an instance's own, where its class lets it have one)
+    if sub_configs and not all(_records_no_field(_own_fields(sub)) for _, sub in sub_config_items(config)):
+        return False
+    if not name_or_path or not isinstance(name_or_path, (str, os.PathLike)):
+        return True  # no Hub id, as `resolve_trained_precision` reads it
+    return not _name_has_registry_row(os.fspath(name_or_path), os.getcwd())
+
+
+def _own_fields(config: Any) -> dict | None:
+    """What [`_records_no_field`] reads of a (sub-)config: the dict itself, or a config's own attributes."""
+    if issubclass(type(config), dict):
+        return config
+    if not _config_class_facts(type(config))[0]:
+        return None
+    try:
+        return object.__getattribute__(config, "__dict__")
+    except AttributeError:
+        return None
+
+
+def _records_no_field(own: dict | None) -> bool:
+    """Whether a config's own attributes (or a `config.json` dict) hold none of `_RECORDED_FIELDS`, "unknown" aside."""
+    if own is None:
+        return False
+    get = own.get
+    return (
+        get(FIELD) in (None, UNKNOWN)
+        and get(PRETRAINING_FIELD) in (None, UNKNOWN)
+        and get(REFERENCE_FIELD) is None
+        and get(FP16_PLAN_FIELD) is None
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _config_class_facts(cls: type) -> tuple[bool, bool]:
+    """
+    What [`records_nothing`] reads of a config class, once per class: whether it is a config class (it has
+    `sub_configs`) whose own attributes record none of `_RECORDED_FIELDS`, and whether it has sub-configs (a
+    `PreTrainedConfig`'s `sub_configs` is a property of the class, computed at every read).
+    """
+    if not hasattr(cls, "sub_configs"):
+        return False, False
+    quiet = all(getattr(cls, key, None) in (None, allowed) for key, allowed in _RECORDED_FIELDS)
+    return quiet, bool(cls.sub_configs)
+
+
+@functools.lru_cache(maxsize=256)
+def _name_has_registry_row(name: str, cwd: str) -> bool:
+    """Whether some Hub id `name` can refer to (from `cwd`) has a registry row; `cwd` is part of the key only."""
+    return any(lookup(hub_id) is not None for hub_id in possible_hub_ids(name))
+
+
 def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | None, str | None]:
     """
     For a `save_pretrained` copy of a Hub checkpoint (no Hub id of its own): the registry row its
@@ -434,33 +530,6 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
         f"{stored} weights its reference runtime was stated for."
     )
     return True
-
-
-def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """
-    The sub-configs of a composite model's config, recursively, as `(dotted key, sub-config)` pairs: `encoder` and
-    `decoder`, `text_config` and `vision_config`, ... For a `PreTrainedConfig` they are its `sub_configs` (what the
-    loader checks and the Trainer stamps); for the dict of a `config.json`, the members that are objects with a
-    `model_type` (how `to_dict` writes a sub-config).
-    """
-    items = []
-    if isinstance(config, Mapping):
-        keys = [k for k, v in config.items() if isinstance(v, Mapping) and isinstance(v.get("model_type"), str)]
-        get = config.get
-    else:
-        keys = list(getattr(config, "sub_configs", None) or {})
-
-        def get(key):
-            return getattr(config, key, None)
-
-    for key in keys:
-        sub = get(key)
-        if sub is None or isinstance(sub, (str, bytes)) or not (isinstance(sub, Mapping) or hasattr(sub, "to_dict")):
-            continue
-        path = f"{prefix}{key}"
-        items.append((path, sub))
-        items.extend(sub_config_items(sub, f"{path}."))
-    return items
 
 
 def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = None) -> dict[str, TrainedPrecisionInfo]:
@@ -538,7 +607,7 @@ __all__ = [
     "forget_changed_reference",
     "persist_registry_precision",
     "pretraining_recorded_unknown",
+    "records_nothing",
     "resolve_sub_models",
     "resolve_trained_precision",
-    "sub_config_items",
 ]

@@ -76,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import weakref
 from typing import Any
 
 from ..utils import logging
@@ -88,9 +89,11 @@ from .check import (
     REGISTRY_ATTRIBUTE,
     WARN,
     TrainedPrecisionRiskError,
+    nothing_to_check,
     resolve_check_mode,
 )
-from .resolver import resolve_trained_precision, sub_config_items
+from .configuration import sub_config_items
+from .resolver import resolve_trained_precision
 from .risk import OVERFLOW, Risk
 from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options
 
@@ -113,6 +116,11 @@ _PAUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precisio
 # Output keys that are never the output checked: a loss can be NaN in any precision (no label to learn from).
 _LOSS_KEYS = frozenset({"loss", "aux_loss"})
 
+#: A weak reference to every sentinel alive in this process, copies included (a copied or unpickled model's hook is
+#: built by `__init__` too): while it is empty, no module carries one, and a cast or load has no hook to refresh or
+#: take off. A plain set, whose truth every cast reads.
+LIVE_SENTINELS: set = set()
+
 
 class FiniteSentinel:
     """
@@ -127,6 +135,7 @@ class FiniteSentinel:
         self.fp16_weights = fp16_weights
         self.cleared_by = cleared_by
         self._reset()
+        LIVE_SENTINELS.add(weakref.ref(self, LIVE_SENTINELS.discard))
 
     def _reset(self) -> None:
         self.warned = False
@@ -374,6 +383,11 @@ def find_sentinel(model) -> FiniteSentinel | None:
     return None
 
 
+def sentinels_alive() -> bool:
+    """Whether any sentinel exists in this process; while none does, no model carries one."""
+    return bool(LIVE_SENTINELS)
+
+
 def has_sentinel(model) -> bool:
     """Whether `model` carries the sentinel."""
     return find_sentinel(model) is not None
@@ -448,6 +462,8 @@ def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) ->
     Returns:
         The model's [`FiniteSentinel`], or `None` when it carries none.
     """
+    if not LIVE_SENTINELS and mode is None and registry_row is None and nothing_to_check(model):
+        return None  # no hook anywhere to take off, and none wanted: unknown precision, not in "error" mode
     for module in model.modules():
         if module is not model:
             remove_sentinel(module)
@@ -518,4 +534,6 @@ __all__ = [
     "note_runtime",
     "remove_sentinel",
     "sentinel_paused",
+    "sentinels_alive",
+    "LIVE_SENTINELS",
 ]
