@@ -326,6 +326,7 @@ def check_trained_precision(
     sub_model: str | None = None,
     deferred: bool = False,
     subject=None,
+    display_name: str | None = None,
 ) -> Risk | None:
     """
     Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
@@ -340,6 +341,8 @@ def check_trained_precision(
         mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable
             `TRANSFORMERS_TRAINED_PRECISION_CHECK`, then `"warn"`.
         model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
+        display_name (`str`, *optional*): the model's name in messages when it has no `model_name` (its class, for a
+            model built from a config): never looked up as a Hub id or a path.
         hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, which is checked on its load dtype and on its
             compute dtype.
         action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the message's
@@ -393,7 +396,7 @@ def check_trained_precision(
         return None
     if mode == IGNORE:
         return assessment.risk
-    name = _display_name(config, model_name)
+    name = _display_name(config, model_name or display_name)
     return _report_assessment(assessment, info, name, sub_model, action, mode, per_call, note, fp16_plan_problem)
 
 
@@ -582,11 +585,12 @@ def check_trained_precision_on_cast(
     config = getattr(model, "config", None)
     if config is None:
         return None
-    name = getattr(config, "name_or_path", None) or type(model).__name__
+    name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
     plans, problems = fp16_plans or {}, fp16_plan_problems or {}
     common = {
         "mode": vars(model).get(MODE_ATTRIBUTE),
         "model_name": name,
+        "display_name": type(model).__name__,
         "action": action,
         "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
         "subject": weights_subject(model),  # what recorded evidence must be bound to
@@ -664,7 +668,7 @@ def nothing_to_check(model) -> bool:
     except AttributeError:
         config_own = {}
     name = config_own["_name_or_path"] if "_name_or_path" in config_own else getattr(config, "name_or_path", None)
-    return records_nothing(config, name or type(model).__name__)
+    return records_nothing(config, name)
 
 
 @contextlib.contextmanager

@@ -323,6 +323,7 @@ def _host_scalar(device):
 
 
 def _model_name(model) -> str:
+    """The model's name in messages: its Hub id or path, else its class."""
     config = getattr(model, "config", None)
     return getattr(config, "name_or_path", None) or type(model).__name__
 
@@ -433,7 +434,7 @@ def _is_known(model, registry_row) -> bool:
     config = getattr(model, "config", None)
     if config is None:
         return False
-    name = _model_name(model)
+    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
     if resolve_trained_precision(config, name).is_known:
         return True
     return any(resolve_trained_precision(sub, name).is_known for _, sub in sub_config_items(config))
@@ -512,7 +513,7 @@ def _cleared_by(model, fp16_plans: dict) -> str | None:
     config = getattr(model, "config", None)
     if config is None:
         return None
-    name = _model_name(model)
+    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
     row = vars(model).get(REGISTRY_ATTRIBUTE)
     found = []
     for key, sub in [("", config), *sub_config_items(config)]:
