@@ -28,6 +28,7 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel
+    from transformers.trained_precision.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2
 
 
@@ -88,6 +89,26 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertEqual(model.transformer.h[1].mlp.c_fc.weight.dtype, torch.float32)
         ids = torch.arange(20).unsqueeze(0)
         self.assertTrue(torch.isfinite(model(ids).logits).all())
+
+    def test_max_length_sets_how_far_the_plan_is_evidence(self):
+        """A plan validated on 32 tokens of a bf16-trained model that takes 64 clears fp16 up to 32 tokens only."""
+        path = self.checkpoint("overflow")
+        config = json.loads(self.read_config(path))
+        config["trained_precision"] = "bf16"
+        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        result = self.run_cli(path, "--dtype", "fp16", "--write", "--max-length", "32", "--json")
+        self.assertEqual(result.exit_code, 0, result.output)
+        self.assertEqual(json.loads(self.read_config(path))["fp16_plan"]["validated_on"]["max_tokens"], 32)
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        self.assertIn("it saw inputs of up to 32 tokens, and this model takes 64", str(raised.exception))
+        self.assertIn("--max-length N", str(raised.exception))
+        # planned again on the model's whole length, as the message says: cleared
+        result = self.run_cli(path, "--dtype", "fp16", "--write", "--force", "--max-length", "64")
+        self.assertEqual(result.exit_code, 0, result.output)
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        self.assertTrue(torch.isfinite(model(torch.arange(64).unsqueeze(0) % 64).logits).all())
 
     def test_without_write_nothing_changes(self):
         path = self.checkpoint("overflow")
@@ -205,6 +226,7 @@ class PrecisionPlanCommandTest(TestCasePlus):
             ((path, "--dtype", "bf16"), "fp16 only"),
             ((path, "--dtype", "fp8"), "fp16 only"),
             ((path, "--headroom", "0.5"), "--headroom must be a number >= 1"),
+            ((path, "--max-length", "1"), "--max-length must be an integer >= 2"),
             ((os.path.join(path, "missing"),), "neither a checkpoint directory"),
             ((path, "--texts", texts), "need a tokenizer"),
             ((path, "--precision", "bf16"), "--precision goes with `transformers precision set`: not with `plan`"),

@@ -72,6 +72,7 @@ cache):
 \b
 Find the modules fp16 overflows in, keep only those in fp32, validate against fp32, and store the plan (--write):
   transformers precision plan PATH_OR_ID --dtype fp16 [--write [--force]] [--texts FILE] [--headroom 2]
+    [--max-length N]
 
 \b
 Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
@@ -142,6 +143,7 @@ class Options:
     write: bool = False
     texts: str | None = None
     headroom: float | None = None
+    max_length: int | None = None
 
     def given(self) -> list[str]:
         """The options set to something other than their default."""
@@ -251,6 +253,14 @@ _HeadroomOption = Annotated[
     float | None,
     typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
 ]
+_MaxLengthOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-length",
+        help="`plan`: the longest input to calibrate and validate on (default: the model's length limit, at most "
+        "2048 tokens); the plan is evidence up to that length only.",
+    ),
+]
 
 
 def _precision(
@@ -273,6 +283,7 @@ def _precision(
     write: _WriteOption = False,
     texts: _TextsOption = None,
     headroom: _HeadroomOption = None,
+    max_length: _MaxLengthOption = None,
 ):
     try:
         texts = _one_texts_file(texts, text)
@@ -295,6 +306,7 @@ def _precision(
         write=write,
         texts=texts,
         headroom=headroom,
+        max_length=max_length,
     )
     code = run_command(args, options, json_output=json_output, output_format=output_format)
     if code:
@@ -478,6 +490,7 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             path_or_id,
             texts=texts,
             headroom=headroom,
+            max_length=_plan_max_length(options),
             local_files_only=not options.download,
             use_safetensors=not options.allow_pickle,
             cache_dir=options.cache_dir,
@@ -500,6 +513,13 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
         elif result.passed and not options.write:
             print("(not stored: add --write to store it in the checkpoint's config.json)")
     return code
+
+
+def _plan_max_length(options: Options) -> int | None:
+    """`plan --max-length N`: at least 2 tokens (`None`: the model's own limit, at most the default)."""
+    if options.max_length is not None and options.max_length < 2:
+        raise CommandError(f"--max-length must be an integer >= 2, got {options.max_length}.")
+    return options.max_length
 
 
 def _plan_headroom(options: Options) -> float:
@@ -659,7 +679,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     REPORT: Subcommand(_run_report, _REPORT_OPTIONS),
     SET: Subcommand(_run_set, frozenset({"precision", "from_registry", "model_id", "force", "dry_run", "cache_dir"})),
     PLAN: Subcommand(
-        _run_plan, frozenset({"dtype", "write", "force", "texts", "headroom", "download", "allow_pickle", "cache_dir"})
+        _run_plan,
+        frozenset(
+            {"dtype", "write", "force", "texts", "headroom", "max_length", "download", "allow_pickle", "cache_dir"}
+        ),
     ),
 }
 

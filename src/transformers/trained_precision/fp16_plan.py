@@ -349,7 +349,8 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
         binding,
         subject,
         runs=(BOUND_PLAN,),
-        recreate=STALE + " (`search_fp16_plan(model, max_length=...)` sets the longest input)",
+        recreate=STALE
+        + " (`transformers precision plan PATH --dtype fp16 --max-length N --write` sets the longest input)",
         digest=lambda: plan_fingerprint(owner, plan, resolved),
     )
 
