@@ -50,7 +50,6 @@ if is_torch_available():
 
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
     from transformers.trained_precision.check import TrainedPrecisionRiskError
-    from transformers.trained_precision.run_record import MIN_RUN_STEPS
     from transformers.trained_precision.stamp import (
         finish_trained_precision_run,
         note_optimizer_step,
@@ -345,54 +344,6 @@ class TrainerStampTest(TrainerStampTestBase):
         with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
         self.assertIn("but is being loaded in fp16", cl.out)
-
-    def test_a_long_enough_pure_fp16_run_is_evidence_for_fp16_loads(self):
-        """
-        MIN_RUN_STEPS real optimizer steps with fp16 weights, on inputs of the model's whole length (32 tokens): the
-        saved model, and an unchanged copy of it, load in fp16 in error mode. The same weights with one neuron edited
-        after the run overflow in fp16, and error mode raises at load.
-        """
-        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
-        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
-            self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=32)
-        self.assertIn(f"after {MIN_RUN_STEPS} optimizer step(s)", cl.out)
-        self.assertIn("evidence that fp16 works for this model", cl.out)
-        copy_dir, edited_dir = os.path.join(self.output_dir, "copy"), os.path.join(self.output_dir, "edited")
-        GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float32).save_pretrained(copy_dir)
-        edited = GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float32)
-        with torch.no_grad():
-            edited.transformer.h[0].mlp.c_fc.weight[5] *= 1e6  # one neuron, past fp16's range
-        edited.save_pretrained(edited_dir)
-        check_logger = logging.get_logger("transformers.trained_precision.check")
-        for path in (self.output_dir, copy_dir):
-            clear_warning_caches()
-            with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
-                with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
-                    GPTNeoForCausalLM.from_pretrained(path, dtype=torch.float16)
-            self.assertIn(f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps", cl.out)
-            self.assertIn("on inputs of up to 32 tokens, and these are the weights it ended on", cl.out)
-        # just outside the evidence: the edited weights overflow in fp16, and the load refuses them
-        ids = torch.arange(32)[None] % 64
-        fp16 = GPTNeoForCausalLM.from_pretrained(edited_dir, dtype=torch.float16, trained_precision_check="ignore")
-        with torch.no_grad():
-            self.assertFalse(torch.isfinite(fp16(input_ids=ids).logits).all())
-        clear_warning_caches()
-        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
-            with self.assertRaises(TrainedPrecisionRiskError) as raised:
-                GPTNeoForCausalLM.from_pretrained(edited_dir, dtype=torch.float16)
-        self.assertIn("The finished run in `trained_precision_run` is no evidence here", str(raised.exception))
-        self.assertIn("its digest does not match these weights", str(raised.exception))
-
-    def test_a_run_on_shorter_inputs_than_the_model_takes_is_no_evidence_beyond_them(self):
-        """The same run on 8-token inputs of a model that takes 32: error mode raises, naming both lengths."""
-        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
-        self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=8)
-        clear_warning_caches()
-        with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
-            with self.assertRaises(TrainedPrecisionRiskError) as raised:
-                GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
-        self.assertIn("it saw inputs of up to 8 tokens, and this model takes 32", str(raised.exception))
-        self.assertIn("beyond 8 tokens it is no evidence", str(raised.exception))
 
     def test_fp16_warning_modes_and_registry(self):
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
