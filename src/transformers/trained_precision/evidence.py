@@ -430,7 +430,8 @@ def _sample(tensor, index: int):
 def weights_digest(model, fp32_modules: Iterable[str] = (), sampled: bool = False) -> str | None:
     """
     A SHA-256 over the name, shape and every value of every floating weight of `model` (each tied tensor once), or
-    `None` when a weight is not materialised (on the meta device: offloaded). Values are hashed as fp16, those of the
+    `None` when a weight is not materialised here (on the meta device: offloaded; a sharded `DTensor` under FSDP2; a
+    DeepSpeed ZeRO-3 partition). Values are hashed as fp16, those of the
     modules `fp32_modules` as fp32, so a model gives one digest in fp32 and in fp16 (with an fp16 plan's modules in
     fp32); an edit that fp16 cannot see does not change what fp16 computes. Names are taken without the
     `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights. With
@@ -446,8 +447,8 @@ def weights_digest(model, fp32_modules: Iterable[str] = (), sampled: bool = Fals
     for index, (name, tensor) in enumerate(model.named_parameters()):
         if not tensor.is_floating_point():
             continue
-        if tensor.device.type == "meta":
-            return None
+        if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
+            return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part of it
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
         dtype = torch.float32 if name.startswith(planned) else torch.float16
         jobs.append((f"{key}:{tuple(tensor.shape)}:{dtype};", _sample(tensor, index) if sampled else tensor, dtype))

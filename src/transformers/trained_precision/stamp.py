@@ -752,7 +752,8 @@ def finish_trained_precision_run(model: Any) -> str | None:
 def _run_binding(model: Any, compute: str, max_tokens: int | None) -> dict | None:
     """
     What a finished run ran on ([`~trained_precision.evidence.Binding`]): the digest of the weights it ended on, the
-    longest input it saw and its backend; `None` when the weights are offloaded. One digest per run, at its end.
+    longest input it saw and its backend; `None` when the weights are offloaded or sharded (FSDP2, ZeRO-3): such a
+    run is no evidence. One digest per run, at its end.
     """
     from .evidence import Binding, weights_subject
 
