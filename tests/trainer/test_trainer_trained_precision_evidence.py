@@ -28,7 +28,7 @@ from transformers.testing_utils import (
     require_accelerate,
     require_torch,
 )
-from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
+from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
 from transformers.utils import logging
 
 
@@ -40,26 +40,6 @@ if is_torch_available():
     from transformers.trained_precision.run_record import MIN_RUN_STEPS
 
 STAMP_LOGGER = "transformers.trained_precision.stamp"
-
-
-def tiny_gpt_neo(dtype=None, **config_kwargs):
-    torch.manual_seed(0)
-    model = GPTNeoForCausalLM(tiny_gpt_neo_config(**config_kwargs))
-    return model.to(dtype) if dtype is not None else model
-
-
-class TinyLMDataset:
-    """16 sequences of `length` token ids, the labels being the inputs."""
-
-    def __init__(self, length):
-        self.length = length
-
-    def __len__(self):
-        return 16
-
-    def __getitem__(self, i):
-        ids = torch.arange(i, i + self.length) % 64
-        return {"input_ids": ids, "labels": ids}
 
 
 def clear_warning_caches():
@@ -89,7 +69,7 @@ class FinishedRunEvidenceTest(TestCasePlus):
         args = TrainingArguments(
             self.output_dir, use_cpu=True, per_device_train_batch_size=4, report_to=[], disable_tqdm=True, **kwargs
         )
-        trainer = Trainer(model, args, train_dataset=TinyLMDataset(length))
+        trainer = Trainer(model, args, train_dataset=random_token_dataset(16, length=length))
         trainer.train()
         trainer.save_model()
         return trainer
@@ -100,7 +80,8 @@ class FinishedRunEvidenceTest(TestCasePlus):
         saved model, and an unchanged copy of it, load in fp16 in error mode. The same weights with one neuron edited
         after the run overflow in fp16, and error mode raises at load.
         """
-        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
+        torch.manual_seed(0)
+        model = tiny_gpt_neo(trained_precision="bf16").half()
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=32)
         self.assertIn(f"after {MIN_RUN_STEPS} optimizer step(s)", cl.out)
@@ -133,7 +114,8 @@ class FinishedRunEvidenceTest(TestCasePlus):
 
     def test_a_run_on_shorter_inputs_than_the_model_takes_is_no_evidence_beyond_them(self):
         """The same run on 8-token inputs of a model that takes 32: error mode raises, naming both lengths."""
-        model = tiny_gpt_neo(torch.float16, trained_precision="bf16")
+        torch.manual_seed(0)
+        model = tiny_gpt_neo(trained_precision="bf16").half()
         self.train(model, optim="sgd", learning_rate=1e-3, max_steps=MIN_RUN_STEPS, save_strategy="no", length=8)
         clear_warning_caches()
         with mockenv_context(TRANSFORMERS_TRAINED_PRECISION_CHECK="error"):
