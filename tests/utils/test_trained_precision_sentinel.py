@@ -200,6 +200,26 @@ class SentinelTest(TestCasePlus):
         built.float()
         self.assertFalse(find_sentinel(built).fp16_weights)
 
+    def test_the_environment_variable_is_read_at_every_cast_also_from_a_replaced_environ(self):
+        # the cast path reads `os.environ`'s own data where it has one: a variable set, changed or removed after the
+        # model was built is seen, and so is one in a plain dict that replaced `os.environ`
+        model = self.load(dtype=torch.float16)
+        with mockenv_context(**{ENV_VAR: "warn"}):
+            model.float()
+            os.environ[ENV_VAR] = "error"
+            model.half()
+            with self.assert_raises_overflow():
+                forward(model)
+        other = self.load()
+        with unittest.mock.patch.object(os, "environ", {**os.environ, ENV_VAR: "error"}):
+            other.half()
+            with self.assert_raises_overflow():
+                forward(other)
+        quiet = self.load()
+        with unittest.mock.patch.object(os, "environ", {k: v for k, v in os.environ.items() if k != ENV_VAR}):
+            quiet.half()
+        self.assertFalse(has_sentinel(quiet))
+
     def test_a_parent_module_cast_is_covered(self):
         model = self.load(trained_precision_check="error")
         torch.nn.ModuleList([model]).to(torch.float16)

@@ -181,7 +181,17 @@ def resolve_check_mode(mode: str | None = None) -> str:
 
 def _environment_value() -> str | None:
     """The value of the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, `None` when it is unset."""
+    # Every cast reads it. For an unset variable (the usual case) `os.environ.get` raises and catches two `KeyError`s,
+    # which made a small model's `.half()` about 3% slower than without the check (benchmarks/
+    # benchmark_trainer_overhead.py); the mapping's own data answers "unset" without an exception.
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and _ENV_KEY is not None and _ENV_KEY not in data:
+        return None
     return os.environ.get(ENV_VAR)
+
+
+# The environment variable's name as `os.environ` stores it (bytes on POSIX, upper case on Windows).
+_ENV_KEY = os.environ.encodekey(ENV_VAR) if hasattr(os.environ, "encodekey") else None
 
 
 def reset_warning_cache() -> None:
@@ -623,7 +633,7 @@ def is_outermost_cast(model) -> bool:
         return False
     # `getattr(model, "is_quantized", False)` (a quantizer sets it on the instance), without the `AttributeError`
     # that `nn.Module.__getattr__` builds when it is absent: every cast asks
-    own = vars(model)
+    own = model.__dict__
     return not (own["is_quantized"] if "is_quantized" in own else _class_attribute(type(model), "is_quantized"))
 
 
@@ -648,7 +658,7 @@ def nothing_to_check(model) -> bool:
     the trained precision is unknown with no lineage, no registry row, no reference, no fp16 plan). The mode is
     resolved as the check resolves it, so a bad environment variable is reported all the same.
     """
-    own = vars(model)
+    own = model.__dict__
     if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
         return False
     # the mode, read without a side effect (a device move never reads it, so never warns about a bad value): a
@@ -659,16 +669,8 @@ def nothing_to_check(model) -> bool:
     value = _environment_value()
     if value is not None and value.strip().lower() not in _QUIET_MODES:
         return False
-    config = getattr(model, "config", None)
-    if config is None:
-        return True
-    # the name the check resolves the registry with: `config.name_or_path`, a property over `_name_or_path`
-    try:
-        config_own = object.__getattribute__(config, "__dict__")
-    except AttributeError:
-        config_own = {}
-    name = config_own["_name_or_path"] if "_name_or_path" in config_own else getattr(config, "name_or_path", None)
-    return records_nothing(config, name)
+    config = own.get("config")  # a `PreTrainedModel` keeps its config in its `__dict__`
+    return records_nothing(config if config is not None else getattr(model, "config", None))
 
 
 @contextlib.contextmanager
@@ -717,24 +719,35 @@ def quiet_casts():
         _IN_CAST.reset(token)
 
 
-class _UncheckedCast:
+def checked_apply(model, apply, fn, recurse=True):
     """
-    The scope of an outermost cast with nothing to check ([`nothing_to_check`]): the `PreTrainedModel`s inside it
-    are part of it, so they are not checked on their own either. One shared instance, without state: an outermost
-    cast starts outside any cast, so it leaves the flag as it found it.
+    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method, bound to
+    `model`) run under [`trained_precision_cast_scope`] when `model` is the outermost model being cast and something
+    about it can be judged. A sub-model inside a cast, or a quantized model, runs `apply` as is. An outermost cast with
+    nothing to judge ([`nothing_to_check`]) reads nothing else and only marks the models inside it as part of it
+    ([`apply_unchecked`]): it costs what upstream's cast costs (see `benchmarks/benchmark_trainer_overhead.py`).
+
+    Returns:
+        What `apply(fn, recurse)` returns (the model).
     """
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        _IN_CAST.set(True)
-
-    def __exit__(self, *exc_info) -> None:
-        _IN_CAST.set(False)
+    if not is_outermost_cast(model):
+        return apply(fn, recurse)
+    if nothing_to_check(model):
+        return apply_unchecked(apply, fn, recurse)
+    with trained_precision_cast_scope(model, fn):
+        return apply(fn, recurse)
 
 
-#: The scope [`~trained_precision.fp16_plan.fp16_plan_cast_scope`] gives an outermost cast with nothing to check.
-UNCHECKED_CAST = _UncheckedCast()
+def apply_unchecked(apply, fn, recurse=True):
+    """
+    `apply(fn, recurse)` as an outermost cast with nothing to check: the `PreTrainedModel`s inside it are part of it,
+    so they are not checked on their own either.
+    """
+    token = _IN_CAST.set(True)
+    try:
+        return apply(fn, recurse)
+    finally:
+        _IN_CAST.reset(token)
 
 
 def in_construction() -> bool:
@@ -810,6 +823,7 @@ __all__ = [
     "TrainedPrecisionRiskError",
     "check_trained_precision",
     "check_trained_precision_on_cast",
+    "checked_apply",
     "format_risk_message",
     "trained_precision_cast_scope",
     "reset_warning_cache",

@@ -49,7 +49,7 @@ from .check import (
     FROM_CONFIG,
     LOAD,
     REGISTRY_ATTRIBUTE,
-    UNCHECKED_CAST,
+    apply_unchecked,
     cast_target_dtype,
     check_trained_precision_on_cast,
     in_construction,
@@ -521,7 +521,7 @@ def apply_fp16_plan(
     Applies the model's stored fp16 plan when `dtype` is fp16, as [`decide_fp16_plan`] decides: each planned module
     runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`), and, with
     `training=True`, by the Trainer (with `fp16=True`, `dtype` is fp16: the weights stay fp32 and autocast runs the
-    rest in fp16). Casts apply it through [`fp16_plan_cast_scope`].
+    rest in fp16). Casts apply it through [`fp16_plan_apply`].
 
     Args:
         model ([`PreTrainedModel`]): the model.
@@ -563,37 +563,43 @@ def apply_fp16_plan(
     return decision.modules
 
 
-# The scope of a cast that is not the outermost one (the sub-models inside a cast, a cast inside `quiet_casts`).
-_NOT_OUTERMOST = contextlib.nullcontext()
-
-
-def fp16_plan_cast_scope(model, fn):
+def fp16_plan_apply(model, apply, fn, recurse=True):
     """
-    Around `PreTrainedModel._apply(fn)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
-    parent module's cast): checks the trained precision (see
-    [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`] verified as
-    evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact weights (the
-    values from before the cast, in fp32) and run as planned modules afterwards. The target comes from the cast
-    itself ([`~trained_precision.check.cast_target_dtype`]), so a second fp16 cast of a model already in fp16 (the
-    Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module and
-    name, so a cast that replaces the parameter objects
+    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
+    parent module's cast): [`~trained_precision.check.checked_apply`] with the stored fp16 plan. The trained precision
+    is checked (see [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`]
+    verified as evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact
+    weights (the values from before the cast, in fp32) and run as planned modules afterwards. The target comes from
+    the cast itself ([`~trained_precision.check.cast_target_dtype`]), so a second fp16 cast of a model already in fp16
+    (the Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module
+    and name, so a cast that replaces the parameter objects
     (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
 
-    Every cast of a model enters it, so a cast with nothing to decide costs what upstream's does: when no model in
-    the process carries the sentinel and the model's config records nothing that can be judged, applied or watched
+    Every cast of a model runs it, so a cast with nothing to decide costs what upstream's does: when no model in the
+    process carries the sentinel and the model's config records nothing that can be judged, applied or watched
     ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
     plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
+
+    Args:
+        model ([`PreTrainedModel`]): the model whose `_apply` runs.
+        apply (`Callable`): `nn.Module._apply`, bound to `model`.
+        fn (`Callable`): the function `_apply` maps over the tensors.
+        recurse (`bool`, *optional*, defaults to `True`): passed to `apply`.
+
+    Returns:
+        What `apply(fn, recurse)` returns (the model).
     """
-    if not is_outermost_cast(model):
-        return _NOT_OUTERMOST
+    if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
+        return apply(fn, recurse)
     if not LIVE_SENTINELS and nothing_to_check(model):
-        return UNCHECKED_CAST  # what the full scope would decide, for any dtype: nothing
-    return _checked_cast_scope(model, fn)
+        return apply_unchecked(apply, fn, recurse)  # what the full scope would decide, for any dtype: nothing
+    with _checked_cast_scope(model, fn):
+        return apply(fn, recurse)
 
 
 @contextlib.contextmanager
 def _checked_cast_scope(model, fn):
-    """[`fp16_plan_cast_scope`] for a model with something to decide: the plan, the check and the sentinel."""
+    """[`fp16_plan_apply`] for a model with something to decide: the plan, the check and the sentinel."""
     import torch
 
     target = cast_target_dtype(model, fn)
@@ -634,7 +640,7 @@ __all__ = [
     "Fp16PlanDecision",
     "apply_fp16_plan",
     "decide_fp16_plan",
-    "fp16_plan_cast_scope",
+    "fp16_plan_apply",
     "fp16_plan_dtype_plan",
     "fp16_plan_pending",
     "keep_module_in_fp32",

@@ -393,33 +393,32 @@ def resolve_trained_precision(
 _RECORDED_FIELDS = ((FIELD, UNKNOWN), (PRETRAINING_FIELD, UNKNOWN), (REFERENCE_FIELD, None), (FP16_PLAN_FIELD, None))
 
 
-def records_nothing(config: Any, name_or_path: str | os.PathLike | None) -> bool:
+def records_nothing(config: Any) -> bool:
     """
-    Whether resolving `config` and each of its sub-configs with `name_or_path` can only give `"unknown"` with an
-    empty lineage and nothing for a check to act on: no known `trained_precision` or `pretraining_precision`, no
-    `trained_precision_reference`, no `fp16_plan`, and no registry row for any Hub id the name can refer to (whatever
-    exists on disk, see [`~trained_precision.hub_ids.possible_hub_ids`]). Then no runtime is risky for the model and
-    nothing is there to apply or to forget: the cast path's early exit.
+    Whether resolving `config` and each of its sub-configs with the config's own `name_or_path` can only give
+    `"unknown"` with an empty lineage and nothing for a check to act on: no known `trained_precision` or
+    `pretraining_precision`, no `trained_precision_reference`, no `fp16_plan`, and no registry row for any Hub id the
+    name can refer to (whatever exists on disk, see [`~trained_precision.hub_ids.possible_hub_ids`]). Then no runtime
+    is risky for the model and nothing is there to apply or to forget: the cast path's early exit.
 
     Every cast asks, so it reads the configs' own attributes (a `PreTrainedConfig`'s `__getattribute__` costs about a
     microsecond per attribute, and so does `isinstance` on one) and keeps two answers that depend on nothing else:
-    whether a config class defines one of those fields itself (class attributes are read once per class), and the
-    registry's answer for a name and working directory. `False` whenever unsure (an object that is neither a config
-    nor a dict).
+    what a config class records itself (read once per class), and the registry's answer for a name and working
+    directory. `False` whenever unsure (an object that is neither a config nor a dict).
     """
     if config is None:
         return True
     kind = type(config)
-    if issubclass(kind, dict):  # the dict of a `config.json`: its sub-configs are the members that look like one
-        if not _records_no_field(config):
+    facts = _CLASS_FACTS.get(kind) or _config_class_facts(kind)  # (records nothing itself, has sub-configs, is a dict)
+    if facts[2]:  # the dict of a `config.json`: its sub-configs are the members that look like one
+        own, sub_configs = config, True
+        if not _records_no_field(own):
             return False
-        sub_configs = True
     else:
         try:
             own = object.__getattribute__(config, "__dict__")
         except AttributeError:
             return False
-        facts = _config_class_facts(kind)  # (records nothing itself, has sub-configs)
         get = own.get  # `_records_no_field`, inline: every cast runs this
         if not (
             facts[0]
@@ -429,19 +428,21 @@ def records_nothing(config: Any, name_or_path: str | os.PathLike | None) -> bool
             and get(FP16_PLAN_FIELD) is None
         ):
             return False
-        sub_configs = facts[1] or own.get("sub_configs")  # (an instance's own, where its class lets it have one)
+        sub_configs = facts[1] or get("sub_configs")  # (an instance's own, where its class lets it have one)
     if sub_configs and not all(_records_no_field(_own_fields(sub)) for _, sub in sub_config_items(config)):
         return False
-    if not name_or_path or not isinstance(name_or_path, (str, os.PathLike)):
+    # the name the check resolves the registry with: `config.name_or_path`, a property over `_name_or_path`
+    name = own["_name_or_path"] if "_name_or_path" in own else getattr(config, "name_or_path", None)
+    if not name or not isinstance(name, (str, os.PathLike)):
         return True  # no Hub id, as `resolve_trained_precision` reads it
-    return not _name_has_registry_row(os.fspath(name_or_path), os.getcwd())
+    return not _name_has_registry_row(os.fspath(name), os.getcwd())
 
 
 def _own_fields(config: Any) -> dict | None:
     """What [`_records_no_field`] reads of a (sub-)config: the dict itself, or a config's own attributes."""
     if issubclass(type(config), dict):
         return config
-    if not _config_class_facts(type(config))[0]:
+    if not (_CLASS_FACTS.get(type(config)) or _config_class_facts(type(config)))[0]:
         return None
     try:
         return object.__getattribute__(config, "__dict__")
@@ -462,17 +463,25 @@ def _records_no_field(own: dict | None) -> bool:
     )
 
 
-@functools.lru_cache(maxsize=128)
-def _config_class_facts(cls: type) -> tuple[bool, bool]:
+# `_config_class_facts` per class: a plain dict, which every cast reads.
+_CLASS_FACTS: dict[type, tuple[bool, bool, bool]] = {}
+
+
+def _config_class_facts(cls: type) -> tuple[bool, bool, bool]:
     """
     What [`records_nothing`] reads of a config class, once per class: whether it is a config class (it has
-    `sub_configs`) whose own attributes record none of `_RECORDED_FIELDS`, and whether it has sub-configs (a
-    `PreTrainedConfig`'s `sub_configs` is a property of the class, computed at every read).
+    `sub_configs`) whose own attributes record none of `_RECORDED_FIELDS`, whether it has sub-configs (a
+    `PreTrainedConfig`'s `sub_configs` is a property of the class, computed at every read), and whether it is a dict.
     """
-    if not hasattr(cls, "sub_configs"):
-        return False, False
-    quiet = all(getattr(cls, key, None) in (None, allowed) for key, allowed in _RECORDED_FIELDS)
-    return quiet, bool(cls.sub_configs)
+    if issubclass(cls, dict):
+        facts = (False, True, True)
+    elif not hasattr(cls, "sub_configs"):
+        facts = (False, False, False)
+    else:
+        quiet = all(getattr(cls, key, None) in (None, allowed) for key, allowed in _RECORDED_FIELDS)
+        facts = (quiet, bool(cls.sub_configs), False)
+    _CLASS_FACTS[cls] = facts
+    return facts
 
 
 @functools.lru_cache(maxsize=256)

@@ -485,7 +485,7 @@ def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool
     model should carry one ([`attach_sentinel`]), records whether its weights are fp16 now and, when `dtype` is fp16,
     the evidence that cleared fp16 for it (the sentinel's message names it if the model overflows anyway). Called from
     the fp16 plan's call sites, which every load and every cast reach: `apply_fp16_plan` after a load and
-    `fp16_plan_cast_scope` around `PreTrainedModel._apply`.
+    `fp16_plan_apply`, which `PreTrainedModel._apply` runs.
 
     Args:
         model ([`PreTrainedModel`]): the model.
