@@ -575,7 +575,7 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     and name, so a cast that replaces the parameter objects
     (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
 
-    Every cast of a model runs it, so a cast with nothing to decide costs what upstream's does: when no model in the
+    Every cast of a model runs it, so a cast with nothing to decide costs a few microseconds: when no model in the
     process carries the sentinel and the model's config records nothing that can be judged, applied or watched
     ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
     plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
