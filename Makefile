@@ -63,13 +63,13 @@ export: $(VPY)
 # Moving to a new upstream release: rebase fork/, export patches/, bump the pin and its sha256. See CONTRIBUTING.md.
 .PHONY: pr pr-test rebase
 pr:
-	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.24.0] [BRANCH=prefix] [STRICT=1]"; exit 2; }
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr UPSTREAM=/path/to/transformers-clone [BASE=v5.25.0] [BRANCH=prefix] [STRICT=1]"; exit 2; }
 	$(PYTHON) tools/upstream_pr.py pr --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)") $(if $(STRICT),--strict) $(if $(DESCRIPTIONS),--descriptions "$(DESCRIPTIONS)")
 
 # Each branch of the stack, on its own src/: `from transformers.trained_precision import *`, ruff with upstream's
 # configuration on the files it changes, and the tests it adds (torch and the test extras from .venv).
 pr-test: $(VPY)
-	@test -n "$(UPSTREAM)" || { echo "usage: make pr-test UPSTREAM=/path/to/transformers-clone [BASE=v5.24.0] [BRANCH=prefix]"; exit 2; }
+	@test -n "$(UPSTREAM)" || { echo "usage: make pr-test UPSTREAM=/path/to/transformers-clone [BASE=v5.25.0] [BRANCH=prefix]"; exit 2; }
 	$(VPY) tools/upstream_pr.py test-stack --upstream "$(UPSTREAM)" $(if $(BASE),--base "$(BASE)") $(if $(BRANCH),--branch "$(BRANCH)")
 
 rebase:

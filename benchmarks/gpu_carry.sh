@@ -2,7 +2,7 @@
 # Fills .gpu_carry/ (git-ignored) with the wheels benchmarks/benchmark_gpu.py needs on the device machine, which has
 # Python 3.12, torch 2.11.0 (CUDA 13), accelerate 1.15, huggingface_hub 1.33, tokenizers 0.23, safetensors 0.8, typer
 # and no package registry:
-#   - this checkout's wheel, transformers 5.24.0+trainedprecision.N.g<sha> (isolated build: pip fetches the pinned
+#   - this checkout's wheel, transformers 5.25.0+trainedprecision.N.g<sha> (isolated build: pip fetches the pinned
 #     upstream release as the build requirement);
 #   - torch-optimi 0.3.3 (pure Python; its Triton kernels use the device's triton);
 #   - torchao 0.18.0: its first release built against torch 2.11 (it loads its compiled extensions on torch >= 2.11.0

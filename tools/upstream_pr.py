@@ -4,7 +4,7 @@
 Turn the fork into upstream pull requests, and move the fork to a new upstream release.
 
     pr       create a STACK of branches in a clone of huggingface/transformers, each based on the one before and each
-             a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.24.0] [BRANCH=prefix] [STRICT=1]`)
+             a reviewable pull request (`make pr UPSTREAM=/path/to/clone [BASE=v5.25.0] [BRANCH=prefix] [STRICT=1]`)
     check    validate the stack table against the patches and files, print the planned stack with line counts, and fail
              on a stack that breaks the review rules (budgets, tests-only PRs, links and config reads of later PRs,
              region markers: the stack is cut by files and patches only)
@@ -1717,7 +1717,7 @@ def rebase(
     root = root.resolve()
     fork = (fork or root / "fork").resolve()
     if not re.fullmatch(r"\d+\.\d+\.\d+([.\-+]?[0-9A-Za-z.]+)?", version):
-        raise PrError(f"VERSION={version!r} is not an upstream release like 5.24.0")
+        raise PrError(f"VERSION={version!r} is not an upstream release like 5.25.0")
     old = ps.read_config(root).upstream_version
     state_path = _git_dir(fork) / REBASE_STATE if (fork / ".git").exists() else None
     state = json.loads(state_path.read_text()) if state_path and state_path.exists() else None
