@@ -5,6 +5,8 @@ VPY := $(VENV)/bin/python
 # Pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is the CPU build these machines carry.
 TORCH ?= torch==2.13.0
 EXTRAS ?= trained-precision-testing,optimi,trained-precision-demo
+# one pytest worker per core, each test file on one worker (as upstream runs its suite); PYTEST_WORKERS=0 runs serially
+PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
@@ -26,7 +28,7 @@ install: venv
 
 # The test command of README.md and .ci/run.
 test: install
-	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml $(PYTEST_ARGS) .
+	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml -n $(PYTEST_WORKERS) --dist=loadfile $(PYTEST_ARGS) .
 
 # Repo consistency: the patch series applies exactly; the stack table places every change, and its pull requests
 # break no rule and raise no warning (check --strict); everything that goes upstream passes ruff with upstream's own

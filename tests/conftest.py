@@ -18,6 +18,7 @@ precision set`, a cache lookup, a download attempt) reaches the user's `~/.cache
 `HF_HOME` and the paths derived from it (`HF_HUB_CACHE`, `HF_XET_CACHE`, `HF_ASSETS_CACHE`, `TRANSFORMERS_CACHE`) are
 set here, at import, before any test module imports `huggingface_hub` (which reads them once, at its own import), and
 child processes (the CLI, `torchrun`, the guide's blocks) inherit them. The folder is removed at the end of the session.
+Each pytest-xdist worker (`make test` runs one per core) has its own folder.
 """
 
 import atexit
@@ -33,6 +34,11 @@ for _derived in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_XET_CACHE", "HF_AS
     os.environ.pop(_derived, None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+# `make test` runs one pytest-xdist worker per core; torch's default of one compute thread per core in every worker
+# would oversubscribe the cores (OpenMP threads spin while they wait), so each worker, and the processes it starts
+# (the CLI, torchrun, the guide's blocks), computes on one thread
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_sessionstart(session):

@@ -273,12 +273,17 @@ def _download(version: str, kind: str, name: str, sha256: str | None) -> Path:
     CACHE.mkdir(exist_ok=True)
     path = CACHE / name
     if not path.exists():
+        # pip writes into a private folder and the file is moved into place in one step, so processes that share
+        # `.cache/` (the test suite's parallel workers, a `make check` beside `make test`) never read a partial file
         flags = ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *flags, f"{PACKAGE}=={version}",
-             "-d", str(CACHE)],
-            check=True,
-        )  # fmt: skip
+        with tempfile.TemporaryDirectory(dir=CACHE, prefix=".download-") as tmp:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *flags, f"{PACKAGE}=={version}",
+                 "-d", tmp],
+                check=True,
+            )  # fmt: skip
+            if (Path(tmp) / name).exists():
+                os.replace(Path(tmp) / name, path)
     if not path.exists():
         raise PatchsetError(f"pip did not produce {path.name}")
     check_file_pin(path, sha256, kind)
@@ -311,8 +316,9 @@ def upstream_pyproject(config: Config) -> Path:
         except (KeyError, AttributeError):
             raise PatchsetError(f"{sdist} holds no {member}") from None
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
-    tmp.write_bytes(data)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".pyproject-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, dest)
     return dest
 
