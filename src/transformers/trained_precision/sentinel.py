@@ -75,7 +75,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
+import threading
 import weakref
 from typing import Any
 
@@ -121,24 +123,62 @@ _LOSS_KEYS = frozenset({"loss", "aux_loss"})
 #: take off. A plain set, whose truth every cast reads.
 LIVE_SENTINELS: set = set()
 
+# Every sentinel by its key: a forward traced by `torch.compile` names its sentinel by key (a constant in the graph),
+# and the check that runs after the compiled graph looks it up here.
+_BY_KEY: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
+
+# How many forwards of modules that carry the sentinel are running on this thread (eager forwards): only the outermost
+# one checks its output, so a model and its base model check once per call of the model.
+_RUNNING = threading.local()
+
+# The same count as `torch.compile` sees it while it traces a forward. It is pushed and popped within one traced
+# forward, so it is empty whenever no trace is running; the check after a compiled graph empties it (see
+# `_check_compiled_output`), in case a check that raised left a push behind.
+_TRACED: list = []
+
+# The check that a traced forward calls, once it is registered with `torch._dynamo` (see `_traceable_check`).
+_COMPILED_CHECK: list = []
+
+
+class _Shared:
+    """What the sentinels of one model and of its sub-models share: whether warn mode has warned for any of them."""
+
+    def __init__(self):
+        self.warned = False
+
+    def __getstate__(self) -> dict:
+        return {}  # a copy is another model: nothing warned yet
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
 
 class FiniteSentinel:
     """
-    The forward hook of the sentinel (see the module docstring). One per model; its state:
+    The forward hook of the sentinel (see the module docstring). One per model and per sub-model that is a
+    `PreTrainedModel`, with a forward pre-hook ([`FiniteSentinel.enter`]) that counts the forwards running; its state:
 
     Args:
-        fp16_weights (`bool`): whether the model's weights are fp16, as the load or the latest checked cast left them.
+        fp16_weights (`bool`): whether the module's weights are fp16, as the load or the latest checked cast left them.
         cleared_by (`str`, *optional*): the evidence that cleared fp16 for the model when it was last judged in fp16.
     """
 
     def __init__(self, fp16_weights: bool = False, cleared_by: str | None = None):
         self.fp16_weights = fp16_weights
         self.cleared_by = cleared_by
+        # how a compiled forward names this sentinel (see `_check_compiled_output`): a string, which a traced graph keeps
+        # as a constant (an int can become a symbolic one when a second model compiles the same code)
+        self.key = f"sentinel-{next(_KEYS)}"
+        self.where = ""  # the sub-model's name in the outermost model ("" for the outermost model itself)
+        self.owner_name = None  # the outermost model's name in messages, for a sub-model
+        self.shared = _Shared()
+        self._module = None  # a weak reference to the module this sentinel is hooked on
         self._reset()
+        _BY_KEY[self.key] = self
         LIVE_SENTINELS.add(weakref.ref(self, LIVE_SENTINELS.discard))
 
     def _reset(self) -> None:
-        self.warned = False
         self._pending = None  # device accumulator of the sums not yet copied to the host
         self._host = None  # pinned host scalar the latest copy goes to
         self._event = None  # recorded after that copy
@@ -146,28 +186,79 @@ class FiniteSentinel:
         self._why = None  # why the forwards accumulated on the device computed in fp16
         self._unread = 0  # forwards accumulated since the last synchronous read (devices without events)
 
+    @property
+    def warned(self) -> bool:
+        """Whether warn mode has warned for this model or one of its sub-models."""
+        return self.shared.warned
+
+    @warned.setter
+    def warned(self, value: bool) -> None:
+        self.shared.warned = value
+
     def __getstate__(self) -> dict:
-        # a copy is another model: nothing pending on a device, nothing warned yet
-        return {"fp16_weights": self.fp16_weights, "cleared_by": self.cleared_by}
+        # a copy is another model: nothing pending on a device, nothing warned yet. The module is part of the state so
+        # that a copied or unpickled sentinel points to the copy (`copy.deepcopy` and pickle copy it once, as the model)
+        state = {key: getattr(self, key) for key in ("fp16_weights", "cleared_by", "where", "owner_name", "shared")}
+        state["module"] = self._module() if self._module is not None else None
+        return state
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
+        self.__init__(state["fp16_weights"], state["cleared_by"])
+        self.where, self.owner_name, self.shared = state["where"], state["owner_name"], state["shared"]
+        if state["module"] is not None:
+            self._module = weakref.ref(state["module"])
+
+    def bind(self, module, owner=None, where: str = "") -> None:
+        """Records the module this sentinel is hooked on and, for a sub-model, the outermost model it is part of."""
+        self._module = weakref.ref(module)
+        self.where = where
+        if owner is not None and owner is not module:
+            owner_sentinel = find_sentinel(owner)
+            self.shared = owner_sentinel.shared if owner_sentinel is not None else self.shared
+            self.owner_name = _model_name(owner)
+        else:
+            self.owner_name = None
+
+    def enter(self, module, args) -> None:
+        """The forward pre-hook: counts this forward among those running, so that a nested one does not check."""
+        import torch
+
+        if torch.compiler.is_compiling():
+            _TRACED.append(self.key)
+        else:
+            _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
 
     def __call__(self, module, args, output) -> None:
         import torch
 
-        if _PAUSED.get() or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        if torch.compiler.is_compiling():
+            # traced by `torch.compile`: the check runs after the compiled graph, on its output (see
+            # `_traceable_check`); the forwards of sub-models nested in this one leave it to the outermost
+            if _TRACED:
+                _TRACED.pop()
+            tensor = None if _TRACED else _checked_output(output)
+            if tensor is not None:
+                _COMPILED_CHECK[0](self.key, tensor)
+            return None
+        depth = getattr(_RUNNING, "depth", 0)
+        _RUNNING.depth = max(depth - 1, 0)
+        if depth > 1 or output is None or torch.jit.is_tracing():
+            return None  # a forward nested in another one that is checked, or one that raised
+        return self.check(module, _checked_output(output))
+
+    def check(self, module, tensor) -> None:
+        """Reads `tensor`, the output of a forward of `module`, and reports an overflow (see the module docstring)."""
+        import torch
+
+        if tensor is None or _PAUSED.get():
             return None
         mode = _mode(module)
         if mode == IGNORE or (mode == WARN and self.warned):
             return None
-        tensor = _checked_output(output)
-        if tensor is None or tensor.device.type == "meta":
+        if tensor.device.type == "meta" or tensor.numel() == 0:
             return None
         why = self._fp16_reason(module, tensor)
         if why is None:
-            return None
-        if tensor.numel() == 0:
             return None
         if tensor.device.type in _EAGER_DEVICE_TYPES:
             low, high = torch.aminmax(tensor.detach())
@@ -239,13 +330,14 @@ class FiniteSentinel:
         return overflowed
 
     def _report(self, model, mode: str, why: str, late: bool) -> None:
-        name = _model_name(model)
+        name = self.owner_name or _model_name(model)
         config = getattr(model, "config", None)
         info = resolve_trained_precision(config, name, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
         risk = _overflow_risk(info)
         per_call = vars(model).get(MODE_ATTRIBUTE) is not None
         message = format_overflow_message(
-            name, why=why, mode=mode, info=info, risk=risk, cleared_by=self.cleared_by, late=late, per_call=per_call
+            name, why=why, mode=mode, info=info, risk=risk, cleared_by=self.cleared_by, late=late, per_call=per_call,
+            where=self.where,
         )
         if mode == ERROR:
             raise TrainedPrecisionRiskError(message, risk, name, info.source or UNKNOWN)
@@ -347,14 +439,17 @@ def format_overflow_message(
     cleared_by: str | None = None,
     late: bool = False,
     per_call: bool = False,
+    where: str = "",
 ) -> str:
     """
     The sentinel's message: the model, that fp16 overflowed and why the forward ran in fp16, what the model was trained
     in, the evidence that had cleared fp16 for it (if any), the fix, how to find the overflowing module, and how to
     silence it (`per_call`: the mode was given to `from_pretrained`, which the environment variable cannot override).
+    `where` names the sub-model whose forward it was, when it ran without the model's own forward around it.
     """
     when = "a recent forward" if late else "this forward"
-    text = f"fp16 overflowed in {when} of '{name}': its output holds inf/NaN, and it computes in fp16 ({why})."
+    part = f" (its sub-model `{where}`)" if where else ""
+    text = f"fp16 overflowed in {when} of '{name}'{part}: its output holds inf/NaN, and it computes in fp16 ({why})."
     if late:
         text += (
             " (On this device the sentinel reads its flag without synchronising, so it reports the overflow at a "
@@ -394,17 +489,69 @@ def has_sentinel(model) -> bool:
     return find_sentinel(model) is not None
 
 
+def _is_sentinel_hook(hook) -> bool:
+    return isinstance(hook, FiniteSentinel) or isinstance(getattr(hook, "__self__", None), FiniteSentinel)
+
+
 def remove_sentinel(model) -> bool:
-    """Takes the sentinel off `model`; returns whether it had one."""
-    hooks = getattr(model, "_forward_hooks", None)
-    if not hooks:
-        return False
-    keys = [key for key, hook in hooks.items() if isinstance(hook, FiniteSentinel)]
-    for key in keys:
-        del hooks[key]
-        for extra in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
-            getattr(model, extra, {}).pop(key, None)
-    return bool(keys)
+    """Takes the sentinel off `model` and off its sub-models; returns whether `model` had one."""
+    had = has_sentinel(model)
+    for module in _modules(model):
+        for hooks_name, extras in (
+            ("_forward_hooks", ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")),
+            ("_forward_pre_hooks", ("_forward_pre_hooks_with_kwargs",)),
+        ):
+            hooks = getattr(module, hooks_name, None) or {}
+            for key in [key for key, hook in hooks.items() if _is_sentinel_hook(hook)]:
+                del hooks[key]
+                for extra in extras:
+                    getattr(module, extra, {}).pop(key, None)
+    return had
+
+
+def _hook(module, sentinel: FiniteSentinel) -> FiniteSentinel:
+    """Hooks `sentinel` on `module`: its pre-hook counts the forward, its hook checks it (also after one that raised)."""
+    _register_compiled_check()
+    module.register_forward_pre_hook(sentinel.enter)
+    module.register_forward_hook(sentinel, always_call=True)
+    return sentinel
+
+
+def _check_compiled_output(key: str, tensor) -> None:
+    """
+    The check of a forward traced by `torch.compile`, run after the compiled graph (it is registered with
+    `torch._dynamo.config.reorderable_logging_functions`, and disabled for tracing): the graph returns the checked
+    tensor, and the sentinel named by `key` checks it as it checks an eager forward.
+    """
+    _TRACED.clear()  # nothing is being traced while compiled code runs
+    sentinel = _BY_KEY.get(key)
+    module = sentinel._module() if sentinel is not None and sentinel._module is not None else None
+    if module is not None:
+        sentinel.check(module, tensor)
+
+
+def _register_compiled_check() -> None:
+    """
+    Makes the sentinel's check of a traced forward run outside the compiled graph, once per process: a call of a
+    function that `torch._dynamo` may reorder is moved after the graph it is traced in, with the tensors it reads
+    among the graph's outputs. So the graph does not break (also with `fullgraph=True`) and any backend keeps it.
+    """
+    if _COMPILED_CHECK:
+        return
+    import torch
+
+    check = torch.compiler.disable(_check_compiled_output, recursive=True)
+    dynamo_config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if dynamo_config is not None and hasattr(dynamo_config, "reorderable_logging_functions"):
+        dynamo_config.reorderable_logging_functions.add(check)
+    _COMPILED_CHECK.append(check)
+
+
+def _judged_sub_models(model):
+    """The sub-models of `model` (its `PreTrainedModel` modules but itself), with their names."""
+    from ..modeling_utils import PreTrainedModel
+
+    return [(name, module) for name, module in model.named_modules() if name and isinstance(module, PreTrainedModel)]
 
 
 def check_sentinel(model) -> None:
@@ -449,9 +596,11 @@ def _has_fp16_weights(model) -> bool:
 def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) -> FiniteSentinel | None:
     """
     Hooks the sentinel on `model` when it should carry one: its trained precision is known, or it runs in `"error"`
-    mode. Idempotent (one hook per model); the sentinels that the sub-models of a composite model got when they were
-    built are taken off (the outer model's hook covers them). Called through [`note_runtime`] after every load,
-    `from_config` and cast.
+    mode; and on each of its sub-models that is a `PreTrainedModel` (the base model of a model with a head, the encoder
+    of an encoder-decoder), so that calling one on its own is checked too. A forward nested in another forward that
+    carries it is not checked itself: the outermost one is. Idempotent (one hook per module); when `model` should
+    carry none, the sentinels its sub-models got when they were built are taken off. Called through [`note_runtime`]
+    after every load, `from_config` and cast.
 
     Args:
         model ([`PreTrainedModel`]): the model.
@@ -465,17 +614,19 @@ def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) ->
     """
     if not LIVE_SENTINELS and mode is None and registry_row is None and nothing_to_check(model):
         return None  # no hook anywhere to take off, and none wanted: unknown precision, not in "error" mode
-    for module in model.modules():
-        if module is not model:
-            remove_sentinel(module)
     sentinel = find_sentinel(model)
-    if sentinel is not None:
-        return sentinel
-    wanted = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE)) == ERROR
-    if not wanted and not _is_known(model, registry_row):
-        return None
-    sentinel = FiniteSentinel(fp16_weights=_has_fp16_weights(model))
-    model.register_forward_hook(sentinel)
+    if sentinel is None:
+        wanted = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE)) == ERROR
+        if not wanted and not _is_known(model, registry_row):
+            remove_sentinel(model)  # the sentinels its sub-models got when they were built
+            return None
+        sentinel = _hook(model, FiniteSentinel(fp16_weights=_has_fp16_weights(model)))
+    sentinel.bind(model)
+    for name, module in _judged_sub_models(model):
+        sub = find_sentinel(module)
+        if sub is None:
+            sub = _hook(module, FiniteSentinel(_has_fp16_weights(module), sentinel.cleared_by))
+        sub.bind(module, model, name)
     return sentinel
 
 
@@ -506,6 +657,11 @@ def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool
         sentinel.cleared_by = None
     elif dtype == torch.float16:
         sentinel.cleared_by = _cleared_by(model, fp16_plans or {})
+    for _, module in _judged_sub_models(model):  # the sub-models' sentinels follow the model's
+        sub = find_sentinel(module)
+        if sub is not None:
+            sub.fp16_weights = sentinel.fp16_weights and _has_fp16_weights(module)
+            sub.cleared_by = sentinel.cleared_by
 
 
 def _cleared_by(model, fp16_plans: dict) -> str | None:
