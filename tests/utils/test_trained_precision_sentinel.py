@@ -264,25 +264,6 @@ class SentinelTest(TestCasePlus):
         with self.assert_raises_overflow():
             self.trainer(model).train()
 
-    def test_error_mode_raises_under_accelerates_fp16_forward_wrapper(self):
-        # accelerate's `prepare` with mixed_precision="fp16" (the Trainer's fp16=True) wraps the model's own forward in
-        # fp16 autocast on a GPU, and casts its outputs to fp32: here the same wrapper, with the CPU's autocast
-        from types import MethodType
-        from unittest import mock
-
-        from accelerate.state import AcceleratorState
-        from accelerate.utils import convert_outputs_to_fp32
-
-        model = self.load(trained_precision_check="error")
-        model._original_forward = model.forward
-        wrapped = torch.autocast("cpu", dtype=torch.float16)(model.forward.__func__)
-        model.forward = MethodType(convert_outputs_to_fp32(wrapped), model)
-        self.assertEqual(forward(model).dtype, torch.float32)  # fp32 outputs, and the hook runs outside the autocast
-        with mock.patch.dict(AcceleratorState._shared_state, {"_mixed_precision": "fp16"}):
-            with self.assert_raises_overflow() as cm:
-                forward(model)
-        self.assertIn("under accelerate's fp16 mixed precision", str(cm.exception))
-
     # --- warn, ignore, healthy, unknown ----------------------------------------------------------------------------
 
     def test_warn_mode_warns_once_per_model_and_names_it(self):

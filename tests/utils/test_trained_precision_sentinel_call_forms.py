@@ -147,7 +147,11 @@ class SentinelCallFormsTest(TestCasePlus):
         kwargs = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False, "pad_token_id": 0}
         with mock.patch.object(model, "get_compiled_call", wraps=model.get_compiled_call) as compiled_call:
             output = model.generate(
-                prompt, attention_mask=torch.ones_like(prompt), cache_implementation="static", compile_config=config, **kwargs
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                cache_implementation="static",
+                compile_config=config,
+                **kwargs,
             )
         self.assertTrue(compiled_call.called)  # the decoding steps ran compiled
         return output
@@ -187,6 +191,25 @@ class SentinelCallFormsTest(TestCasePlus):
             # `forward` skips the model's own hooks; its base model's forward is checked instead
             self.assert_raises_overflow(self.load().forward, where="transformer")
             self.assert_silent_and_finite(self.load("healthy").forward)
+
+    def test_error_mode_raises_under_accelerates_fp16_forward_wrapper(self):
+        # accelerate's `prepare` with mixed_precision="fp16" (the Trainer's fp16=True) wraps the model's own forward in
+        # fp16 autocast on a GPU, and casts its outputs to fp32: here the same wrapper, with the CPU's autocast
+        from types import MethodType
+
+        from accelerate.state import AcceleratorState
+        from accelerate.utils import convert_outputs_to_fp32
+
+        model = self.load(trained_precision_check="error")
+        model._original_forward = model.forward
+        wrapped = torch.autocast("cpu", dtype=torch.float16)(model.forward.__func__)
+        model.forward = MethodType(convert_outputs_to_fp32(wrapped), model)
+        with torch.no_grad():
+            self.assertEqual(model(input_ids()).logits.dtype, torch.float32)  # the hook runs outside the autocast
+            with mock.patch.dict(AcceleratorState._shared_state, {"_mixed_precision": "fp16"}):
+                with self.assertRaises(TrainedPrecisionRiskError) as cm:
+                    model(input_ids())
+        self.assertIn("under accelerate's fp16 mixed precision", str(cm.exception))
 
     def test_a_nested_forward_is_checked_once_by_the_outermost_model(self):
         with mockenv_context(**{ENV_VAR: "error"}):

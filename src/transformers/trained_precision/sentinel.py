@@ -21,7 +21,7 @@ looks at what the forward produced: when the forward computed in fp16 and its ou
 
 - `"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`], naming the model, the evidence that
   had cleared fp16 for it (if any) and the fix;
-- `"warn"` mode logs one warning per model ("fp16 overflowed in this forward of ...");
+- `"warn"` mode logs one warning per model, its sub-models included ("fp16 overflowed in this forward of ...");
 - `"ignore"` does nothing.
 
 The mode is read at every forward, as the casts read it: the `trained_precision_check` the model was loaded with, else
@@ -32,9 +32,17 @@ the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
 that every load and cast reach ([`note_runtime`]), to every model whose trained precision is known (from its config,
 a sub-model's config or the registry) and to every model in `"error"` mode. A model whose precision is unknown,
 outside `"error"` mode, gets no hook: upstream's behaviour is unchanged. A model built directly
-(`GPT2LMHeadModel(config)`) gets its hook at its first cast. The hook is on the outermost `PreTrainedModel` only (a
-composite model's sub-models carry none), so wrappers that call it (a PEFT model, `generate`, pipelines, the Trainer's
-loops, `nn.DataParallel`) are covered without hooking them.
+(`GPT2LMHeadModel(config)`) gets its hook at its first cast.
+
+**Every call form.** Each sub-model that is a `PreTrainedModel` (the base model under a head, the encoder and decoder
+of an encoder-decoder) carries the hook too, with a pre-hook that counts the forwards running on the thread; only the
+outermost running forward checks. So the model's call is checked once, on its logits (also through a PEFT model,
+`generate`, pipelines, the Trainer's loops, `nn.DataParallel`); a sub-model called on its own
+(`model.transformer(ids)`), and `model.forward(ids)` called directly, on the base model's last hidden state, the message
+naming it ("of 'gpt2' (its sub-model `transformer`)"). Under `torch.compile` (any backend, `fullgraph=True` too, and
+the decoding steps `generate` compiles with a static cache) the traced hook hands the output to a check that
+`torch._dynamo` runs after the graph (`reorderable_logging_functions`, disabled for tracing): no graph break, and the
+check reads the graph's output as an eager one. A `torch.export`ed or `torch.jit.trace`d program is not checked.
 
 **When a forward computes in fp16.** The hook decides at every forward: fp16 autocast is on for the output's device
 (`torch.is_autocast_enabled(device)` and `torch.get_autocast_dtype(device) == torch.float16`), or accelerate's
@@ -51,7 +59,7 @@ synchronisation), so an overflow is reported by the forward that produced it; on
 cannot add up past fp32's range).
 The forward wrote that tensor with `hidden_size` multiply-adds per element at the least, so the read is a small share
 of it; under `generate` the model returns only the last position's logits, one row of the vocabulary per sequence.
-`benchmarks/benchmark_sentinel.py` measures it against an fp16 forward and a `generate` step.
+Nothing runs per layer.
 
 **On a GPU (any device but the CPU)** reading a device value would synchronise the host with the device at every
 forward. The sentinel never does: each forward adds its sum to a device accumulator (one more kernel), and the
@@ -63,12 +71,9 @@ every step for its stopping criteria); in an evaluation or training loop, the ne
 recent forward". A lone forward with nothing after it is reported by [`check_sentinel`], which synchronises. On a
 device without events, the accumulator is read synchronously once every [`SYNC_EVERY`] forwards instead.
 
-A forward traced by `torch.compile`, `torch.export` or `torch.jit.trace` is not checked (the check would break the
-graph); run the model eagerly to be guarded.
-
-The hook is a module-level callable registered with `register_forward_hook`: it adds no parameter or buffer (nothing in
-the `state_dict`), a `copy.deepcopy` or a pickled model carries its own hook with nothing pending and nothing warned
-yet, and [`remove_sentinel`] takes it off.
+The hooks (a pre-hook, and a hook with `always_call=True`, so a forward that raises is counted out) add nothing to the
+`state_dict`; a `copy.deepcopy` or pickled model carries its own, bound to the copy, with nothing pending or warned,
+and [`remove_sentinel`] takes them off the model and its sub-models.
 """
 
 from __future__ import annotations
@@ -123,35 +128,12 @@ _LOSS_KEYS = frozenset({"loss", "aux_loss"})
 #: take off. A plain set, whose truth every cast reads.
 LIVE_SENTINELS: set = set()
 
-# Every sentinel by its key: a forward traced by `torch.compile` names its sentinel by key (a constant in the graph),
-# and the check that runs after the compiled graph looks it up here.
-_BY_KEY: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_KEYS = itertools.count()
+# Every sentinel by key, for a compiled forward's check; the check a traced forward calls (`_register_compiled_check`).
+_BY_KEY, _KEYS, _COMPILED_CHECK = weakref.WeakValueDictionary(), itertools.count(), []
 
-# How many forwards of modules that carry the sentinel are running on this thread (eager forwards): only the outermost
-# one checks its output, so a model and its base model check once per call of the model.
-_RUNNING = threading.local()
-
-# The same count as `torch.compile` sees it while it traces a forward. It is pushed and popped within one traced
-# forward, so it is empty whenever no trace is running; the check after a compiled graph empties it (see
-# `_check_compiled_output`), in case a check that raised left a push behind.
-_TRACED: list = []
-
-# The check that a traced forward calls, once it is registered with `torch._dynamo` (see `_traceable_check`).
-_COMPILED_CHECK: list = []
-
-
-class _Shared:
-    """What the sentinels of one model and of its sub-models share: whether warn mode has warned for any of them."""
-
-    def __init__(self):
-        self.warned = False
-
-    def __getstate__(self) -> dict:
-        return {}  # a copy is another model: nothing warned yet
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__()
+# The forwards carrying the sentinel running on this thread (`depth`), and as a trace sees them (`_TRACED`, empty
+# outside a trace): only the outermost one checks.
+_RUNNING, _TRACED = threading.local(), []
 
 
 class FiniteSentinel:
@@ -167,12 +149,9 @@ class FiniteSentinel:
     def __init__(self, fp16_weights: bool = False, cleared_by: str | None = None):
         self.fp16_weights = fp16_weights
         self.cleared_by = cleared_by
-        # how a compiled forward names this sentinel (see `_check_compiled_output`): a string, which a traced graph keeps
-        # as a constant (an int can become a symbolic one when a second model compiles the same code)
-        self.key = f"sentinel-{next(_KEYS)}"
-        self.where = ""  # the sub-model's name in the outermost model ("" for the outermost model itself)
-        self.owner_name = None  # the outermost model's name in messages, for a sub-model
-        self.shared = _Shared()
+        self.key = f"sentinel-{next(_KEYS)}"  # a string: a traced graph keeps it constant (an int may turn symbolic)
+        self.where, self.owner_name = "", None  # for a sub-model: its name in the outermost model, and that model's
+        self.shared = {}  # shared by the sentinels of a model and its sub-models: "warned"
         self._module = None  # a weak reference to the module this sentinel is hooked on
         self._reset()
         _BY_KEY[self.key] = self
@@ -186,44 +165,32 @@ class FiniteSentinel:
         self._why = None  # why the forwards accumulated on the device computed in fp16
         self._unread = 0  # forwards accumulated since the last synchronous read (devices without events)
 
-    @property
-    def warned(self) -> bool:
-        """Whether warn mode has warned for this model or one of its sub-models."""
-        return self.shared.warned
-
-    @warned.setter
-    def warned(self, value: bool) -> None:
-        self.shared.warned = value
+    # whether warn mode has warned for this model or one of its sub-models
+    warned = property(lambda self: self.shared.get("warned", False), lambda self, v: self.shared.update(warned=v))
 
     def __getstate__(self) -> dict:
-        # a copy is another model: nothing pending on a device, nothing warned yet. The module is part of the state so
-        # that a copied or unpickled sentinel points to the copy (`copy.deepcopy` and pickle copy it once, as the model)
+        # a copy is another model: nothing pending, nothing warned. With the module, a copy points to the copied module
         state = {key: getattr(self, key) for key in ("fp16_weights", "cleared_by", "where", "owner_name", "shared")}
-        state["module"] = self._module() if self._module is not None else None
-        return state
+        return {**state, "module": self._module() if self._module is not None else None}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["fp16_weights"], state["cleared_by"])
         self.where, self.owner_name, self.shared = state["where"], state["owner_name"], state["shared"]
-        if state["module"] is not None:
-            self._module = weakref.ref(state["module"])
+        self.shared.clear()
+        self._module = weakref.ref(state["module"]) if state["module"] is not None else None
 
     def bind(self, module, owner=None, where: str = "") -> None:
-        """Records the module this sentinel is hooked on and, for a sub-model, the outermost model it is part of."""
-        self._module = weakref.ref(module)
-        self.where = where
-        if owner is not None and owner is not module:
-            owner_sentinel = find_sentinel(owner)
-            self.shared = owner_sentinel.shared if owner_sentinel is not None else self.shared
-            self.owner_name = _model_name(owner)
-        else:
-            self.owner_name = None
+        """Records the module this sentinel is hooked on and, for a sub-model, the outermost model and its name there."""
+        self._module, self.where = weakref.ref(module), where
+        self.owner_name = _model_name(owner) if owner is not None and owner is not module else None
+        if self.owner_name is not None:
+            self.shared = find_sentinel(owner).shared
 
     def enter(self, module, args) -> None:
         """The forward pre-hook: counts this forward among those running, so that a nested one does not check."""
         import torch
 
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():  # the count as the trace sees it
             _TRACED.append(self.key)
         else:
             _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
@@ -232,8 +199,7 @@ class FiniteSentinel:
         import torch
 
         if torch.compiler.is_compiling():
-            # traced by `torch.compile`: the check runs after the compiled graph, on its output (see
-            # `_traceable_check`); the forwards of sub-models nested in this one leave it to the outermost
+            # traced: the check runs after the graph, on its output; a nested forward leaves it to the outermost
             if _TRACED:
                 _TRACED.pop()
             tensor = None if _TRACED else _checked_output(output)
@@ -336,7 +302,14 @@ class FiniteSentinel:
         risk = _overflow_risk(info)
         per_call = vars(model).get(MODE_ATTRIBUTE) is not None
         message = format_overflow_message(
-            name, why=why, mode=mode, info=info, risk=risk, cleared_by=self.cleared_by, late=late, per_call=per_call,
+            name,
+            why=why,
+            mode=mode,
+            info=info,
+            risk=risk,
+            cleared_by=self.cleared_by,
+            late=late,
+            per_call=per_call,
             where=self.where,
         )
         if mode == ERROR:
@@ -445,7 +418,7 @@ def format_overflow_message(
     The sentinel's message: the model, that fp16 overflowed and why the forward ran in fp16, what the model was trained
     in, the evidence that had cleared fp16 for it (if any), the fix, how to find the overflowing module, and how to
     silence it (`per_call`: the mode was given to `from_pretrained`, which the environment variable cannot override).
-    `where` names the sub-model whose forward it was, when it ran without the model's own forward around it.
+    `where`: the sub-model whose forward it was, when it ran without the model's own forward around it.
     """
     when = "a recent forward" if late else "this forward"
     part = f" (its sub-model `{where}`)" if where else ""
@@ -489,22 +462,15 @@ def has_sentinel(model) -> bool:
     return find_sentinel(model) is not None
 
 
-def _is_sentinel_hook(hook) -> bool:
-    return isinstance(hook, FiniteSentinel) or isinstance(getattr(hook, "__self__", None), FiniteSentinel)
-
-
 def remove_sentinel(model) -> bool:
     """Takes the sentinel off `model` and off its sub-models; returns whether `model` had one."""
     had = has_sentinel(model)
     for module in _modules(model):
-        for hooks_name, extras in (
-            ("_forward_hooks", ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")),
-            ("_forward_pre_hooks", ("_forward_pre_hooks_with_kwargs",)),
-        ):
-            hooks = getattr(module, hooks_name, None) or {}
-            for key in [key for key, hook in hooks.items() if _is_sentinel_hook(hook)]:
+        for kind in ("_forward_hooks", "_forward_pre_hooks"):
+            hooks = getattr(module, kind, None) or {}
+            for key in [k for k, h in hooks.items() if isinstance(getattr(h, "__self__", h), FiniteSentinel)]:
                 del hooks[key]
-                for extra in extras:
+                for extra in (f"{kind}_with_kwargs", "_forward_hooks_always_called"):
                     getattr(module, extra, {}).pop(key, None)
     return had
 
@@ -518,12 +484,8 @@ def _hook(module, sentinel: FiniteSentinel) -> FiniteSentinel:
 
 
 def _check_compiled_output(key: str, tensor) -> None:
-    """
-    The check of a forward traced by `torch.compile`, run after the compiled graph (it is registered with
-    `torch._dynamo.config.reorderable_logging_functions`, and disabled for tracing): the graph returns the checked
-    tensor, and the sentinel named by `key` checks it as it checks an eager forward.
-    """
-    _TRACED.clear()  # nothing is being traced while compiled code runs
+    """The check of a forward traced by `torch.compile`, which runs after the graph: as for an eager forward."""
+    _TRACED.clear()  # nothing is traced while compiled code runs (a check that raised may have left a push behind)
     sentinel = _BY_KEY.get(key)
     module = sentinel._module() if sentinel is not None and sentinel._module is not None else None
     if module is not None:
@@ -532,18 +494,17 @@ def _check_compiled_output(key: str, tensor) -> None:
 
 def _register_compiled_check() -> None:
     """
-    Makes the sentinel's check of a traced forward run outside the compiled graph, once per process: a call of a
-    function that `torch._dynamo` may reorder is moved after the graph it is traced in, with the tensors it reads
-    among the graph's outputs. So the graph does not break (also with `fullgraph=True`) and any backend keeps it.
+    Once per process: registers the check as a function `torch._dynamo` may reorder, so that a traced call of it runs
+    after the graph with the tensor among the graph's outputs (no graph break, also with `fullgraph=True`).
     """
     if _COMPILED_CHECK:
         return
     import torch
 
     check = torch.compiler.disable(_check_compiled_output, recursive=True)
-    dynamo_config = getattr(getattr(torch, "_dynamo", None), "config", None)
-    if dynamo_config is not None and hasattr(dynamo_config, "reorderable_logging_functions"):
-        dynamo_config.reorderable_logging_functions.add(check)
+    reorderable = getattr(getattr(torch._dynamo, "config", None), "reorderable_logging_functions", None)
+    if reorderable is not None:  # without it (an older torch), the traced call breaks the graph there instead
+        reorderable.add(check)
     _COMPILED_CHECK.append(check)
 
 
@@ -595,12 +556,9 @@ def _has_fp16_weights(model) -> bool:
 
 def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) -> FiniteSentinel | None:
     """
-    Hooks the sentinel on `model` when it should carry one: its trained precision is known, or it runs in `"error"`
-    mode; and on each of its sub-models that is a `PreTrainedModel` (the base model of a model with a head, the encoder
-    of an encoder-decoder), so that calling one on its own is checked too. A forward nested in another forward that
-    carries it is not checked itself: the outermost one is. Idempotent (one hook per module); when `model` should
-    carry none, the sentinels its sub-models got when they were built are taken off. Called through [`note_runtime`]
-    after every load, `from_config` and cast.
+    Hooks the sentinel on `model` when it should carry one (its trained precision is known, or it runs in `"error"`
+    mode), and on each of its `PreTrainedModel` sub-models (see "Every call form" in the module docstring); else takes
+    it off them. Idempotent. Called through [`note_runtime`] after every load, `from_config` and cast.
 
     Args:
         model ([`PreTrainedModel`]): the model.
