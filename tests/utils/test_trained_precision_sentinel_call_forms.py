@@ -138,6 +138,13 @@ class SentinelCallFormsTest(TestCasePlus):
             clone = copy.deepcopy(self.load())
             self.assert_raises_overflow(torch.compile(clone, backend="eager", fullgraph=True))
 
+    def test_a_model_that_carries_it_still_exports(self):
+        with mockenv_context(**{ENV_VAR: "error"}):
+            program = torch.export.export(
+                self.load(), (input_ids(),), {"use_cache": False}
+            )  # no Python runs around it
+        self.assertEqual(program.module()(input_ids(), use_cache=False).logits.shape, (2, 24, 64))
+
     # --- generate with a static cache, compiled by generate ---------------------------------------------------------
 
     def generate(self, model, new_tokens, backend):

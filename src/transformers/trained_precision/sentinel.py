@@ -190,6 +190,8 @@ class FiniteSentinel:
         """The forward pre-hook: counts this forward among those running, so that a nested one does not check."""
         import torch
 
+        if torch.compiler.is_exporting():
+            return  # an exported program runs no Python around it: nothing to count or check
         if torch.compiler.is_compiling():  # the count as the trace sees it
             _TRACED.append(self.key)
         else:
@@ -198,6 +200,8 @@ class FiniteSentinel:
     def __call__(self, module, args, output) -> None:
         import torch
 
+        if torch.compiler.is_exporting():
+            return None
         if torch.compiler.is_compiling():
             # traced: the check runs after the graph, on its output; a nested forward leaves it to the outermost
             if _TRACED:
