@@ -16,9 +16,9 @@ What the non-finite sentinel (`transformers.trained_precision.sentinel`) costs a
 eager and compiled, side by side in one run.
 
 GPT-2 small's shape (12 layers, hidden 768, GPT-2's vocabulary of 50257 tokens; 124 M parameters, randomly
-initialised) is built with a known trained precision and cast to fp16, so the cast attaches the sentinel; a deep copy
-with the sentinel taken off (`remove_sentinel`) is the model without it (two models, so that nothing is toggled and
-nothing recompiles between repeats). Its weights are drawn with GPT-2's default scale, so its outputs are finite and
+initialised) is built with a known trained precision and cast to fp16, so the cast attaches the sentinel, which is
+taken off (`remove_sentinel`) and put back (the same hook objects, so that a compiled forward finds both states among
+its compiled entries and never recompiles) between the arms of a repeat. Its weights are drawn with GPT-2's default scale, so its outputs are finite and
 the sentinel checks every forward (an overflowing model in `"warn"` mode stops checking after its one warning). Each
 repeat times the same work with the sentinel and without it, in an order that alternates between repeats:
 
@@ -50,15 +50,15 @@ shows a shape where the vocabulary outweighs the rest of the model. Usage:
 """
 
 import argparse
-import copy
 import statistics
 import time
 import timeit
 
 import torch
+from torch._dynamo.utils import counters
 
 from transformers import CompileConfig, GPT2Config, GPT2LMHeadModel
-from transformers.trained_precision.sentinel import _COMPILED_CHECK, find_sentinel, remove_sentinel
+from transformers.trained_precision.sentinel import _COMPILED_CHECK, _hook, find_sentinel, remove_sentinel
 from transformers.trained_precision.testing_utils import TINY_GPT2
 from transformers.utils import logging
 
@@ -98,52 +98,60 @@ def spread(ratios: list[float]) -> str:
 ARMS = ("with", "without", "control")
 
 
-def workloads(args, models: dict) -> dict:
-    """Per work and arm, the call to time: eager and compiled, a forward and a `generate` (divided by its steps)."""
-    vocab, positions = models["with"].config.vocab_size, models["with"].config.n_positions
+def workloads(args, model) -> dict:
+    """Per work, the call to time: eager and compiled, a forward and a `generate` (divided by its steps)."""
+    vocab, positions = model.config.vocab_size, model.config.n_positions
     ids = torch.randint(0, vocab, (1, min(args.seq, positions)), generator=torch.Generator().manual_seed(0))
     prompt, new = ids[:, :8], min(args.new_tokens, positions - 8)
     compile_config = CompileConfig(backend=args.backend, mode="default" if args.backend == "inductor" else None)
     compile_config._compile_all_devices = True  # generate compiles its decoding steps on a GPU only, unless told
     kwargs = {"max_new_tokens": new, "min_new_tokens": new, "do_sample": False, "pad_token_id": 0}
-    compiled = {arm: torch.compile(model, backend=args.backend) for arm, model in models.items()}
+    compiled = torch.compile(model, backend=args.backend)
 
-    def forward(model):
+    def forward(module):
         def call():
             with torch.no_grad():
-                return model(input_ids=ids)
+                return module(input_ids=ids)
 
         return call
 
-    def generate(model, **extra):
+    def generate(**extra):
         return lambda: model.generate(prompt, attention_mask=torch.ones_like(prompt), **kwargs, **extra)
 
-    works = {
-        f"eager fp16 forward ({ids.shape[1]} tok)": ({arm: forward(m) for arm, m in models.items()}, 1),
-        "eager generate step": ({arm: generate(m) for arm, m in models.items()}, new),
-    }
+    works = {f"eager fp16 forward ({ids.shape[1]} tok)": (forward(model), 1), "eager generate step": (generate(), new)}
     if not args.eager_only:
         static = {"cache_implementation": "static", "compile_config": compile_config}
-        works[f"compiled fp16 forward ({ids.shape[1]} tok)"] = ({arm: forward(m) for arm, m in compiled.items()}, 1)
-        works["compiled generate step"] = ({arm: generate(m, **static) for arm, m in models.items()}, new)
+        works[f"compiled fp16 forward ({ids.shape[1]} tok)"] = (forward(compiled), 1)
+        works["compiled generate step"] = (generate(**static), new)
     return works
 
 
 def run(args) -> None:
     model = build(args)
-    bare = copy.deepcopy(model)  # the same weights without the sentinel: no hook to toggle, nothing to recompile
-    remove_sentinel(bare)
-    models = {"with": model, "without": bare, "control": bare}
-    works = workloads(args, models)
-    for calls, _ in works.values():  # warm-up (and compilation), both ways
-        for _ in range(2):
-            calls["with"](), calls["without"]()
-    times = {(work, arm): [] for work in works for arm in ARMS}
+    hooked = [(module, find_sentinel(module)) for module in model.modules() if find_sentinel(module) is not None]
+
+    def arm(name: str) -> None:
+        remove_sentinel(model)
+        if name == "with":
+            for module, sentinel in hooked:
+                _hook(module, sentinel)
+
+    works = workloads(args, model)
+    for call, _ in works.values():  # warm-up (and compilation), both ways
+        for name in ("with", "without", "with", "without"):
+            arm(name)
+            call()
+    graphs = dict(counters["stats"]).get("unique_graphs", 0)
+    times = {(work, name): [] for work in works for name in ARMS}
     for repeat in range(args.repeats):
-        for work, (calls, steps) in works.items():
-            for arm in ARMS[repeat % 3 :] + ARMS[: repeat % 3]:  # the order rotates between repeats
-                times[(work, arm)].append(timed(calls[arm]) / steps)
+        for work, (call, steps) in works.items():
+            for name in ARMS[repeat % 3 :] + ARMS[: repeat % 3]:  # the order rotates between repeats
+                arm(name)
+                times[(work, name)].append(timed(call) / steps)
+    arm("with")
+    recompiled = dict(counters["stats"]).get("unique_graphs", 0) - graphs
     report(model, args, times, works)
+    print(f"graphs compiled while timing: {recompiled} (0: the timed calls never recompiled)")
 
 
 def hook_cost(model, output, compiled: bool) -> float:
