@@ -25,7 +25,7 @@ import unittest
 from unittest import mock
 
 from transformers import is_torch_available
-from transformers.testing_utils import CaptureLogger, TestCasePlus, mockenv_context, require_torch
+from transformers.testing_utils import CaptureLogger, TestCasePlus, mockenv_context, require_peft, require_torch
 from transformers.utils import logging
 
 
@@ -62,6 +62,7 @@ class SentinelCallFormsTest(TestCasePlus):
         mlp = "transformer.h.1.mlp"
         for name, build in [
             ("bf16", lambda: plant_fp16_overflow(tiny_gpt2(), f"{mlp}.c_fc", f"{mlp}.c_proj")),
+            ("unknown", lambda: plant_fp16_overflow(tiny_gpt2(), f"{mlp}.c_fc", f"{mlp}.c_proj")),
             ("healthy", tiny_gpt2),
             ("late", lambda: overflows_late(tiny_gpt2())),
             ("late-bf16", lambda: overflows_late(tiny_gpt2())),
@@ -217,6 +218,24 @@ class SentinelCallFormsTest(TestCasePlus):
                 with self.assertRaises(TrainedPrecisionRiskError) as cm:
                     model(input_ids())
         self.assertIn("under accelerate's fp16 mixed precision", str(cm.exception))
+
+    @require_peft
+    def test_error_mode_raises_through_a_peft_lora_wrapper(self):
+        from peft import LoraConfig, get_peft_model
+
+        base = self.load("unknown", dtype=torch.float16, trained_precision_check="error")
+        lora = LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True, task_type="CAUSAL_LM")
+        model = get_peft_model(base, lora)
+        self.assertFalse(has_sentinel(model))  # the wrapper carries none: its base model's hook covers it
+        for call in (model, lambda ids: model.generate(input_ids=ids[:, :PROMPT], max_new_tokens=2, pad_token_id=0)):
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, f"{OVERFLOWED} '{self.paths['unknown']}'"):
+                call(input_ids())
+
+    def test_a_model_called_inside_another_models_forward_is_checked_on_its_own(self):
+        with mockenv_context(**{ENV_VAR: "error"}):
+            outer, inner = self.load("healthy"), self.load()
+            outer.register_forward_pre_hook(lambda module, args: inner(*args))  # e.g. a reward model inside
+            self.assert_raises_overflow(outer)  # the inner model's output is discarded, and still checked
 
     def test_a_nested_forward_is_checked_once_by_the_outermost_model(self):
         with mockenv_context(**{ENV_VAR: "error"}):

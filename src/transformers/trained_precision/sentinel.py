@@ -35,9 +35,9 @@ outside `"error"` mode, gets no hook: upstream's behaviour is unchanged. A model
 (`GPT2LMHeadModel(config)`) gets its hook at its first cast.
 
 **Every call form.** Each sub-model that is a `PreTrainedModel` (the base model under a head, the encoder and decoder
-of an encoder-decoder) carries the hook too, with a pre-hook that counts the forwards running on the thread; only the
-outermost running forward checks. So the model's call is checked once, on its logits (also through a PEFT model,
-`generate`, pipelines, the Trainer's loops, `nn.DataParallel`); a sub-model called on its own
+of an encoder-decoder) carries the hook too, with a pre-hook that counts the model's forwards running on the thread;
+only its outermost one checks (another model run inside checks its own). So a call is checked once, on its logits
+(also through a PEFT model, `generate`, pipelines, the Trainer's loops, `nn.DataParallel`); a sub-model on its own
 (`model.transformer(ids)`), and `model.forward(ids)` called directly, on the base model's last hidden state, the message
 naming it ("of 'gpt2' (its sub-model `transformer`)"). Under `torch.compile` (any backend, `fullgraph=True` too, and
 the decoding steps `generate` compiles with a static cache) the traced hook hands the output to a check that
@@ -131,8 +131,8 @@ LIVE_SENTINELS: set = set()
 # Every sentinel by key, for a compiled forward's check; the check a traced forward calls (`_register_compiled_check`).
 _BY_KEY, _KEYS, _COMPILED_CHECK = weakref.WeakValueDictionary(), itertools.count(), []
 
-# The forwards carrying the sentinel running on this thread (`depth`), and as a trace sees them (`_TRACED`, empty
-# outside a trace): only the outermost one checks.
+# The forwards of each model (with its sub-models) running on this thread, and as a trace sees them (`_TRACED`, empty
+# outside a trace): only the outermost one of a model checks.
 _RUNNING, _TRACED = threading.local(), []
 
 
@@ -151,7 +151,7 @@ class FiniteSentinel:
         self.cleared_by = cleared_by
         self.key = f"sentinel-{next(_KEYS)}"  # a string: a traced graph keeps it constant (an int may turn symbolic)
         self.where, self.owner_name = "", None  # for a sub-model: its name in the outermost model, and that model's
-        self.shared = {}  # shared by the sentinels of a model and its sub-models: "warned"
+        self.shared = {"tree": self.key}  # shared by the sentinels of a model and its sub-models: "tree", "warned"
         self._module = None  # a weak reference to the module this sentinel is hooked on
         self._reset()
         _BY_KEY[self.key] = self
@@ -176,7 +176,7 @@ class FiniteSentinel:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["fp16_weights"], state["cleared_by"])
         self.where, self.owner_name, self.shared = state["where"], state["owner_name"], state["shared"]
-        self.shared.clear()
+        self.shared.update(warned=False, tree=self.key)  # shared by the copied sub-models, which set it in turn
         self._module = weakref.ref(state["module"]) if state["module"] is not None else None
 
     def bind(self, module, owner=None, where: str = "") -> None:
@@ -193,9 +193,9 @@ class FiniteSentinel:
         if torch.compiler.is_exporting():
             return  # an exported program runs no Python around it: nothing to count or check
         if torch.compiler.is_compiling():  # the count as the trace sees it
-            _TRACED.append(self.key)
+            _TRACED.append(self.shared["tree"])
         else:
-            _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
+            vars(_RUNNING)[self.shared["tree"]] = vars(_RUNNING).get(self.shared["tree"], 0) + 1
 
     def __call__(self, module, args, output) -> None:
         import torch
@@ -206,12 +206,13 @@ class FiniteSentinel:
             # traced: the check runs after the graph, on its output; a nested forward leaves it to the outermost
             if _TRACED:
                 _TRACED.pop()
-            tensor = None if _TRACED else _checked_output(output)
+            tensor = None if self.shared["tree"] in _TRACED else _checked_output(output)
             if tensor is not None:
                 _COMPILED_CHECK[0](self.key, tensor)
             return None
-        depth = getattr(_RUNNING, "depth", 0)
-        _RUNNING.depth = max(depth - 1, 0)
+        depth = vars(_RUNNING).pop(self.shared["tree"], 0)
+        if depth > 1:
+            vars(_RUNNING)[self.shared["tree"]] = depth - 1
         if depth > 1 or output is None or torch.jit.is_tracing():
             return None  # a forward nested in another one that is checked, or one that raised
         return self.check(module, _checked_output(output))
