@@ -38,9 +38,9 @@ outside `"error"` mode, gets no hook: upstream's behaviour is unchanged. A model
 of an encoder-decoder) carries the hook too, with a pre-hook that counts the model's forwards running on the thread;
 only its outermost one checks (another model run inside checks its own). So a call is checked once, on its logits
 (also through a PEFT model, `generate`, pipelines, the Trainer's loops, `nn.DataParallel`); a sub-model on its own
-(`model.transformer(ids)`), and `model.forward(ids)` called directly, on the base model's last hidden state, the message
-naming it ("of 'gpt2' (its sub-model `transformer`)"). Under `torch.compile` (any backend, `fullgraph=True` too, and
-the decoding steps `generate` compiles with a static cache) the traced hook hands the output to a check that
+(`model.transformer(ids)`), and `model.forward(ids)` called directly, on the base model's last hidden state, the
+message naming it ("of 'gpt2' (its sub-model `transformer`)"). Under `torch.compile` (any backend, `fullgraph=True`
+too, and the decoding steps `generate` compiles with a static cache) the traced hook hands the output to a check that
 `torch._dynamo` runs after the graph (`reorderable_logging_functions`, disabled for tracing): no graph break, and the
 check reads the graph's output as an eager one. A `torch.export`ed or `torch.jit.trace`d program is not checked.
 
