@@ -180,7 +180,7 @@ class FiniteSentinel:
         self._module = weakref.ref(state["module"]) if state["module"] is not None else None
 
     def bind(self, module, owner=None, where: str = "") -> None:
-        """Records the module this sentinel is hooked on and, for a sub-model, the outermost model and its name there."""
+        """Records the module it is hooked on and, for a sub-model, the outermost model and its name there."""
         self._module, self.where = weakref.ref(module), where
         self.owner_name = _model_name(owner) if owner is not None and owner is not module else None
         if self.owner_name is not None:
@@ -481,7 +481,7 @@ def remove_sentinel(model) -> bool:
 
 
 def _hook(module, sentinel: FiniteSentinel) -> FiniteSentinel:
-    """Hooks `sentinel` on `module`: its pre-hook counts the forward, its hook checks it (also after one that raised)."""
+    """Hooks `sentinel` on `module`: its pre-hook counts the forward, its hook checks it (also after a raise)."""
     _register_compiled_check()
     module.register_forward_pre_hook(sentinel.enter)
     module.register_forward_hook(sentinel, always_call=True)
