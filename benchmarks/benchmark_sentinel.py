@@ -18,9 +18,10 @@ eager and compiled, side by side in one run.
 GPT-2 small's shape (12 layers, hidden 768, GPT-2's vocabulary of 50257 tokens; 124 M parameters, randomly
 initialised) is built with a known trained precision and cast to fp16, so the cast attaches the sentinel, which is
 taken off (`remove_sentinel`) and put back (the same hook objects, so that a compiled forward finds both states among
-its compiled entries and never recompiles) between the arms of a repeat. Its weights are drawn with GPT-2's default scale, so its outputs are finite and
-the sentinel checks every forward (an overflowing model in `"warn"` mode stops checking after its one warning). Each
-repeat times the same work with the sentinel and without it, in an order that alternates between repeats:
+its compiled entries and never recompiles) between the arms of a repeat. Its weights are drawn with GPT-2's default
+scale, so its outputs are finite and the sentinel checks every forward (an overflowing model in `"warn"` mode stops
+checking after its one warning). Each repeat times the same work with the sentinel and without it, in an order that
+alternates between repeats:
 
 - one eager forward of a batch of `--seq` tokens, and a greedy `generate` of `--new-tokens` tokens from an 8-token
   prompt (its time divided by the number of tokens is "a generate step");
@@ -207,7 +208,8 @@ def report(model, args, times, works) -> None:
         implied = 1 + cost / statistics.median(off)
         verdict = "ok" if implied <= GOAL else "OVER"
         print(
-            f"{'':34}check alone: {cost * 1e6:.1f} us per call -> implied ratio {implied:.4f} (goal <= {GOAL}: {verdict})"
+            f"{'':34}check alone: {cost * 1e6:.1f} us per call -> implied ratio {implied:.4f} "
+            f"(goal <= {GOAL}: {verdict})"
         )
 
 

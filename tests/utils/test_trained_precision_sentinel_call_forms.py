@@ -47,7 +47,7 @@ def input_ids(length=24):
 
 
 def overflows_late(model):
-    """Positions from `PROMPT` on embed at 1e5, which is `inf` in fp16: a prompt is finite, the tokens after it are not."""
+    """Positions from `PROMPT` on embed at 1e5, `inf` in fp16: a prompt is finite, the tokens after it are not."""
     with torch.no_grad():
         model.transformer.wpe.weight[PROMPT:] = 1e5
     return model
