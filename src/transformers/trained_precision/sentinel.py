@@ -493,7 +493,8 @@ def _check_compiled_output(key: str, tensor) -> None:
     _TRACED.clear()  # nothing is traced while compiled code runs (a check that raised may have left a push behind)
     sentinel = _BY_KEY.get(key)
     module = sentinel._module() if sentinel is not None and sentinel._module is not None else None
-    if module is not None and not vars(_RUNNING).get(sentinel.shared["tree"]):  # else an eager forward around it checks
+    # an eager forward of the same model around it (its hooks outside the graph) checks instead
+    if module is not None and not vars(_RUNNING).get(sentinel.shared["tree"]):
         sentinel.check(module, tensor)
 
 
