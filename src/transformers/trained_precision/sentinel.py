@@ -21,7 +21,7 @@ looks at what the forward produced: when the forward computed in fp16 and its ou
 
 - `"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`], naming the model, the evidence that
   had cleared fp16 for it (if any) and the fix;
-- `"warn"` mode logs one warning per model ("fp16 overflowed in this forward of ...");
+- `"warn"` mode logs one warning per model, its sub-models included ("fp16 overflowed in this forward of ...");
 - `"ignore"` does nothing.
 
 The mode is read at every forward, as the casts read it: the `trained_precision_check` the model was loaded with, else
@@ -32,9 +32,17 @@ the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
 that every load and cast reach ([`note_runtime`]), to every model whose trained precision is known (from its config,
 a sub-model's config or the registry) and to every model in `"error"` mode. A model whose precision is unknown,
 outside `"error"` mode, gets no hook: upstream's behaviour is unchanged. A model built directly
-(`GPT2LMHeadModel(config)`) gets its hook at its first cast. The hook is on the outermost `PreTrainedModel` only (a
-composite model's sub-models carry none), so wrappers that call it (a PEFT model, `generate`, pipelines, the Trainer's
-loops, `nn.DataParallel`) are covered without hooking them.
+(`GPT2LMHeadModel(config)`) gets its hook at its first cast.
+
+**Every call form.** Each sub-model that is a `PreTrainedModel` (the base model under a head, the encoder and decoder
+of an encoder-decoder) carries the hook too, with a pre-hook that counts the model's forwards running on the thread;
+only its outermost one checks (another model run inside checks its own). So a call is checked once, on its logits
+(also through a PEFT model, `generate`, pipelines, the Trainer's loops, `nn.DataParallel`); a sub-model on its own
+(`model.transformer(ids)`), and `model.forward(ids)` called directly, on the base model's last hidden state, the
+message naming it ("of 'gpt2' (its sub-model `transformer`)"). Under `torch.compile` (any backend, `fullgraph=True`
+too, and the decoding steps `generate` compiles with a static cache) the traced hook hands the output to a check that
+`torch._dynamo` runs after the graph (`reorderable_logging_functions`, disabled for tracing): no graph break, and the
+check reads the graph's output as an eager one. A `torch.export`ed or `torch.jit.trace`d program is not checked.
 
 **When a forward computes in fp16.** The hook decides at every forward: fp16 autocast is on for the output's device
 (`torch.is_autocast_enabled(device)` and `torch.get_autocast_dtype(device) == torch.float16`), or accelerate's
@@ -51,7 +59,7 @@ synchronisation), so an overflow is reported by the forward that produced it; on
 cannot add up past fp32's range).
 The forward wrote that tensor with `hidden_size` multiply-adds per element at the least, so the read is a small share
 of it; under `generate` the model returns only the last position's logits, one row of the vocabulary per sequence.
-`benchmarks/benchmark_sentinel.py` measures it against an fp16 forward and a `generate` step.
+Nothing runs per layer.
 
 **On a GPU (any device but the CPU)** reading a device value would synchronise the host with the device at every
 forward. The sentinel never does: each forward adds its sum to a device accumulator (one more kernel), and the
@@ -63,19 +71,18 @@ every step for its stopping criteria); in an evaluation or training loop, the ne
 recent forward". A lone forward with nothing after it is reported by [`check_sentinel`], which synchronises. On a
 device without events, the accumulator is read synchronously once every [`SYNC_EVERY`] forwards instead.
 
-A forward traced by `torch.compile`, `torch.export` or `torch.jit.trace` is not checked (the check would break the
-graph); run the model eagerly to be guarded.
-
-The hook is a module-level callable registered with `register_forward_hook`: it adds no parameter or buffer (nothing in
-the `state_dict`), a `copy.deepcopy` or a pickled model carries its own hook with nothing pending and nothing warned
-yet, and [`remove_sentinel`] takes it off.
+The hooks (a pre-hook, and a hook with `always_call=True`, so a forward that raises is counted out) add nothing to the
+`state_dict`; a `copy.deepcopy` or pickled model carries its own, bound to the copy, with nothing pending or warned,
+and [`remove_sentinel`] takes them off the model and its sub-models.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
+import threading
 import weakref
 from typing import Any
 
@@ -121,24 +128,36 @@ _LOSS_KEYS = frozenset({"loss", "aux_loss"})
 #: take off. A plain set, whose truth every cast reads.
 LIVE_SENTINELS: set = set()
 
+# Every sentinel by key, for a compiled forward's check; the check a traced forward calls (`_register_compiled_check`).
+_BY_KEY, _KEYS, _COMPILED_CHECK = weakref.WeakValueDictionary(), itertools.count(), []
+
+# The forwards of each model (with its sub-models) running on this thread, and as a trace sees them (`_TRACED`, empty
+# outside a trace): only the outermost one of a model checks.
+_RUNNING, _TRACED = threading.local(), []
+
 
 class FiniteSentinel:
     """
-    The forward hook of the sentinel (see the module docstring). One per model; its state:
+    The forward hook of the sentinel (see the module docstring). One per model and per sub-model that is a
+    `PreTrainedModel`, with a forward pre-hook ([`FiniteSentinel.enter`]) that counts the forwards running; its state:
 
     Args:
-        fp16_weights (`bool`): whether the model's weights are fp16, as the load or the latest checked cast left them.
+        fp16_weights (`bool`): whether the module's weights are fp16, as the load or the latest checked cast left them.
         cleared_by (`str`, *optional*): the evidence that cleared fp16 for the model when it was last judged in fp16.
     """
 
     def __init__(self, fp16_weights: bool = False, cleared_by: str | None = None):
         self.fp16_weights = fp16_weights
         self.cleared_by = cleared_by
+        self.key = f"sentinel-{next(_KEYS)}"  # a string: a traced graph keeps it constant (an int may turn symbolic)
+        self.where, self.owner_name = "", None  # for a sub-model: its name in the outermost model, and that model's
+        self.shared = {"tree": self.key}  # shared by the sentinels of a model and its sub-models: "tree", "warned"
+        self._module = None  # a weak reference to the module this sentinel is hooked on
         self._reset()
+        _BY_KEY[self.key] = self
         LIVE_SENTINELS.add(weakref.ref(self, LIVE_SENTINELS.discard))
 
     def _reset(self) -> None:
-        self.warned = False
         self._pending = None  # device accumulator of the sums not yet copied to the host
         self._host = None  # pinned host scalar the latest copy goes to
         self._event = None  # recorded after that copy
@@ -146,28 +165,71 @@ class FiniteSentinel:
         self._why = None  # why the forwards accumulated on the device computed in fp16
         self._unread = 0  # forwards accumulated since the last synchronous read (devices without events)
 
+    # whether warn mode has warned for this model or one of its sub-models
+    warned = property(lambda self: self.shared.get("warned", False), lambda self, v: self.shared.update(warned=v))
+
     def __getstate__(self) -> dict:
-        # a copy is another model: nothing pending on a device, nothing warned yet
-        return {"fp16_weights": self.fp16_weights, "cleared_by": self.cleared_by}
+        # a copy is another model: nothing pending, nothing warned. With the module, a copy points to the copied module
+        state = {key: getattr(self, key) for key in ("fp16_weights", "cleared_by", "where", "owner_name", "shared")}
+        return {**state, "module": self._module() if self._module is not None else None}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
+        self.__init__(state["fp16_weights"], state["cleared_by"])
+        self.where, self.owner_name, self.shared = state["where"], state["owner_name"], state["shared"]
+        self.shared.update(warned=False, tree=self.key)  # shared by the copied sub-models, which set it in turn
+        self._module = weakref.ref(state["module"]) if state["module"] is not None else None
+
+    def bind(self, module, owner=None, where: str = "") -> None:
+        """Records the module it is hooked on and, for a sub-model, the outermost model and its name there."""
+        self._module, self.where = weakref.ref(module), where
+        self.owner_name = _model_name(owner) if owner is not None and owner is not module else None
+        if self.owner_name is not None:
+            self.shared = find_sentinel(owner).shared
+
+    def enter(self, module, args) -> None:
+        """The forward pre-hook: counts this forward among those running, so that a nested one does not check."""
+        import torch
+
+        if torch.compiler.is_exporting():
+            return  # an exported program runs no Python around it: nothing to count or check
+        if torch.compiler.is_compiling():  # the count as the trace sees it
+            _TRACED.append(self.shared["tree"])
+        else:
+            vars(_RUNNING)[self.shared["tree"]] = vars(_RUNNING).get(self.shared["tree"], 0) + 1
 
     def __call__(self, module, args, output) -> None:
         import torch
 
-        if _PAUSED.get() or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        if torch.compiler.is_exporting():
+            return None
+        if torch.compiler.is_compiling():
+            # traced: the check runs after the graph, on its output; a nested forward leaves it to the outermost
+            if _TRACED:
+                _TRACED.pop()
+            tensor = None if self.shared["tree"] in _TRACED else _checked_output(output)
+            if tensor is not None:
+                _COMPILED_CHECK[0](self.key, tensor)
+            return None
+        depth = vars(_RUNNING).pop(self.shared["tree"], 0)
+        if depth > 1:
+            vars(_RUNNING)[self.shared["tree"]] = depth - 1
+        if depth > 1 or output is None or torch.jit.is_tracing():
+            return None  # a forward nested in another one that is checked, or one that raised
+        return self.check(module, _checked_output(output))
+
+    def check(self, module, tensor) -> None:
+        """Reads `tensor`, the output of a forward of `module`, and reports an overflow (see the module docstring)."""
+        import torch
+
+        if tensor is None or _PAUSED.get():
             return None
         mode = _mode(module)
         if mode == IGNORE or (mode == WARN and self.warned):
             return None
-        tensor = _checked_output(output)
-        if tensor is None or tensor.device.type == "meta":
+        if tensor.device.type == "meta" or tensor.numel() == 0:
             return None
         why = self._fp16_reason(module, tensor)
         if why is None:
-            return None
-        if tensor.numel() == 0:
             return None
         if tensor.device.type in _EAGER_DEVICE_TYPES:
             low, high = torch.aminmax(tensor.detach())
@@ -239,13 +301,21 @@ class FiniteSentinel:
         return overflowed
 
     def _report(self, model, mode: str, why: str, late: bool) -> None:
-        name = _model_name(model)
+        name = self.owner_name or _model_name(model)
         config = getattr(model, "config", None)
         info = resolve_trained_precision(config, name, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
         risk = _overflow_risk(info)
         per_call = vars(model).get(MODE_ATTRIBUTE) is not None
         message = format_overflow_message(
-            name, why=why, mode=mode, info=info, risk=risk, cleared_by=self.cleared_by, late=late, per_call=per_call
+            name,
+            why=why,
+            mode=mode,
+            info=info,
+            risk=risk,
+            cleared_by=self.cleared_by,
+            late=late,
+            per_call=per_call,
+            where=self.where,
         )
         if mode == ERROR:
             raise TrainedPrecisionRiskError(message, risk, name, info.source or UNKNOWN)
@@ -347,14 +417,17 @@ def format_overflow_message(
     cleared_by: str | None = None,
     late: bool = False,
     per_call: bool = False,
+    where: str = "",
 ) -> str:
     """
     The sentinel's message: the model, that fp16 overflowed and why the forward ran in fp16, what the model was trained
     in, the evidence that had cleared fp16 for it (if any), the fix, how to find the overflowing module, and how to
     silence it (`per_call`: the mode was given to `from_pretrained`, which the environment variable cannot override).
+    `where`: the sub-model whose forward it was, when it ran without the model's own forward around it.
     """
     when = "a recent forward" if late else "this forward"
-    text = f"fp16 overflowed in {when} of '{name}': its output holds inf/NaN, and it computes in fp16 ({why})."
+    part = f" (its sub-model `{where}`)" if where else ""
+    text = f"fp16 overflowed in {when} of '{name}'{part}: its output holds inf/NaN, and it computes in fp16 ({why})."
     if late:
         text += (
             " (On this device the sentinel reads its flag without synchronising, so it reports the overflow at a "
@@ -395,16 +468,57 @@ def has_sentinel(model) -> bool:
 
 
 def remove_sentinel(model) -> bool:
-    """Takes the sentinel off `model`; returns whether it had one."""
-    hooks = getattr(model, "_forward_hooks", None)
-    if not hooks:
-        return False
-    keys = [key for key, hook in hooks.items() if isinstance(hook, FiniteSentinel)]
-    for key in keys:
-        del hooks[key]
-        for extra in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"):
-            getattr(model, extra, {}).pop(key, None)
-    return bool(keys)
+    """Takes the sentinel off `model` and off its sub-models; returns whether `model` had one."""
+    had = has_sentinel(model)
+    for module in _modules(model):
+        for kind in ("_forward_hooks", "_forward_pre_hooks"):
+            hooks = getattr(module, kind, None) or {}
+            for key in [k for k, h in hooks.items() if isinstance(getattr(h, "__self__", h), FiniteSentinel)]:
+                del hooks[key]
+                for extra in (f"{kind}_with_kwargs", "_forward_hooks_always_called"):
+                    getattr(module, extra, {}).pop(key, None)
+    return had
+
+
+def _hook(module, sentinel: FiniteSentinel) -> FiniteSentinel:
+    """Hooks `sentinel` on `module`: its pre-hook counts the forward, its hook checks it (also after a raise)."""
+    _register_compiled_check()
+    module.register_forward_pre_hook(sentinel.enter)
+    module.register_forward_hook(sentinel, always_call=True)
+    return sentinel
+
+
+def _check_compiled_output(key: str, tensor) -> None:
+    """The check of a forward traced by `torch.compile`, which runs after the graph: as for an eager forward."""
+    _TRACED.clear()  # nothing is traced while compiled code runs (a check that raised may have left a push behind)
+    sentinel = _BY_KEY.get(key)
+    module = sentinel._module() if sentinel is not None and sentinel._module is not None else None
+    # an eager forward of the same model around it (its hooks outside the graph) checks instead
+    if module is not None and not vars(_RUNNING).get(sentinel.shared["tree"]):
+        sentinel.check(module, tensor)
+
+
+def _register_compiled_check() -> None:
+    """
+    Once per process: registers the check as a function `torch._dynamo` may reorder, so that a traced call of it runs
+    after the graph with the tensor among the graph's outputs (no graph break, also with `fullgraph=True`).
+    """
+    if _COMPILED_CHECK:
+        return
+    import torch
+
+    check = torch.compiler.disable(_check_compiled_output, recursive=True)
+    reorderable = getattr(getattr(torch._dynamo, "config", None), "reorderable_logging_functions", None)
+    if reorderable is not None:  # without it (an older torch), the traced call breaks the graph there instead
+        reorderable.add(check)
+    _COMPILED_CHECK.append(check)
+
+
+def _judged_sub_models(model):
+    """The sub-models of `model` (its `PreTrainedModel` modules but itself), with their names."""
+    from ..modeling_utils import PreTrainedModel
+
+    return [(name, module) for name, module in model.named_modules() if name and isinstance(module, PreTrainedModel)]
 
 
 def check_sentinel(model) -> None:
@@ -448,10 +562,9 @@ def _has_fp16_weights(model) -> bool:
 
 def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) -> FiniteSentinel | None:
     """
-    Hooks the sentinel on `model` when it should carry one: its trained precision is known, or it runs in `"error"`
-    mode. Idempotent (one hook per model); the sentinels that the sub-models of a composite model got when they were
-    built are taken off (the outer model's hook covers them). Called through [`note_runtime`] after every load,
-    `from_config` and cast.
+    Hooks the sentinel on `model` when it should carry one (its trained precision is known, or it runs in `"error"`
+    mode), and on each of its `PreTrainedModel` sub-models (see "Every call form" in the module docstring); else takes
+    it off them. Idempotent. Called through [`note_runtime`] after every load, `from_config` and cast.
 
     Args:
         model ([`PreTrainedModel`]): the model.
@@ -465,17 +578,19 @@ def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) ->
     """
     if not LIVE_SENTINELS and mode is None and registry_row is None and nothing_to_check(model):
         return None  # no hook anywhere to take off, and none wanted: unknown precision, not in "error" mode
-    for module in model.modules():
-        if module is not model:
-            remove_sentinel(module)
     sentinel = find_sentinel(model)
-    if sentinel is not None:
-        return sentinel
-    wanted = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE)) == ERROR
-    if not wanted and not _is_known(model, registry_row):
-        return None
-    sentinel = FiniteSentinel(fp16_weights=_has_fp16_weights(model))
-    model.register_forward_hook(sentinel)
+    if sentinel is None:
+        wanted = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE)) == ERROR
+        if not wanted and not _is_known(model, registry_row):
+            remove_sentinel(model)  # the sentinels its sub-models got when they were built
+            return None
+        sentinel = _hook(model, FiniteSentinel(fp16_weights=_has_fp16_weights(model)))
+    sentinel.bind(model)
+    for name, module in _judged_sub_models(model):
+        sub = find_sentinel(module)
+        if sub is None:
+            sub = _hook(module, FiniteSentinel(_has_fp16_weights(module), sentinel.cleared_by))
+        sub.bind(module, model, name)
     return sentinel
 
 
@@ -506,6 +621,11 @@ def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool
         sentinel.cleared_by = None
     elif dtype == torch.float16:
         sentinel.cleared_by = _cleared_by(model, fp16_plans or {})
+    for _, module in _judged_sub_models(model):  # the sub-models' sentinels follow the model's
+        sub = find_sentinel(module)
+        if sub is not None:
+            sub.fp16_weights = sentinel.fp16_weights and _has_fp16_weights(module)
+            sub.cleared_by = sentinel.cleared_by
 
 
 def _cleared_by(model, fp16_plans: dict) -> str | None:
