@@ -134,6 +134,10 @@ class TrainedPrecisionCheckTest(unittest.TestCase):
 class TrainedPrecisionCompositeModelTest(unittest.TestCase):
     """A Llava builds its vision and text models in `__init__` with `AutoModel.from_config`: they follow the call's mode."""
 
+    def setUp(self):
+        # the sub-models' warnings name their classes: another test's `warning_once` must not hide one here
+        logging.warning_once.cache_clear()
+
     def config(self, outer, inner):
         text_config = LlamaConfig(
             hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=64
