@@ -76,39 +76,33 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
                 for name in ("fp64", "fp32", "bf16", "fp16", "unknown"):
                     self.assertIn(name, str(context.exception))
 
-    def test_unrecognised_value_in_config_json_loads_as_unknown(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            GPT2Config(trained_precision="bf16").save_pretrained(tmp)
-            path = os.path.join(tmp, "config.json")
-            with open(path, encoding="utf-8") as f:
-                config_dict = json.load(f)
-            config_dict["trained_precision"] = "bfloat17"
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(config_dict, f)
-
-            logger = logging.get_logger("transformers")
-            with CaptureLogger(logger) as cl:
-                config = AutoConfig.from_pretrained(tmp)
-        self.assertEqual(config.trained_precision, "unknown")
-        self.assertIn("bfloat17", cl.out)
-        self.assertIn("unknown", cl.out)
-
-    def test_unrecognised_value_in_a_sub_config_loads_as_unknown(self):
-        text_config = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
-        config = LlavaConfig(text_config=text_config, trained_precision="bf16")
-        config.text_config.trained_precision = "bf16"
+    def load_edited(self, config, edit):
+        """`config` saved, its config.json edited by `edit`, loaded again: (the config, what was logged)."""
         with tempfile.TemporaryDirectory() as tmp:
             config.save_pretrained(tmp)
             path = os.path.join(tmp, "config.json")
             with open(path, encoding="utf-8") as f:
                 config_dict = json.load(f)
-            config_dict["text_config"]["trained_precision"] = "bfloat17"
+            edit(config_dict)
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(config_dict, f)
-
-            logger = logging.get_logger("transformers")
-            with CaptureLogger(logger) as cl:
+            with CaptureLogger(logging.get_logger("transformers")) as cl:
                 config = AutoConfig.from_pretrained(tmp)
+        return config, cl.out
+
+    def test_unrecognised_value_in_config_json_loads_as_unknown(self):
+        config, out = self.load_edited(
+            GPT2Config(trained_precision="bf16"), lambda config_dict: config_dict.update(trained_precision="bfloat17")
+        )
+        self.assertEqual(config.trained_precision, "unknown")
+        self.assertIn("bfloat17", out)
+        self.assertIn("unknown", out)
+
+    def test_unrecognised_value_in_a_sub_config_loads_as_unknown(self):
+        text_config = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
+        config = LlavaConfig(text_config=text_config, trained_precision="bf16")
+        config.text_config.trained_precision = "bf16"
+        config, out = self.load_edited(config, lambda d: d["text_config"].update(trained_precision="bfloat17"))
         self.assertEqual(config.text_config.trained_precision, "unknown")
         self.assertEqual(config.trained_precision, "bf16")
-        self.assertEqual(cl.out.count("bfloat17"), 1, cl.out)
+        self.assertEqual(out.count("bfloat17"), 1, out)
