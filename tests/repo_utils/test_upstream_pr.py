@@ -430,9 +430,10 @@ class StackTest(StackTestBase):
         core = self.result.descriptions[names.index("config")].read_text()
         self.assertIn("The RFC thread's questions", core)
         self.assertIn('trained_precision_check="ignore"', core)
-        self.assertIn("TRANSFORMERS_TRAINED_PRECISION_CHECK", core)
+        self.assertIn('trained_precision_check="error"', core)
+        self.assertNotIn("TRANSFORMERS_TRAINED_PRECISION_CHECK", core)  # the core's opt-in error is one keyword
         # once: the later core pull requests do not repeat the thread's block
-        for name in ("check", "stamp"):
+        for name in ("check", "stamp", "published-precisions"):
             self.assertNotIn("The RFC thread's questions", self.result.descriptions[names.index(name)].read_text())
         fix = self.result.descriptions[0].read_text()
         self.assertNotIn("model card", fix)
