@@ -4,7 +4,8 @@
 Small edits of upstream files that are not in the wheel, applied by rule instead of by line number.
 
 The upstream pull request needs a few one-line registrations in files the wheel does not carry (the config-attributes
-allow list, `config_common_kwargs`, the repository-consistency checker list, the docs table of contents). No edit adds a
+allow list, `config_common_kwargs`, the repository-consistency checker list, the docs table of contents, a paragraph of
+the Trainer guide). No edit adds a
 dependency or an extra to upstream's `setup.py`: optional libraries stay behind upstream's `is_*_available()`. A patch with line numbers and context breaks as soon as upstream edits a line nearby;
 each edit here finds its *anchor* instead (a tuple, a dict, a Makefile variable, a YAML list entry), inserts one entry
 in the style of its neighbours, and fails with a message naming the anchor when upstream no longer has it.
@@ -257,6 +258,33 @@ def toctree_entry(text: str) -> str:
     return toctree_page_entry(text, TOC_LOCAL)
 
 
+#: The Trainer guide's paragraph on the stamp, at the end of its section on checkpoints (which carry the stamp).
+TRAINER_DOC_SECTION = "## Checkpoints"
+TRAINER_DOC_PARAGRAPH = """\
+[`~Trainer.train`] records the precision the run computes in as `model.config.trained_precision` (`"fp32"`, `"bf16"` or
+`"fp16"`, also in the sub-configs of a composite model), so every checkpoint and the final model say how their weights
+were trained. It is the autocast dtype with `bf16=True` or `fp16=True`, else the lowest precision among all the model's
+parameters (LoRA adapters on a bf16 base train in bf16). It is recorded once the run takes a step; a run without steps
+leaves the value as it was. Before recording it, [`Trainer`] checks it against the precision the model was trained in,
+like [`~PreTrainedModel.from_pretrained`] does: fine-tuning a bf16-trained model in fp16 logs a warning, or raises for a
+model loaded with `trained_precision_check="error"`."""
+
+
+def trainer_doc_paragraph(text: str) -> str:
+    """The stamp's paragraph at the end of the Trainer guide's section on checkpoints, before the next `## ` heading."""
+    if "`model.config.trained_precision`" in text:
+        return text
+    lines = text.split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == TRAINER_DOC_SECTION), None)
+    if start is None:
+        raise _missing("docs/source/en/trainer.md", f"a `{TRAINER_DOC_SECTION}` heading")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    lines[end:end] = ["", *TRAINER_DOC_PARAGRAPH.split("\n")]
+    return "\n".join(lines)
+
+
 EDITS: dict[str, Edit] = {
     e.name: e
     for e in (
@@ -280,6 +308,13 @@ EDITS: dict[str, Edit] = {
             "REPO_CONSISTENCY_CHECKERS",
             makefile_checker,
             "run the trained_precision check in repository consistency",
+        ),
+        Edit(
+            "trainer-docs",
+            "docs/source/en/trainer.md",
+            TRAINER_DOC_SECTION,
+            trainer_doc_paragraph,
+            "say in the Trainer guide what train() records in config.trained_precision",
         ),
         Edit(
             "checkers-registry",

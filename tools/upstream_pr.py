@@ -142,7 +142,7 @@ MAX_LINES_CEILING = 2000
 #: The RFC itself (`rfc-core`) fits in this many entries. By default (and at most: a table may lower them, never raise
 #: them) the core's entries add up to `rfc-core-max-lines` changed lines, and the first of them to
 #: `rfc-core-first-max-lines`.
-RFC_CORE_MAX_ENTRIES = 3
+RFC_CORE_MAX_ENTRIES = 4
 RFC_CORE_MAX_LINES = 1000
 RFC_FIRST_MAX_LINES = 250
 ENTRY_KEYS = {

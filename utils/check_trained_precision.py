@@ -14,20 +14,20 @@
 """
 Utility that checks `utils/trained_precisions.json`, the training precisions published by the people who trained a
 checkpoint, and writes them into checkpoints' `config.json`. Each row is `[hub_id, precision, source]`: a Hub id
-(`organization/name`), `"fp32"`, `"bf16"` or `"fp16"`, and the https page where the trainers state it. A bad row
-(named in the error), a duplicate id or rows not sorted by id fail the check.
+(`organization/name`, written out: no globs), `"fp32"`, `"bf16"` or `"fp16"`, and the https page where the people who
+trained the model state it (their paper, model card, training config or repository). A bad row (named in the error), a
+duplicate id or rows not sorted by id fail the check.
 
 Use from the root of the repo with:
 
 ```bash
 python utils/check_trained_precision.py  # used in `make check-repository-consistency`
 python utils/check_trained_precision.py --fix_and_overwrite  # sorts the rows
-python utils/check_trained_precision.py --write_configs ~/.cache/huggingface/hub
-python utils/check_trained_precision.py --write_configs path/to/checkpoint --model_id EleutherAI/gpt-neo-1.3B
+python utils/check_trained_precision.py --write_configs path/to/gpt-neo-1.3B --model_id EleutherAI/gpt-neo-1.3B
 ```
 
-`--write_configs` takes Hugging Face cache roots (`models--org--name/snapshots/<revision>/config.json` names the model)
-or checkpoint directories with `--model_id`. Another trained precision in a config is only replaced with `--force`.
+`--write_configs` takes checkpoint directories (a clone of the model's Hub repo: its commit is the Hub pull request)
+and their Hub id. Another trained precision in a config is only replaced with `--force`.
 """
 
 import argparse
@@ -36,7 +36,6 @@ import os
 import re
 import stat
 import tempfile
-from fnmatch import fnmatchcase
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -51,10 +50,9 @@ CHECKER_CONFIG = {
 
 PATH_TO_DATA = Path(__file__).resolve().parent / "trained_precisions.json"
 PRECISIONS = ("fp32", "bf16", "fp16")
-# A `*` in a name stands for a family whose source states its precision without listing its Hub ids (T5, Longformer,
-# Galactica, Gemma 4, Llama 3 and 3.1). Families whose source lists them are written out id by id: Pythia, without
-# the 14m and 31m sizes trained after its README's statement.
-HUB_ID = re.compile(r"^\w(?:[\w.-]*\w)?/\w(?:[\w.*-]*[\w*])?$")
+# Every id is written out, as the Hub pull request that carries it names one repo: Pythia without the 14m and 31m sizes
+# trained after its README's statement.
+HUB_ID = re.compile(r"^\w(?:[\w.-]*\w)?/\w(?:[\w.-]*\w)?$")
 
 
 def row_problems(row) -> list[str]:
@@ -73,13 +71,13 @@ def row_problems(row) -> list[str]:
 
 
 def check_rows(rows) -> list[str]:
-    """Every problem of `rows`, each naming its row: bad rows, then ids given twice (a family glob counts)."""
+    """Every problem of `rows`, each naming its row: bad rows, then ids given twice (in any case)."""
     problems = [f"row {i} {row!r}: {problem}" for i, row in enumerate(rows) for problem in row_problems(row)]
     if problems:
         return problems
     for i, (hub_id, _, _) in enumerate(rows):
         for j, (other, _, _) in enumerate(rows[:i]):
-            if fnmatchcase(hub_id.lower(), other.lower()) or fnmatchcase(other.lower(), hub_id.lower()):
+            if hub_id.lower() == other.lower():
                 problems.append(f"row {i} {hub_id!r}: duplicate of row {j} {other!r}")
     return problems
 
@@ -108,28 +106,6 @@ def check_trained_precisions(path=PATH_TO_DATA, overwrite: bool = False):
         Path(path).write_text(expected, encoding="utf-8")
 
 
-def cache_model_id(snapshot: Path) -> str | None:
-    """The model id of a snapshot directory of a Hugging Face cache (`models--org--name/snapshots/<revision>`)."""
-    parent = snapshot.absolute().parent
-    if parent.name == "snapshots" and parent.parent.name.startswith("models--"):
-        return parent.parent.name.removeprefix("models--").replace("--", "/")
-
-
-def find_configs(path, model_id: str | None = None) -> list[tuple[Path, str]]:
-    """`(config.json, model id)` for a checkpoint directory, or for every snapshot of a Hugging Face cache."""
-    path = Path(path)
-    if (path / "config.json").is_file():
-        model_id = model_id or cache_model_id(path)
-        if model_id is None:
-            raise ValueError(f"{path} is not in a Hugging Face cache: give its Hub id with --model_id ORG/NAME")
-        return [(path / "config.json", model_id)]
-    in_cache = "snapshots/*/config.json" if path.name.startswith("models--") else "models--*/snapshots/*/config.json"
-    configs = sorted(path.glob(in_cache))
-    if not configs:
-        raise ValueError(f"{path} holds no config.json and no Hugging Face cache")
-    return [(config, cache_model_id(config.parent)) for config in configs]
-
-
 def write_config(config_file: Path, precision: str, force: bool = False) -> tuple[bool, str]:
     """
     Writes `"trained_precision": precision` into `config_file` atomically, keeping its key order, indentation and other
@@ -146,7 +122,6 @@ def write_config(config_file: Path, precision: str, force: bool = False) -> tupl
     config["trained_precision"] = precision
     indent = re.search(r"\n([ \t]+)\"", text)
     new_text = json.dumps(config, indent=indent and indent[1], sort_keys=sort_keys, ensure_ascii=text.isascii())
-    # In a Hugging Face cache, `config_file` is a link to a blob other revisions may share: the link is replaced.
     fd, tmp = tempfile.mkstemp(dir=config_file.parent, prefix=".config.json.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -159,26 +134,33 @@ def write_config(config_file: Path, precision: str, force: bool = False) -> tupl
     return True, f"wrote {precision!r}" + (f" over {current!r}" if current != "unknown" else "")
 
 
-def write_configs(paths, model_id: str | None = None, force: bool = False, data=PATH_TO_DATA) -> bool:
-    """Writes the published precisions into the configs under `paths`; returns whether none was left different."""
+def write_configs(paths, model_id: str | None, force: bool = False, data=PATH_TO_DATA) -> bool:
+    """
+    Writes the published precision of `model_id` into the `config.json` of each checkpoint directory in `paths` (a
+    clone of the model's Hub repo, whose commit becomes the Hub pull request); returns whether none was left different.
+    """
+    if model_id is None:
+        raise ValueError("give the checkpoints' Hub id with --model_id ORG/NAME")
     _, rows = load_rows(data)
+    row = next((row for row in rows if row[0].lower() == model_id.lower()), None)
+    if row is None:
+        raise ValueError(f"{data} has no published precision for {model_id}")
     all_done = True
-    for config_file, hub_id in [found for path in paths for found in find_configs(path, model_id)]:
-        row = next((row for row in rows if fnmatchcase(hub_id.lower(), row[0].lower())), None)
-        if row is None:
-            print(f"{config_file}: skipped, no published precision for {hub_id}")
-            continue
+    for path in paths:
+        config_file = Path(path) / "config.json"
+        if not config_file.is_file():
+            raise ValueError(f"{path} holds no config.json")
         done, message = write_config(config_file, row[1], force=force)
         all_done = all_done and done
-        print(f"{config_file}: {message} ({hub_id}, {row[2]})")
+        print(f"{config_file}: {message} ({row[0]}, {row[2]})")
     return all_done
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Checks utils/trained_precisions.json, or writes it into configs.")
     parser.add_argument("--fix_and_overwrite", action="store_true", help="Whether to sort and rewrite the rows.")
-    parser.add_argument("--write_configs", nargs="+", metavar="PATH", help="Checkpoint directories or cache roots.")
-    parser.add_argument("--model_id", help="The Hub id of the checkpoint directory given to --write_configs.")
+    parser.add_argument("--write_configs", nargs="+", metavar="PATH", help="Checkpoint directories to write into.")
+    parser.add_argument("--model_id", help="The Hub id of the checkpoints given to --write_configs.")
     parser.add_argument("--force", action="store_true", help="Whether to replace another trained precision.")
     args = parser.parse_args(argv)
     if args.write_configs:

@@ -102,16 +102,16 @@ class OpenPullRequestsTest(TestCasePlus):
 
     def test_push_opens_a_pull_request(self):
         stored_in_fp16 = dump_config({**CONFIG, "torch_dtype": "float16"})
-        api = FakeHubApi(self.tmp, configs={"meta-llama/Llama-2-7b-hf": stored_in_fp16})
-        code, out, _ = run(api, "meta-llama/llama-2-7b-hf", "--push")  # ids as the Hub resolves them
+        api = FakeHubApi(self.tmp, configs={"tiiuae/falcon-7b": stored_in_fp16})
+        code, out, _ = run(api, "TIIUAE/Falcon-7B", "--push")  # ids as the Hub resolves them
         self.assertEqual(code, 0, out)
-        self.assertIn("[written] meta-llama/Llama-2-7b-hf: opened https://huggingface.co/meta-llama/", out)
+        self.assertIn("[written] tiiuae/falcon-7b: opened https://huggingface.co/tiiuae/", out)
         [(repo_id, operations, kwargs)] = api.commits
-        self.assertEqual(repo_id, "meta-llama/Llama-2-7b-hf")
+        self.assertEqual(repo_id, "tiiuae/falcon-7b")
         self.assertTrue(kwargs["create_pr"])
         self.assertEqual(kwargs["parent_commit"], api.model_info(repo_id).sha)
         self.assertEqual(kwargs["commit_message"], prs.PR_TITLE)
-        self.assertIn("https://github.com/huggingface/transformers/pull/25794", kwargs["commit_description"])
+        self.assertIn("https://huggingface.co/tiiuae/falcon-7b", kwargs["commit_description"])
         self.assertIn("The weights in this repo are stored in fp16", kwargs["commit_description"])
         self.assertEqual(json.loads(operations[0].path_or_fileobj)["trained_precision"], "bf16")
 

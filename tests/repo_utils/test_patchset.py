@@ -104,7 +104,8 @@ class StrictApplyTest(PatchsetTestBase):
         self.edit_patch(
             " # type hinting: specifying the type of config class", " # type hints: the type of config class"
         )
-        stderr = self.assert_fails(CONFIG_PATCH.name, "hunk #1", "does not apply exactly")
+        stderr = self.assert_fails(CONFIG_PATCH.name, "does not apply exactly")
+        self.assertRegex(stderr, r"hunk #\d+ @@ -59,")  # the hunk whose context holds that line
         self.assertIn("# type hinting: specifying the type of config class", stderr)
 
     def test_shadowing_file_fails(self):

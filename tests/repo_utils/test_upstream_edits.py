@@ -239,6 +239,22 @@ class ToctreeTest(EditCase):
             ue.toctree_page_entry(fx.TOCTREE, "nope")
 
 
+class TrainerDocsTest(EditCase):
+    def test_paragraph_ends_the_checkpoints_section(self):
+        for text, new in self.apply_all_variants(ue.trainer_doc_paragraph, "docs/source/en/trainer.md"):
+            self.assertEqual(sorted(added_lines(text, new)), sorted(["", *ue.TRAINER_DOC_PARAGRAPH.split("\n")]))
+            lines = new.split("\n")
+            first = lines.index(ue.TRAINER_DOC_PARAGRAPH.split("\n")[0])
+            headings = [line for line in lines[:first] if line.startswith("## ")]
+            self.assertEqual(headings[-1], "## Checkpoints")
+            self.assertTrue(lines[first - 2].strip(), "the paragraph follows the section's text after one blank line")
+        self.assertIn('`trained_precision_check="error"`.\n\n## Logging', ue.trainer_doc_paragraph(fx.TRAINER_MD))
+
+    def test_missing_anchor_is_named(self):
+        with self.assertRaisesRegex(ue.EditError, "trainer.md: anchor not found: a `## Checkpoints` heading"):
+            ue.trainer_doc_paragraph(fx.TRAINER_MD_NO_ANCHOR)
+
+
 class DependencyStyleTest(unittest.TestCase):
     def test_no_edit_adds_a_dependency_or_an_extra(self):
         # upstream's style: optional libraries behind `is_*_available()`, no `_deps` entry or extra per integration

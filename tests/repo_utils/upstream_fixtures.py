@@ -2,7 +2,7 @@
 """
 Hand-written, upstream-shaped stand-ins for the upstream files that the pinned sdist does not carry (the Makefile,
 utils/checkers.py, utils/check_config_attributes.py, tests/utils/test_configuration_utils.py,
-docs/source/en/_toctree.yml). Fork-only: used by tests/repo_utils/test_upstream_edits.py and test_upstream_pr.py.
+docs/source/en/_toctree.yml, docs/source/en/trainer.md). Fork-only: used by tests/repo_utils/test_upstream_edits.py and test_upstream_pr.py.
 
 They are written from the shapes upstream's files have had across releases (not derived from our edits): each
 `VARIANTS[path]` holds several versions of a file (older and newer layouts, different neighbours, indentation and
@@ -384,12 +384,52 @@ TOCTREE_NO_ANCHOR = """- title: Get started
     title: Transformers
 """
 
+# The Trainer guide: a section on checkpoints followed by another section, and a layout where it is the last one.
+TRAINER_MD = """<!--Copyright 2024 The HuggingFace Team. All rights reserved.
+-->
+
+# Trainer
+
+[`Trainer`] runs the training and evaluation loop of a model.
+
+## Checkpoints
+
+[`Trainer`] writes a checkpoint folder every `save_steps` steps.
+
+Resume from one with `resume_from_checkpoint`.
+
+## Logging
+
+[`Trainer`] logs at the `INFO` level.
+"""
+
+TRAINER_MD_CHECKPOINTS_LAST = """# Trainer
+
+## Customize
+
+Subclass [`Trainer`].
+
+## Checkpoints
+
+Checkpoints are folders named `checkpoint-<step>`.
+
+
+"""
+
+TRAINER_MD_NO_ANCHOR = """# Trainer
+
+## Saving
+
+Checkpoints are folders.
+"""
+
 VARIANTS = {
     "utils/check_config_attributes.py": [CHECK_CONFIG_ATTRIBUTES_TUPLE, CHECK_CONFIG_ATTRIBUTES_LIST],
     "tests/utils/test_configuration_utils.py": [TEST_CONFIGURATION_UTILS, TEST_CONFIGURATION_UTILS_OLD],
     "Makefile": [MAKEFILE, MAKEFILE_NO_CONFIG_ATTRIBUTES, MAKEFILE_OLD],
     "utils/checkers.py": [CHECKERS, CHECKERS_OTHER_ORDER],
     "docs/source/en/_toctree.yml": [TOCTREE, TOCTREE_OLD, TOCTREE_CUSTOM_ONLY],
+    "docs/source/en/trainer.md": [TRAINER_MD, TRAINER_MD_CHECKPOINTS_LAST],
 }
 
 CURRENT = {
@@ -398,4 +438,5 @@ CURRENT = {
     "Makefile": MAKEFILE,
     "utils/checkers.py": CHECKERS,
     "docs/source/en/_toctree.yml": TOCTREE,
+    "docs/source/en/trainer.md": TRAINER_MD,
 }

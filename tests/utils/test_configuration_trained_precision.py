@@ -17,9 +17,9 @@ import tempfile
 import unittest
 
 import torch
-from huggingface_hub.errors import StrictDataclassClassValidationError
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 
-from transformers import AutoConfig, GPT2Config, PreTrainedConfig
+from transformers import AutoConfig, GPT2Config, LlavaConfig
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
@@ -42,29 +42,67 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
                     self.assertEqual(json.load(f)["trained_precision"], precision)
                 self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, precision)
 
-    def test_torch_dtype_is_accepted(self):
-        for dtype, precision in ((torch.float32, "fp32"), (torch.bfloat16, "bf16"), (torch.float16, "fp16")):
-            self.assertEqual(PreTrainedConfig(trained_precision=dtype).trained_precision, precision)
+    def test_torch_dtype_assigned_never_breaks_the_save(self):
+        # the field holds a string: a dtype assigned later is refused there and then, or stored as its name
+        config = GPT2Config()
+        try:
+            config.trained_precision = torch.bfloat16
+        except (ValueError, StrictDataclassFieldValidationError) as error:
+            for name in ("fp32", "bf16", "fp16", "unknown"):
+                self.assertIn(name, str(error))
+            self.assertEqual(config.trained_precision, "unknown")
+        else:
+            self.assertEqual(config.trained_precision, "bf16")
+        with tempfile.TemporaryDirectory() as tmp:
+            config.save_pretrained(tmp)
+            self.assertIn(AutoConfig.from_pretrained(tmp).trained_precision, ("unknown", "bf16"))
 
     def test_invalid_value_raises_and_names_the_valid_ones(self):
-        with self.assertRaises((ValueError, StrictDataclassClassValidationError)) as context:
+        def construct():
             GPT2Config(trained_precision="fp64")
-        for name in ("fp64", "fp32", "bf16", "fp16", "unknown"):
-            self.assertIn(name, str(context.exception))
 
-    def test_unrecognised_value_in_config_json_loads_as_unknown(self):
+        def assign():
+            GPT2Config().trained_precision = "fp64"
+
+        def override_on_load():
+            with tempfile.TemporaryDirectory() as tmp:
+                GPT2Config().save_pretrained(tmp)
+                AutoConfig.from_pretrained(tmp, trained_precision="fp64")
+
+        for make in (construct, assign, override_on_load):
+            with self.subTest(make.__name__):
+                with self.assertRaises((ValueError, StrictDataclassFieldValidationError)) as context:
+                    make()
+                for name in ("fp64", "fp32", "bf16", "fp16", "unknown"):
+                    self.assertIn(name, str(context.exception))
+
+    def load_edited(self, config, edit):
+        """`config` saved, its config.json edited by `edit`, loaded again: (the config, what was logged)."""
         with tempfile.TemporaryDirectory() as tmp:
-            GPT2Config(trained_precision="bf16").save_pretrained(tmp)
+            config.save_pretrained(tmp)
             path = os.path.join(tmp, "config.json")
             with open(path, encoding="utf-8") as f:
                 config_dict = json.load(f)
-            config_dict["trained_precision"] = "bfloat17"
+            edit(config_dict)
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(config_dict, f)
-
-            logger = logging.get_logger("transformers")
-            with CaptureLogger(logger) as cl:
+            with CaptureLogger(logging.get_logger("transformers")) as cl:
                 config = AutoConfig.from_pretrained(tmp)
+        return config, cl.out
+
+    def test_unrecognised_value_in_config_json_loads_as_unknown(self):
+        config, out = self.load_edited(
+            GPT2Config(trained_precision="bf16"), lambda config_dict: config_dict.update(trained_precision="bfloat17")
+        )
         self.assertEqual(config.trained_precision, "unknown")
-        self.assertIn("bfloat17", cl.out)
-        self.assertIn("unknown", cl.out)
+        self.assertIn("bfloat17", out)
+        self.assertIn("unknown", out)
+
+    def test_unrecognised_value_in_a_sub_config_loads_as_unknown(self):
+        text_config = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
+        config = LlavaConfig(text_config=text_config, trained_precision="bf16")
+        config.text_config.trained_precision = "bf16"
+        config, out = self.load_edited(config, lambda d: d["text_config"].update(trained_precision="bfloat17"))
+        self.assertEqual(config.text_config.trained_precision, "unknown")
+        self.assertEqual(config.trained_precision, "bf16")
+        self.assertEqual(out.count("bfloat17"), 1, out)

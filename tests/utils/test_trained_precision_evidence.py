@@ -530,7 +530,7 @@ class RealWorldCasesTest(TestCasePlus):
     @parameterized.expand(CASES)
     def test_trainer_check(self, name):
         case = self.case(name)
-        model, _ = self.load(case, trained_precision_check="ignore")
+        model, _ = self.load(case)  # the run is checked in the mode of the load: the default one
         with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
             risk = check_run_precision(model, case["runtime"])
         self.assertEqual(risk is not None, case.get("trainer_risky", case["risky"]), cl.out)
@@ -570,7 +570,7 @@ class RealWorldCasesTest(TestCasePlus):
                 "fp16_plan": False,
             },
         )
-        model = AutoModelForCausalLM.from_pretrained(self.path("amp"), trained_precision_check="ignore")
+        model = AutoModelForCausalLM.from_pretrained(self.path("amp"))  # the run's check follows the environment
         with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
             with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
                 self.assertIsNone(check_run_precision(model, "fp16", compute="amp"))
@@ -583,7 +583,9 @@ class RealWorldCasesTest(TestCasePlus):
         record = self.run_record("amp_skipped")
         self.assertGreater(record["skipped_steps"], 0)
         self.assertEqual(record["optimizer_steps"] + record["skipped_steps"], MIN_RUN_STEPS)
-        model = AutoModelForCausalLM.from_pretrained(self.path("amp_skipped"), trained_precision_check="ignore")
+        model = AutoModelForCausalLM.from_pretrained(
+            self.path("amp_skipped")
+        )  # the run's check follows the environment
         with mock.patch.dict(os.environ, {"TRANSFORMERS_TRAINED_PRECISION_CHECK": "error"}):
             with self.assertRaises(TrainedPrecisionRiskError):
                 check_run_precision(model, "fp16", compute="amp")

@@ -128,7 +128,7 @@ def _llama2(model_id: str) -> RegistryEntry:
         "bf16; the Hub checkpoint is stored in fp16",
         "llama",
         stored_dtype=FP16,
-        confidence=STATED,
+        confidence=INFERRED,  # transformers' own pull request, not Meta's words
         reference_runtime=FP16,
         reference_source=_LLAMA2,
     )
@@ -272,7 +272,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         _PRECISION_DATABASE,
         "mixed fp16 (apex), attention kept in fp32 (the Longformer paper, quoted in the precision database)",
         "longformer",
-        confidence=STATED,
+        confidence=INFERRED,  # a forum thread, not the people who trained it
     ),
     RegistryEntry(
         "bigcode/starcoder",
@@ -564,7 +564,7 @@ REGISTRY: tuple[RegistryEntry, ...] = (
         _LLAMA3_DOC,
         "bf16 (maintainers' model doc); fp16 training is known to produce NaN",
         "llama",
-        confidence=STATED,
+        confidence=INFERRED,  # transformers' model doc, not Meta's words
     ),
     RegistryEntry(
         "meta-llama/Meta-Llama-3.1-*",

@@ -56,11 +56,18 @@ import dataclasses
 import json
 import os
 import weakref
-from collections import Counter
 from typing import Any
 
 from ..utils import logging
-from .check import ENV_VAR, ERROR, IGNORE, REGISTRY_ATTRIBUTE, TrainedPrecisionRiskError, resolve_check_mode
+from .check import (
+    ENV_VAR,
+    ERROR,
+    IGNORE,
+    MODE_ATTRIBUTE,
+    REGISTRY_ATTRIBUTE,
+    TrainedPrecisionRiskError,
+    resolve_check_mode,
+)
 from .evidence import read_fp16_plan, weights_subject
 from .resolver import config_precision, resolve_trained_precision
 from .risk import OVERFLOW, Risk
@@ -302,26 +309,16 @@ def _fsdp_policy_precision(accelerator: Any) -> str | None:
 
 def _parameter_precision(model: Any) -> str | None:
     """
-    The precision of the floating parameters that train: the dtype holding most of the trainable elements. When the
-    trainable parameters are a minority (adapters on a frozen base), the forward computes in the base's dtype, so the
-    dtype holding most of all floating elements decides.
+    The precision the floating parameters compute in: the narrowest range among the dtypes of all of them, frozen ones
+    included (adapters on a frozen bf16 base compute in bf16; fp16 weights with modules kept in fp32 compute in fp16).
+    float64 and float8 storage have no name of their own: their activations are at least as wide as fp32's.
     """
     if model is None or not hasattr(model, "parameters"):
         return None
-    all_elements, trainable = Counter(), Counter()
-    for param in model.parameters():
-        if not param.is_floating_point():
-            continue
-        numel = getattr(param, "ds_numel", None) or param.numel()  # ZeRO-3 partitions leave empty local tensors
-        all_elements[param.dtype] += numel
-        if param.requires_grad:
-            trainable[param.dtype] += numel
-    counts = trainable if 2 * sum(trainable.values()) >= sum(all_elements.values()) else all_elements
-    if not counts:
+    dtypes = {param.dtype for param in model.parameters() if param.is_floating_point()}
+    if not dtypes:
         return None
-    precision = dtype_to_precision(max(counts, key=counts.get))
-    # float64 and float8 storage have no name of their own: their activations are at least as wide as fp32's.
-    return FP32 if precision == UNKNOWN else precision
+    return narrowest_range(*(dtype_to_precision(dtype) for dtype in dtypes))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -388,8 +385,8 @@ def _training_fix(risk, mode: str) -> str:
 
 def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> Risk | None:
     """
-    Warns, or raises [`~trained_precision.check.TrainedPrecisionRiskError`] when
-    `TRANSFORMERS_TRAINED_PRECISION_CHECK=error`, if training `model` in `precision` is risky for the precision it was
+    Warns, or raises [`~trained_precision.check.TrainedPrecisionRiskError`] in error mode (the model's
+    `trained_precision_check`, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`), if training `model` in `precision` is risky for the precision it was
     trained in: its config's `trained_precision`, else the registry's row for its Hub id, weighed against the evidence
     that `precision` works for it ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]).
 
@@ -407,7 +404,8 @@ def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> 
     Returns:
         The [`~trained_precision.risk.Risk`] found, or `None` when the run is safe or the trained precision unknown.
     """
-    mode = resolve_check_mode()
+    # the mode the model was loaded with (`trained_precision_check`), else the environment's
+    mode = resolve_check_mode(getattr(model, MODE_ATTRIBUTE, None))
     config = getattr(model, "config", None)
     info = resolve_trained_precision(
         config,
