@@ -64,7 +64,8 @@ class TrainerTrainedPrecisionTest(TestCasePlus):
                 self.assertEqual(json.load(f)["trained_precision"], precision, folder)
         with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as f:
             card = f.read()
-        precision_lines = [line for line in card.splitlines() if "precision" in line or "regime" in line]
+        keys = ("- mixed_precision_training:", "- training_regime:")
+        precision_lines = [line for line in card.splitlines() if line.startswith(keys)]
         self.assertEqual(precision_lines, card_lines)
 
     def test_fp32_run(self):
