@@ -36,8 +36,8 @@ Measures (`--parts`, all by default):
   memory. The 1.1B row itself runs when `MemAvailable` has the predicted peak + 3 GB; then a size that bf16 AMP
   cannot fit trains a few steps with Kahan (and 8-bit + SR).
 - `load`: `from_pretrained` + the first `--tokens`-token forward, fork / upstream: bf16; fp16 (a bf16-trained model,
-  the check warns); fp16 of a checkpoint storing a finished run bound to its weights (the load hashes every weight).
-  The digest alone (`weights_digest`, full and sampled) at 1.1B and 7B, in seconds and as a share of the load.
+  the check warns). The digest alone (`weights_digest`, full and sampled) at 1.1B and 7B, in seconds and as a
+  share of the load: what an fp16 load of a checkpoint storing an fp16 plan or a bound run pays on top.
 - `sentinel`: what the non-finite sentinel's hook costs an fp16 forward and a `generate` step at 1.1B (the hook
   timed on the real outputs against the forward's time; fp16 is emulated on AVX2-only CPUs, which makes the share
   smaller than where fp16 is native).
@@ -52,6 +52,7 @@ Measures (`--parts`, all by default):
 import argparse
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import platform
@@ -285,47 +286,6 @@ def ensure_checkpoint(shape: str, dtype: str) -> str:
     return folder
 
 
-def ensure_bound_copy(folder: str) -> str:
-    """
-    A copy of `folder` (its weights linked, not copied) whose bf16-trained config records a finished pure fp16 run bound to these
-    weights (`trained_precision_run` with the weights' digest): an fp16 load of it hashes every weight.
-    """
-    bound = folder + "-bound"
-    if os.path.exists(os.path.join(bound, "config.json")):
-        return bound
-    os.makedirs(bound, exist_ok=True)
-    for name in os.listdir(folder):
-        if name.endswith(".safetensors") or name.endswith(".json") and name != "config.json":
-            with contextlib.suppress(FileExistsError):
-                os.symlink(os.path.join(folder, name), os.path.join(bound, name))
-    result = run_child(sys.executable, "bind", {"folder": folder, "bound": bound}, needed=size_on_disk(folder) * 2)
-    if "error" in result:
-        raise RuntimeError(f"binding {bound} failed: {result['error']}")
-    return bound
-
-
-def bind_checkpoint(spec: dict) -> None:
-    """Child: writes the bound copy's config (the digest of the weights loaded in fp16)."""
-    import torch
-
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.trained_precision.evidence import backend_of, weights_digest
-
-    model = AutoModelForCausalLM.from_pretrained(spec["folder"], dtype=torch.float16)
-    binding = {"digest": weights_digest(model), "max_tokens": 2048, "backend": backend_of(torch.device("cpu"))}
-    config = AutoConfig.from_pretrained(spec["folder"])
-    config.trained_precision_run = {
-        "status": "finished",
-        "compute": "pure",
-        "optimizer_steps": 1000,
-        "skipped_steps": 0,
-        "fp16_plan": False,
-        "binding": dict(binding, run="fp16"),
-    }
-    config.save_pretrained(spec["bound"])
-    child_result(digest=binding["digest"])
-
-
 def size_on_disk(folder: str) -> float:
     return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if n.endswith(".safetensors"))
 
@@ -383,7 +343,9 @@ def train_steps(spec: dict) -> None:
         step_times=times,
         loss=result.training_loss,
         dtype=str(next(model.parameters()).dtype),
-        optimizer=type(trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer).__name__,
+        optimizer=type(
+            trainer.optimizer.optimizer if hasattr(trainer.optimizer, "optimizer") else trainer.optimizer
+        ).__name__,
     )
 
 
@@ -432,14 +394,15 @@ def part_train(opts, report: dict) -> None:
     rows, fits = [], {}
     for optimizer, (_, _, guide) in OPTIMIZERS.items():
         found = [
-            train_row(base, optimizer, layers, opts, (guide + 4) * llama_params(dict(base, num_hidden_layers=layers)) + GB)
+            train_row(
+                base, optimizer, layers, opts, (guide + 4) * llama_params(dict(base, num_hidden_layers=layers)) + GB
+            )
             for layers in (small, large)
         ]
         rows += found
         if all("error" not in row for row in found):
             fits[optimizer] = fit(found)
     budget = meminfo("MemTotal") - FLOOR
-    full = base["num_hidden_layers"]
     summary = {}
     print(f"\nfit over {small} and {large} layers; budget: MemTotal - {FLOOR / GB:.1f} GB = {budget / GB:.1f} GB")
     for optimizer, (slope, intercept) in fits.items():
@@ -475,9 +438,13 @@ def train_at_full(opts, base: dict, summary: dict) -> list[dict]:
         if optimizer in opts.skip_full:
             continue
         if not fits_now(fitted["predicted_full"]):
-            print(f"  {optimizer} at full size: predicted {fitted['predicted_full'] / GB:.1f} GB + 3 GB not available now")
+            print(
+                f"  {optimizer} at full size: predicted {fitted['predicted_full'] / GB:.1f} GB + 3 GB not available now"
+            )
             continue
-        row = train_row(base, optimizer, base["num_hidden_layers"], opts, fitted["predicted_full"], steps=opts.full_steps)
+        row = train_row(
+            base, optimizer, base["num_hidden_layers"], opts, fitted["predicted_full"], steps=opts.full_steps
+        )
         row["predicted"] = fitted["predicted_full"]
         rows.append(row)
     return rows
@@ -525,12 +492,19 @@ def load_and_forward(spec: dict) -> None:
     loaded = time.perf_counter() - start
     forward = None
     if spec["tokens"]:
-        ids = torch.randint(0, model.config.vocab_size, (1, spec["tokens"]), generator=torch.Generator().manual_seed(0))
+        ids = torch.randint(
+            0, model.config.vocab_size, (1, spec["tokens"]), generator=torch.Generator().manual_seed(0)
+        )
         extra = {"decoder_input_ids": ids[:, :8]} if arch == "t5" else {}
         start = time.perf_counter()
         with torch.no_grad():
             model(input_ids=ids, **extra)
         forward = time.perf_counter() - start
+    del model
+    gc.collect()
+    start = time.perf_counter()  # again, in the same process: the code's cost without the first load's imports
+    model = model_class(arch).from_pretrained(spec["folder"], dtype=dtype)
+    again = time.perf_counter() - start
     digests = {}
     if spec.get("digest"):
         from transformers.trained_precision.evidence import weights_digest
@@ -539,7 +513,7 @@ def load_and_forward(spec: dict) -> None:
             start = time.perf_counter()
             weights_digest(model, sampled=sampled)
             digests["sampled" if sampled else "full"] = time.perf_counter() - start
-    child_result(load_s=loaded, forward_s=forward, digest_s=digests, version=transformers.__version__)
+    child_result(load_s=loaded, again_s=again, forward_s=forward, digest_s=digests, version=transformers.__version__)
 
 
 def paired(opts, spec: dict, needed: float, upstream: str) -> dict:
@@ -560,20 +534,20 @@ def ratio_line(fork: list[float], upstream: list[float]) -> str:
 
 
 def part_load(opts, report: dict) -> None:
-    """Fork / upstream: bf16 load, fp16 load (warned), fp16 load of a bound checkpoint; the digest alone."""
+    """Fork / upstream: bf16 load, fp16 load (warned); the digest alone."""
     upstream = upstream_python()
-    shapes = ["llama-quick"] if opts.quick else ["llama-1.1b", "t5-large"]
+    shapes = [s for s in (["llama-quick"] if opts.quick else ["llama-1.1b", "t5-large"]) if s not in opts.skip_shapes]
     print(f"\n## from_pretrained + first {opts.tokens}-token forward, fork / upstream, {opts.repeats} pairs")
     rows = []
     for shape in shapes:
         arch = SHAPES[shape][0]
         folder = ensure_checkpoint(shape, "bfloat16") if arch == "llama" else ensure_t5(shape)
-        cases = [("bf16", folder, "bfloat16"), ("fp16 (bf16-trained: warned)", folder, "float16")]
-        if arch == "llama":
-            cases.append(("fp16, stored run bound to the weights", ensure_bound_copy(folder), "float16"))
-        for name, path, dtype in cases:
+        cases = [("bf16", "bf16", folder, "bfloat16"), ("fp16", "fp16 (bf16-trained: warned)", folder, "float16")]
+        for key, name, path, dtype in cases:
+            if opts.load_cases and key not in opts.load_cases:
+                continue
             spec = {"arch": arch, "folder": path, "dtype": dtype, "tokens": opts.tokens}
-            runs = paired(opts, spec, size_on_disk(folder) * 2.5 + GB, upstream)
+            runs = paired(opts, spec, size_on_disk(folder) + 0.7 * GB, upstream)  # the weights + the interpreter
             rows.append(load_row(shape, name, runs))
     report["load"] = rows
     part_digest(opts, report, upstream)
@@ -587,6 +561,8 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
     fork, up = runs["fork"], runs["upstream"]
     row = {"shape": shape, "case": name, "fork": fork, "upstream": up}
     row["load_ratio"] = ratio_line([r["load_s"] for r in fork], [r["load_s"] for r in up])
+    if all("again_s" in r for r in fork + up):
+        row["again_ratio"] = ratio_line([r["again_s"] for r in fork], [r["again_s"] for r in up])
     if fork[0]["forward_s"] is not None:
         row["total_ratio"] = ratio_line(
             [r["load_s"] + r["forward_s"] for r in fork], [r["load_s"] + r["forward_s"] for r in up]
@@ -595,7 +571,7 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
     row["text"] = (
         f"  {shape:<11} {name:<38} load {median(r['load_s'] for r in fork):6.2f} / "
         f"{median(r['load_s'] for r in up):6.2f} s = {row['load_ratio']}; load + forward = "
-        f"{row.get('total_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
+        f"{row.get('total_ratio', '-')}; second load in the process {row.get('again_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
         f"{median(r['peak_rss'] for r in up) / GB:.2f} GB; digest {median(r['digest_s']['full'] for r in fork):.2f} s "
         f"(sampled {median(r['digest_s']['sampled'] for r in fork) * 1e3:.0f} ms); load {fork[-1]['load']}"
     )
@@ -662,7 +638,10 @@ def sentinel_cost(spec: dict) -> None:
     work = {
         "forward": lambda: model(input_ids=ids),
         "generate": lambda: model.generate(
-            ids[:, :8], max_new_tokens=spec["new_tokens"], do_sample=False, return_dict_in_generate=True,
+            ids[:, :8],
+            max_new_tokens=spec["new_tokens"],
+            do_sample=False,
+            return_dict_in_generate=True,
             output_logits=True,
         ),
     }
@@ -690,7 +669,7 @@ def part_sentinel(opts, report: dict) -> None:
     folder = ensure_checkpoint(shape, "bfloat16")
     spec = {"folder": folder, "tokens": opts.sentinel_tokens, "new_tokens": 4, "repeats": opts.sentinel_repeats}
     print(f"\n## sentinel, {shape} in fp16: a {opts.sentinel_tokens}-token forward, generate 4 tokens from 8")
-    result = run_child(sys.executable, "sentinel", spec, needed=size_on_disk(folder) * 2 + GB)
+    result = run_child(sys.executable, "sentinel", spec, needed=size_on_disk(folder) + 0.8 * GB)
     report["sentinel"] = result
     if "error" in result:
         print(f"  {result['error'][-800:]}")
@@ -740,7 +719,15 @@ def part_audit(opts, report: dict) -> None:
     commands = {"audit": [cli, "precision", planted, "--dtype", "fp16", "--audit", "--json"]}
     for length in opts.plan_lengths:
         commands[f"plan --max-length {length}"] = [
-            cli, "precision", "plan", planted, "--dtype", "fp16", "--max-length", str(length), "--json"
+            cli,
+            "precision",
+            "plan",
+            planted,
+            "--dtype",
+            "fp16",
+            "--max-length",
+            str(length),
+            "--json",
         ]
     print(f"\n## audit and plan, {shape} with a planted fp16 overflow (model.layers.1.mlp)")
     rows = []
@@ -750,7 +737,7 @@ def part_audit(opts, report: dict) -> None:
         plan = (result.get("document") or {}).get("plan") or {}
         print(
             f"  {name:<24} {result['wall']:7.1f} s wall, peak {result['peak_rss'] / GB:5.2f} GB, exit "
-            f"{result.get('exit_code', '-')}, modules {plan.get('modules', '-')}, seconds {plan.get('seconds', '-')}, "
+            f"{result.get('exit_code', '-')}, modules {plan.get('modules', '-')}, attempts {plan.get('attempts', '-')}, "
             f"load {result['load']}{'; ' + result['error'][-600:] if 'error' in result else ''}",
             flush=True,
         )
@@ -763,7 +750,6 @@ def part_audit(opts, report: dict) -> None:
 CHILDREN = {
     "write": write_checkpoint,
     "write_t5": write_t5,
-    "bind": bind_checkpoint,
     "train": train_steps,
     "load": load_and_forward,
     "sentinel": sentinel_cost,
@@ -784,6 +770,7 @@ def parse_args():
     parser.add_argument("--skip-full", default="", help="optimizers not run at the full size (comma-separated)")
     parser.add_argument("--skip-past-amp", default="", help="optimizers not run past AMP's size")
     parser.add_argument("--skip-shapes", default="", help="e.g. llama-7b")
+    parser.add_argument("--load-cases", default="", help="load cases to run (bf16, fp16; default both)")
     parser.add_argument("--sentinel-tokens", type=int, default=32)
     parser.add_argument("--sentinel-repeats", type=int, default=2)
     parser.add_argument("--plan-lengths", default="32", help="plan --max-length values (comma-separated)")
@@ -791,7 +778,7 @@ def parse_args():
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     opts = parser.parse_args()
-    for name in ("skip_full", "skip_past_amp", "skip_shapes"):
+    for name in ("skip_full", "skip_past_amp", "skip_shapes", "load_cases"):
         setattr(opts, name, [v for v in getattr(opts, name).split(",") if v])
     opts.plan_lengths = [int(v) for v in opts.plan_lengths.split(",") if v]
     if opts.quick:
