@@ -389,6 +389,9 @@ def layers_within(base: dict, slope: float, intercept: float, budget: float) -> 
 def part_train(opts, report: dict) -> None:
     """Peak memory per optimizer at two sizes, the fit, 1.1B when it fits now, and a size bf16 AMP cannot fit."""
     base = SHAPES["llama-quick" if opts.quick else "llama-1.1b"][1]
+    if opts.train_rows:
+        report["train_rows"] = train_named_rows(opts, base)
+        return
     small, large = (2, 12) if opts.quick else (2, 8)
     print(f"\n## training: batch 1 x {opts.seq} tokens, {opts.steps} steps (peak RSS of the whole process)")
     rows, fits = [], {}
@@ -425,6 +428,20 @@ def part_train(opts, report: dict) -> None:
     if not opts.quick:  # the quick layout's fitting sizes bracket its full size; its AMP limit is thousands of layers
         rows += train_at_full(opts, base, summary)
         rows += train_past_amp(opts, base, summary)
+
+
+def train_named_rows(opts, base: dict) -> list[dict]:
+    """`--train-rows optimizer:layers,...`: those rows alone (predicted from the guide's bytes per parameter)."""
+    rows = []
+    for item in opts.train_rows:
+        optimizer, layers = item.split(":")
+        params = llama_params(dict(base, num_hidden_layers=int(layers)))
+        predicted = (OPTIMIZERS[optimizer][2] + 1) * params + GB
+        if not fits_now(predicted, margin=FLOOR + GB):
+            print(f"  {optimizer} at {layers} layers: predicted {predicted / GB:.1f} GB; not available now")
+            continue
+        rows.append(train_row(base, optimizer, int(layers), opts, predicted, steps=opts.full_steps))
+    return rows
 
 
 def fits_now(predicted: float, margin: float = 3 * GB) -> bool:
@@ -770,6 +787,7 @@ def parse_args():
     parser.add_argument("--skip-full", default="", help="optimizers not run at the full size (comma-separated)")
     parser.add_argument("--skip-past-amp", default="", help="optimizers not run past AMP's size")
     parser.add_argument("--skip-shapes", default="", help="e.g. llama-7b")
+    parser.add_argument("--train-rows", default="", help="only these training rows: optimizer:layers,...")
     parser.add_argument("--load-cases", default="", help="load cases to run (bf16, fp16; default both)")
     parser.add_argument("--sentinel-tokens", type=int, default=32)
     parser.add_argument("--sentinel-repeats", type=int, default=2)
@@ -778,7 +796,7 @@ def parse_args():
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     opts = parser.parse_args()
-    for name in ("skip_full", "skip_past_amp", "skip_shapes", "load_cases"):
+    for name in ("skip_full", "skip_past_amp", "skip_shapes", "load_cases", "train_rows"):
         setattr(opts, name, [v for v in getattr(opts, name).split(",") if v])
     opts.plan_lengths = [int(v) for v in opts.plan_lengths.split(",") if v]
     if opts.quick:
