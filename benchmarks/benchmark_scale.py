@@ -18,7 +18,8 @@ intermediate 5632, 32 heads, 4 key-value heads, vocabulary 32000), T5-large's sh
 
 The checkpoints are random-init, written once as safetensors shards under `.cache/scale/` (git-ignored; the 7B one
 is 13.5 GB and is only written when the disk has room). Upstream runs from `.cache/upstream-venv`, a venv this
-script builds once with the same torch (`torch==2.13.0 transformers==5.25.0 accelerate`, no system packages).
+script builds once as a copy of the fork's venv with `transformers==5.25.0` in place of the fork (every other package
+the same, since importing a model class imports the optional integrations that are installed).
 
 Every measure runs in a child process of its own (a cold interpreter, a warm page cache), fork and upstream
 alternating, so a change of the machine's load falls on both. The parent watches each child: its peak resident
@@ -42,7 +43,8 @@ Measures (`--parts`, all by default):
   timed on the real outputs against the forward's time; fp16 is emulated on AVX2-only CPUs, which makes the share
   smaller than where fp16 is native).
 - `audit`: `transformers precision --audit` and `transformers precision plan` on the 1.1B layout with a planted
-  fp16 overflow: wall time and peak memory.
+  fp16 overflow: wall time and peak memory; the audit beside an fp32 reference process (the same load and one
+  plain fp32 forward of each of the audit's calibration inputs), whose wall time it should stay within 2x of.
 
 `--quick` runs a 17M-parameter Llama layout through every part (about a minute where bf16 is native). Usage:
 
@@ -57,6 +59,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,7 +72,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CACHE = os.path.join(ROOT, ".cache", "scale")
 UPSTREAM_VENV = os.path.join(ROOT, ".cache", "upstream-venv")
-UPSTREAM_PINS = ("torch==2.13.0", "transformers==5.25.0", "accelerate", "safetensors")
+#: The pinned upstream release, installed over a copy of the fork's venv (`upstream_python`).
+UPSTREAM_PIN = "transformers==5.25.0"
 LOCK = "/tmp/bigmem.lock"
 #: A child predicted above this many bytes holds the exclusive memory lock.
 SMALL_PROCESS = 3e9
@@ -153,12 +157,19 @@ def load_average() -> str:
 
 
 def upstream_python() -> str:
-    """The pinned upstream release's interpreter, in a venv built once (same torch as the fork's)."""
+    """
+    The pinned upstream release's interpreter: a copy of the fork's venv with `transformers` swapped for the release,
+    built once. Every other package is the fork's own, at the same version: importing a model class imports the
+    optional integrations that are installed (torchao, deepspeed, peft...), so a venv with fewer packages would
+    import faster and bias every ratio.
+    """
     python = os.path.join(UPSTREAM_VENV, "bin", "python")
     if not os.path.exists(os.path.join(UPSTREAM_VENV, ".complete")):
-        print(f"building {UPSTREAM_VENV} ({' '.join(UPSTREAM_PINS)}) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", UPSTREAM_VENV], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", *UPSTREAM_PINS], check=True)
+        print(f"building {UPSTREAM_VENV} (a copy of {sys.prefix} with {UPSTREAM_PIN}) ...", flush=True)
+        shutil.rmtree(UPSTREAM_VENV, ignore_errors=True)
+        shutil.copytree(sys.prefix, UPSTREAM_VENV, symlinks=True)
+        pip = [python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", UPSTREAM_PIN]
+        subprocess.run(pip, check=True)
         open(os.path.join(UPSTREAM_VENV, ".complete"), "w").close()
     return python
 
@@ -505,7 +516,10 @@ def load_and_forward(spec: dict) -> None:
     arch = spec["arch"]
     dtype = getattr(torch, spec["dtype"])
     start = time.perf_counter()
-    model = model_class(arch).from_pretrained(spec["folder"], dtype=dtype)
+    cls = model_class(arch)  # the model's modules, and on the fork the trained_precision ones they import
+    imported = time.perf_counter() - start
+    start = time.perf_counter()
+    model = cls.from_pretrained(spec["folder"], dtype=dtype)
     loaded = time.perf_counter() - start
     forward = None
     if spec["tokens"]:
@@ -520,7 +534,7 @@ def load_and_forward(spec: dict) -> None:
     del model
     gc.collect()
     start = time.perf_counter()  # again, in the same process: the code's cost without the first load's imports
-    model = model_class(arch).from_pretrained(spec["folder"], dtype=dtype)
+    model = cls.from_pretrained(spec["folder"], dtype=dtype)
     again = time.perf_counter() - start
     digests = {}
     if spec.get("digest"):
@@ -530,7 +544,14 @@ def load_and_forward(spec: dict) -> None:
             start = time.perf_counter()
             weights_digest(model, sampled=sampled)
             digests["sampled" if sampled else "full"] = time.perf_counter() - start
-    child_result(load_s=loaded, again_s=again, forward_s=forward, digest_s=digests, version=transformers.__version__)
+    child_result(
+        import_s=imported,
+        load_s=loaded,
+        again_s=again,
+        forward_s=forward,
+        digest_s=digests,
+        version=transformers.__version__,
+    )
 
 
 def paired(opts, spec: dict, needed: float, upstream: str) -> dict:
@@ -578,17 +599,21 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
     fork, up = runs["fork"], runs["upstream"]
     row = {"shape": shape, "case": name, "fork": fork, "upstream": up}
     row["load_ratio"] = ratio_line([r["load_s"] for r in fork], [r["load_s"] for r in up])
+    row["import_ratio"] = ratio_line([r["import_s"] for r in fork], [r["import_s"] for r in up])
     if all("again_s" in r for r in fork + up):
         row["again_ratio"] = ratio_line([r["again_s"] for r in fork], [r["again_s"] for r in up])
     if fork[0]["forward_s"] is not None:
         row["total_ratio"] = ratio_line(
-            [r["load_s"] + r["forward_s"] for r in fork], [r["load_s"] + r["forward_s"] for r in up]
+            [r["import_s"] + r["load_s"] + r["forward_s"] for r in fork],
+            [r["import_s"] + r["load_s"] + r["forward_s"] for r in up],
         )
     median = statistics.median
     row["text"] = (
-        f"  {shape:<11} {name:<38} load {median(r['load_s'] for r in fork):6.2f} / "
-        f"{median(r['load_s'] for r in up):6.2f} s = {row['load_ratio']}; load + forward = "
-        f"{row.get('total_ratio', '-')}; second load in the process {row.get('again_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
+        f"  {shape:<11} {name:<38} class import {median(r['import_s'] for r in fork):5.2f} / "
+        f"{median(r['import_s'] for r in up):5.2f} s = {row['import_ratio']}; "
+        f"from_pretrained {median(r['load_s'] for r in fork):6.2f} / "
+        f"{median(r['load_s'] for r in up):6.2f} s = {row['load_ratio']}; import + load + forward = "
+        f"{row.get('total_ratio', '-')} (with the import); second load in the process {row.get('again_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
         f"{median(r['peak_rss'] for r in up) / GB:.2f} GB; digest {median(r['digest_s']['full'] for r in fork):.2f} s "
         f"(sampled {median(r['digest_s']['sampled'] for r in fork) * 1e3:.0f} ms); load {fork[-1]['load']}"
     )
@@ -721,6 +746,27 @@ def plant(spec: dict) -> None:
     child_result(planted=spec["planted"])
 
 
+def fp32_reference(spec: dict) -> None:
+    """
+    Child (fork): what the audit is compared with: the same process, the same fp32 load and one fp32 forward of each
+    of the audit's own calibration inputs (`calibration_inputs` without a tokenizer), with no recorder.
+    """
+    import torch
+
+    from transformers import LlamaForCausalLM
+    from transformers.trained_precision.audit import calibration_inputs
+
+    start = time.perf_counter()
+    model = LlamaForCausalLM.from_pretrained(spec["folder"], dtype=torch.float32)
+    loaded = time.perf_counter() - start
+    inputs, _ = calibration_inputs(model)
+    start = time.perf_counter()
+    with torch.no_grad():
+        for batch in inputs:
+            model(**batch)
+    child_result(load_s=loaded, forward_s=time.perf_counter() - start, batches=len(inputs))
+
+
 def part_audit(opts, report: dict) -> None:
     """`transformers precision --audit` and `transformers precision plan` on the planted checkpoint."""
     shape = "llama-quick" if opts.quick else "llama-1.1b"
@@ -747,6 +793,16 @@ def part_audit(opts, report: dict) -> None:
             "--json",
         ]
     print(f"\n## audit and plan, {shape} with a planted fp16 overflow (model.layers.1.mlp)")
+    reference = run_child(sys.executable, "reference", {"folder": planted}, needed=needed)
+    if "error" in reference:
+        print(f"  fp32 reference failed: {reference['error'][-600:]}")
+    else:
+        print(
+            f"  fp32 reference: load {reference['load_s']:.1f} s + {reference['batches']} forwards "
+            f"{reference['forward_s']:.1f} s; {reference['wall']:.1f} s wall (the process), peak "
+            f"{reference['peak_rss'] / GB:.2f} GB",
+            flush=True,
+        )
     rows = []
     for name, command in commands.items():
         result = run_child(sys.executable, "", {}, needed=needed, command=command)
@@ -758,8 +814,12 @@ def part_audit(opts, report: dict) -> None:
             f"load {result['load']}{'; ' + result['error'][-600:] if 'error' in result else ''}",
             flush=True,
         )
+        if name == "audit" and "error" not in reference:
+            result["wall_ratio"] = result["wall"] / reference["wall"]
+            print(f"  audit / fp32 reference (whole process): {result['wall_ratio']:.2f} (goal <= 2)", flush=True)
         rows.append(result)
     report["audit"] = rows
+    report["audit_reference"] = reference
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -771,6 +831,7 @@ CHILDREN = {
     "load": load_and_forward,
     "sentinel": sentinel_cost,
     "plant": plant,
+    "reference": fp32_reference,
 }
 PARTS = {"train": part_train, "load": part_load, "sentinel": part_sentinel, "audit": part_audit}
 

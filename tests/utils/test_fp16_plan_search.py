@@ -215,6 +215,33 @@ class Fp16PlanSearchTest(unittest.TestCase):
         self.assertEqual(result.modules, [f"{GPT2_MLP}.act"])
         self.assertEqual(result.attempts, 2)
 
+    def test_validation_pads_only_sequences_of_similar_length(self):
+        # the sweep's longest sequence is validated apart from the short texts: padding every text to it would
+        # multiply an fp16 validation's work (8x for 64-token texts beside a 512-token sequence)
+        model = overflowing_gpt2()
+        positions = []
+
+        def count(module, args, kwargs):
+            mask = kwargs.get("attention_mask")
+            if mask is not None and mask.shape[0] > 1:  # a padded batch of the validation
+                positions.append((mask.numel(), int(mask.sum())))
+
+        model.register_forward_pre_hook(count, with_kwargs=True)
+        result = search_fp16_plan(model)  # random ids: 4 of 32 tokens and the sweep's 32 and 64
+        self.assertTrue(result.passed, result.format())
+        self.assertTrue(positions)
+        self.assertLessEqual(max(size / real for size, real in positions), fp16_plan_search.MAX_PADDING_RATIO)
+
+    def test_padded_outputs_equal_one_sequence_at_a_time_in_order(self):
+        model = tiny_gpt2()
+        generator = torch.Generator().manual_seed(3)
+        batches = [{"input_ids": torch.randint(0, 64, (1, n), generator=generator)} for n in (24, 8, 24, 6, 64, 24)]
+        padded = fp16_plan_search._run_padded(model, batches)
+        one_by_one, _, _ = fp16_plan_search._run(model, batches)
+        self.assertEqual([tuple(o.shape) for o in padded], [tuple(o.shape) for o in one_by_one])
+        for got, expected in zip(padded, one_by_one):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
 
 @require_torch
 class Fp16PlanApplyTest(TestCasePlus):
