@@ -22,8 +22,10 @@ Each pytest-xdist worker (`make test` runs one per core) has its own folder.
 """
 
 import atexit
+import hashlib
 import os
 import shutil
+import sys
 import tempfile
 
 
@@ -39,6 +41,19 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 # (the CLI, torchrun, the guide's blocks), computes on one thread
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# DeepSpeed on the CPU compiles an op (`deepspeed_shm_comm`, about a minute of CPU) on its first launch, into
+# `~/.cache/torch_extensions` by default. Its build file holds the venv's absolute paths, so a launch from another venv
+# (another checkout) rebuilds it there, and the next launch from this one rebuilds it again: each venv keeps its own
+# build, here in `.cache/`, and pays it once
+os.environ.setdefault(
+    "TORCH_EXTENSIONS_DIR",
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        ".cache",
+        "torch_extensions",
+        hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12],
+    ),
+)
 
 
 def pytest_sessionstart(session):
