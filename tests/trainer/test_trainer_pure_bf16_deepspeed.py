@@ -18,12 +18,16 @@ ZeRO-3 runs (stamp, checkpoints, resume, ZeRO-3's gathered final save), the warn
 master weights, and the refusals.
 
 This file is also the script of the 2-process tests: `torchrun --nproc_per_node 2 test_trainer_pure_bf16_deepspeed.py
---mode {zero_step,trainer} [--stage N] --output_dir DIR` writes what each rank saw to `DIR/rank{N}.json`.
+--output_dir DIR` runs the compensated ZeRO step, then the `Trainer`'s ZeRO-2 run (in `DIR/zero2`) and its ZeRO-3 run
+(in `DIR/zero3`), and writes what each rank saw to `DIR/rank{N}.json`. The three share one launch: each launch of two
+processes that import torch, transformers and DeepSpeed costs about as much CPU as the runs themselves.
 """
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import types
 
 from transformers import TrainingArguments, is_torch_available
@@ -73,9 +77,9 @@ def zero_config(stage, **extra):
     }
 
 
-def run_torchrun(test, mode, output_dir, stage=2, nproc=2, timeout=300):
+def run_torchrun(test, output_dir, nproc=2, timeout=600):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", f"--master_port={free_port()}"]
-    cmd += [os.path.abspath(__file__), "--mode", mode, "--stage", str(stage), "--output_dir", output_dir]
+    cmd += [os.path.abspath(__file__), "--output_dir", output_dir]
     env = test.get_env()
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", DS_ACCELERATOR="cpu")
     execute_subprocess_async(cmd, env=env, timeout=timeout)
@@ -101,8 +105,31 @@ def read_config(directory):
 @require_torch_optimi
 @require_deepspeed
 class DeepSpeedBf16FullTrainTest(TestCasePlus):
+    # the one 2-process launch the tests share (see the module docstring): its folder, and what each rank saw, or why
+    # the launch failed (each test then fails with it, without launching again)
+    output_dir = ranks = launch_error = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.output_dir is not None:
+            shutil.rmtree(cls.output_dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def launched(self, key):
+        """What each rank saw in part `key` of the shared launch (`zero_step`, `trainer2`, `trainer3`)."""
+        cls = type(self)
+        if cls.ranks is None and cls.launch_error is None:
+            cls.output_dir = tempfile.mkdtemp(prefix="pure_bf16_deepspeed_")
+            try:
+                cls.ranks = run_torchrun(self, cls.output_dir)
+            except Exception as e:
+                cls.launch_error = e
+        if cls.launch_error is not None:
+            raise RuntimeError("the 2-process DeepSpeed launch failed") from cls.launch_error
+        return [result[key] for result in cls.ranks]
+
     def test_zero2_and_zero3_step_equals_the_unsharded_compensated_step(self):
-        ranks = run_torchrun(self, "zero_step", self.get_auto_remove_tmp_dir())
+        ranks = self.launched("zero_step")
         for rank, result in enumerate(ranks):
             for stage in ("2", "3"):
                 run = result[stage]
@@ -148,17 +175,16 @@ class DeepSpeedBf16FullTrainTest(TestCasePlus):
         return ranks[0]
 
     def test_trainer_zero2(self):
-        output_dir = self.get_auto_remove_tmp_dir()
-        ranks = run_torchrun(self, "trainer", output_dir, stage=2)
-        main = self._check_trainer_run(ranks, output_dir, 2)
+        ranks = self.launched("trainer2")
+        main = self._check_trainer_run(ranks, os.path.join(self.output_dir, "zero2"), 2)
         # without the switch, DeepSpeed's own bf16 master weights get the uncompensated-pure-bf16 warning, with the fix
         self.assertIn("does not compensate rounding", main["uncompensated_log"])
         self.assertIn("bf16_full_train=True", main["uncompensated_log"])
         self.assertEqual(ranks[1]["uncompensated_log"], "")
 
     def test_trainer_zero3_gathers_a_bf16_checkpoint(self):
-        output_dir = self.get_auto_remove_tmp_dir()
-        ranks = run_torchrun(self, "trainer", output_dir, stage=3)
+        ranks = self.launched("trainer3")
+        output_dir = os.path.join(self.output_dir, "zero3")
         main = self._check_trainer_run(ranks, output_dir, 3)
         self.assertTrue(main["gather_16bit"])
         # the final save is a normal checkpoint of the gathered bf16 weights, which loads as the trained model
@@ -318,7 +344,7 @@ def _local_state(optimizer):
     return sorted(dtypes), sorted(keys), size
 
 
-def _zero_step_main(output_dir):
+def _zero_step_main():
     import copy
 
     import deepspeed
@@ -328,7 +354,6 @@ def _zero_step_main(output_dir):
     from transformers.integrations.pure_bf16 import cast_model_for_bf16_full_train
 
     deepspeed.init_distributed(dist_backend="gloo")
-    rank = torch.distributed.get_rank()
     AdamW = get_optimi_optimizer_cls("AdamW")
     batch = torch.stack([RepeatingLMDataset()[i]["input_ids"] for i in range(4)])  # the same batch on both ranks
     result = {}
@@ -402,7 +427,7 @@ def _zero_step_main(output_dir):
             "master_dtypes": sorted(master),
         }
         engine.destroy()
-    _dump(output_dir, rank, result)
+    return result
 
 
 class _KahanProbe(TrainerCallback):
@@ -505,18 +530,16 @@ def _trainer_main(output_dir, stage):
     with CaptureLogger(logger) as cl:
         Trainer(tiny_gpt_neo(), args, train_dataset=RepeatingLMDataset())
     result["uncompensated_log"] = cl.out
-    _dump(output_dir, trainer.args.process_index, result)
+    return result
 
 
 if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["zero_step", "trainer"], required=True)
-    parser.add_argument("--stage", type=int, default=2)
     parser.add_argument("--output_dir", required=True)
     cli = parser.parse_args()
-    if cli.mode == "zero_step":
-        _zero_step_main(cli.output_dir)
-    else:
-        _trainer_main(cli.output_dir, cli.stage)
+    launched = {"zero_step": _zero_step_main()}
+    for stage in (2, 3):
+        launched[f"trainer{stage}"] = _trainer_main(os.path.join(cli.output_dir, f"zero{stage}"), stage)
+    _dump(cli.output_dir, torch.distributed.get_rank(), launched)
