@@ -1388,14 +1388,23 @@ def _import_branch(worktree: Path, env: dict) -> tuple[str, str, subprocess.Comp
     return what, code, proc
 
 
+def _checkout_alone(worktree: Path, branch: str) -> None:
+    """`branch` in `worktree` as a fresh checkout of it has it: its tracked files forced, every other file (what the
+    branch checked before left: bytecode caches, test output, files of that branch alone) removed, and checked."""
+    _run(["checkout", "-q", "-f", "--detach", branch], worktree)
+    _run(["clean", "-q", "-ffdx"], worktree)
+    left = _run(["status", "--porcelain", "--untracked-files=all", "--ignored"], worktree).stdout
+    if left.strip():
+        raise PrError(f"{branch}: the worktree is not a clean checkout of it after `git clean`:\n{left}")
+
+
 def _check_branch(
-    clone: Path, branch: str, parent: str, tests: list[str], upstream_config: Path, log, pytest_args, run_tests: bool
+    clone: Path, worktree: Path, branch: str, parent: str, tests: list[str], config: Path, log, pytest_args, run_tests
 ) -> int:
-    """`test_stack` on one branch, in a temporary worktree of it: 0 when it passes."""
-    tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
-    worktree = tmp / "worktree"
+    """`test_stack` on one branch, checked out alone in `worktree` (a worktree of `clone`): 0 when it passes."""
+    _checkout_alone(worktree, branch)
+    scratch = Path(tempfile.mkdtemp(prefix="upstream-pr-parent-"))
     try:
-        _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
         env = dict(os.environ, HF_HUB_OFFLINE="1")
         env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
         failures = []
@@ -1404,7 +1413,7 @@ def _check_branch(
         if proc.returncode != 0:
             failures.append(what)
             log(f"upstream-pr: {branch}: `{code}` failed:\n{proc.stderr[-3000:]}".rstrip())
-        lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
+        lint_failures = _new_ruff_failures(clone, parent, worktree, config, scratch)
         if lint_failures:
             failures.append("ruff")
             log(f"upstream-pr: {branch}: upstream's ruff:\n  " + "\n  ".join(lint_failures))
@@ -1423,9 +1432,7 @@ def _check_branch(
         log(f"upstream-pr: {branch}: {state}: {', '.join(done)}" + (f": {summary}" if summary else ""))
         return 1 if failures else 0
     finally:
-        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
-        _run(["worktree", "prune"], clone, check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_stack(
@@ -1440,7 +1447,10 @@ def test_stack(
     """Checks each branch of a stack `make pr` built in `clone` on that branch alone (so a PR that needs code from a
     later one fails here): `from transformers.trained_precision import *` against the branch's own `src/`, upstream's
     ruff on the Python files the branch adds (they pass) or modifies (they gain no finding), and the test files it
-    adds (`run_tests=False`: the first two only, in seconds). Returns {branch: exit code}, 0 when all pass."""
+    adds (`run_tests=False`: the first two only, in seconds). Returns {branch: exit code}, 0 when all pass.
+
+    One temporary worktree serves every branch: each is checked out in it in turn and everything else removed
+    (`_checkout_alone`), which leaves what a fresh worktree of the branch holds at a fraction of its cost."""
     clone = clone.resolve()
     root = root.resolve()
     plan = plan_stack(root)
@@ -1449,14 +1459,23 @@ def test_stack(
     upstream_config = ps.upstream_pyproject(config)
     results: dict[str, int] = {}
     parent = base
-    for entry in plan.entries:
-        branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
-        if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
-            log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
-            continue
-        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
-        results[branch] = _check_branch(clone, branch, parent, tests, upstream_config, log, pytest_args, run_tests)
-        parent = branch
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
+    worktree = tmp / "worktree"
+    try:
+        _run(["worktree", "add", "-q", "--detach", "--no-checkout", str(worktree), "HEAD"], clone)
+        for entry in plan.entries:
+            branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
+            if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
+                log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
+                continue
+            tests = [r for r in entry.files if r.startswith("tests/") and r.rsplit("/", 1)[-1].startswith("test_")]
+            args = (tests, upstream_config, log, pytest_args, run_tests)
+            results[branch] = _check_branch(clone, worktree, branch, parent, *args)
+            parent = branch
+    finally:
+        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+        _run(["worktree", "prune"], clone, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
     return results
 
 
