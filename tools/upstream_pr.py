@@ -37,6 +37,7 @@ import argparse
 import ast
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -416,10 +417,17 @@ def _module_of(rel: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=128)
+def _parse(source: str) -> ast.Module:
+    """`ast.parse(source)`, kept by content: `plan_stack` reads each file's tree up to five times, and runs again on the
+    same files (`make pr`, `test_stack`, `check`, the tests). Callers only read the tree."""
+    return ast.parse(source)
+
+
 def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
     """Modules of ours (see `_module_of`) that `source` imports (top level or inside functions)."""
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except SyntaxError:
         return set()
     # the package `rel` belongs to, as `["transformers", "integrations"]`, for relative imports
@@ -646,7 +654,7 @@ def _public_names(root: Path, files: list[str]) -> dict[str, str]:
         if mod is None:
             continue
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+            tree = _parse((root / rel).read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in tree.body:
@@ -664,7 +672,7 @@ def _reached(text: str, rel: str, modules: set[str], public: dict[str, str], scr
     """What a file of ours imports: our modules (also through the package's public names) and `utils/` scripts."""
     found = {f"module:{m}" for m in _imported_modules(text, rel, modules)}
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return found
     for node in ast.walk(tree):
@@ -834,7 +842,7 @@ def _field_constants(root: Path, files: list[str]) -> dict[str, str]:
         if not rel.endswith(".py") or not rel.startswith("src/"):
             continue
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+            tree = _parse((root / rel).read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in tree.body:
@@ -853,7 +861,7 @@ def _field_constants(root: Path, files: list[str]) -> dict[str, str]:
 def _attribute_uses(text: str, constants: dict[str, str]) -> tuple[dict[str, int], set[str]]:
     """(reads: attribute -> first line, writes) of config attributes in Python source."""
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return {}, set()
     reads: dict[str, int] = {}
