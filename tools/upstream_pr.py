@@ -1470,12 +1470,13 @@ def test_stack(
     tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
     worktree = tmp / "worktree"
     try:
-        _run(["worktree", "add", "-q", "--detach", "--no-checkout", str(worktree), "HEAD"], clone)
         for entry in plan.entries:
             branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
             if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
                 log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
                 continue
+            if not worktree.exists():
+                _run(["worktree", "add", "-q", "--detach", "--no-checkout", str(worktree), branch], clone)
             tests = [r for r in entry.files if r.startswith("tests/") and r.rsplit("/", 1)[-1].startswith("test_")]
             args = (tests, upstream_config, log, pytest_args, run_tests)
             results[branch] = _check_branch(clone, worktree, branch, parent, *args)
