@@ -37,6 +37,7 @@ import argparse
 import ast
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -416,10 +417,17 @@ def _module_of(rel: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=128)
+def _parse(source: str) -> ast.Module:
+    """`ast.parse(source)`, kept by content: `plan_stack` reads each file's tree up to five times, and runs again on the
+    same files (`make pr`, `test_stack`, `check`, the tests). Callers only read the tree."""
+    return ast.parse(source)
+
+
 def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
     """Modules of ours (see `_module_of`) that `source` imports (top level or inside functions)."""
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except SyntaxError:
         return set()
     # the package `rel` belongs to, as `["transformers", "integrations"]`, for relative imports
@@ -646,7 +654,7 @@ def _public_names(root: Path, files: list[str]) -> dict[str, str]:
         if mod is None:
             continue
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+            tree = _parse((root / rel).read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in tree.body:
@@ -664,7 +672,7 @@ def _reached(text: str, rel: str, modules: set[str], public: dict[str, str], scr
     """What a file of ours imports: our modules (also through the package's public names) and `utils/` scripts."""
     found = {f"module:{m}" for m in _imported_modules(text, rel, modules)}
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return found
     for node in ast.walk(tree):
@@ -834,7 +842,7 @@ def _field_constants(root: Path, files: list[str]) -> dict[str, str]:
         if not rel.endswith(".py") or not rel.startswith("src/"):
             continue
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+            tree = _parse((root / rel).read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
         for node in tree.body:
@@ -853,7 +861,7 @@ def _field_constants(root: Path, files: list[str]) -> dict[str, str]:
 def _attribute_uses(text: str, constants: dict[str, str]) -> tuple[dict[str, int], set[str]]:
     """(reads: attribute -> first line, writes) of config attributes in Python source."""
     try:
-        tree = ast.parse(text)
+        tree = _parse(text)
     except SyntaxError:
         return {}, set()
     reads: dict[str, int] = {}
@@ -1388,14 +1396,23 @@ def _import_branch(worktree: Path, env: dict) -> tuple[str, str, subprocess.Comp
     return what, code, proc
 
 
+def _checkout_alone(worktree: Path, branch: str) -> None:
+    """`branch` in `worktree` as a fresh checkout of it has it: its tracked files forced, every other file (what the
+    branch checked before left: bytecode caches, test output, files of that branch alone) removed, and checked."""
+    _run(["checkout", "-q", "-f", "--detach", branch], worktree)
+    _run(["clean", "-q", "-ffdx"], worktree)
+    left = _run(["status", "--porcelain", "--untracked-files=all", "--ignored"], worktree).stdout
+    if left.strip():
+        raise PrError(f"{branch}: the worktree is not a clean checkout of it after `git clean`:\n{left}")
+
+
 def _check_branch(
-    clone: Path, branch: str, parent: str, tests: list[str], upstream_config: Path, log, pytest_args, run_tests: bool
+    clone: Path, worktree: Path, branch: str, parent: str, tests: list[str], config: Path, log, pytest_args, run_tests
 ) -> int:
-    """`test_stack` on one branch, in a temporary worktree of it: 0 when it passes."""
-    tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
-    worktree = tmp / "worktree"
+    """`test_stack` on one branch, checked out alone in `worktree` (a worktree of `clone`): 0 when it passes."""
+    _checkout_alone(worktree, branch)
+    scratch = Path(tempfile.mkdtemp(prefix="upstream-pr-parent-"))
     try:
-        _run(["worktree", "add", "-q", "--detach", str(worktree), branch], clone)
         env = dict(os.environ, HF_HUB_OFFLINE="1")
         env["PYTHONPATH"] = os.pathsep.join([str(worktree / "src"), *filter(None, [env.get("PYTHONPATH")])])
         failures = []
@@ -1404,7 +1421,7 @@ def _check_branch(
         if proc.returncode != 0:
             failures.append(what)
             log(f"upstream-pr: {branch}: `{code}` failed:\n{proc.stderr[-3000:]}".rstrip())
-        lint_failures = _new_ruff_failures(clone, parent, worktree, upstream_config, tmp)
+        lint_failures = _new_ruff_failures(clone, parent, worktree, config, scratch)
         if lint_failures:
             failures.append("ruff")
             log(f"upstream-pr: {branch}: upstream's ruff:\n  " + "\n  ".join(lint_failures))
@@ -1423,9 +1440,7 @@ def _check_branch(
         log(f"upstream-pr: {branch}: {state}: {', '.join(done)}" + (f": {summary}" if summary else ""))
         return 1 if failures else 0
     finally:
-        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
-        _run(["worktree", "prune"], clone, check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_stack(
@@ -1440,7 +1455,10 @@ def test_stack(
     """Checks each branch of a stack `make pr` built in `clone` on that branch alone (so a PR that needs code from a
     later one fails here): `from transformers.trained_precision import *` against the branch's own `src/`, upstream's
     ruff on the Python files the branch adds (they pass) or modifies (they gain no finding), and the test files it
-    adds (`run_tests=False`: the first two only, in seconds). Returns {branch: exit code}, 0 when all pass."""
+    adds (`run_tests=False`: the first two only, in seconds). Returns {branch: exit code}, 0 when all pass.
+
+    One temporary worktree serves every branch: each is checked out in it in turn and everything else removed
+    (`_checkout_alone`), which leaves what a fresh worktree of the branch holds at a fraction of its cost."""
     clone = clone.resolve()
     root = root.resolve()
     plan = plan_stack(root)
@@ -1449,14 +1467,24 @@ def test_stack(
     upstream_config = ps.upstream_pyproject(config)
     results: dict[str, int] = {}
     parent = base
-    for entry in plan.entries:
-        branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
-        if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
-            log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
-            continue
-        tests = [rel for rel in entry.files if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_")]
-        results[branch] = _check_branch(clone, branch, parent, tests, upstream_config, log, pytest_args, run_tests)
-        parent = branch
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-pr-test-"))
+    worktree = tmp / "worktree"
+    try:
+        for entry in plan.entries:
+            branch = f"{prefix}-{entry.number}-{entry.spec.name}" if prefix else entry.branch
+            if _run(["rev-parse", "--verify", "-q", f"refs/heads/{branch}"], clone, check=False).returncode != 0:
+                log(f"upstream-pr: {branch}: no such branch in {clone}, skipped")
+                continue
+            if not worktree.exists():
+                _run(["worktree", "add", "-q", "--detach", "--no-checkout", str(worktree), branch], clone)
+            tests = [r for r in entry.files if r.startswith("tests/") and r.rsplit("/", 1)[-1].startswith("test_")]
+            args = (tests, upstream_config, log, pytest_args, run_tests)
+            results[branch] = _check_branch(clone, worktree, branch, parent, *args)
+            parent = branch
+    finally:
+        _run(["worktree", "remove", "--force", str(worktree)], clone, check=False)
+        _run(["worktree", "prune"], clone, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
     return results
 
 

@@ -217,15 +217,49 @@ def fake_sdist(dest_dir: Path, version: str) -> Path:
     return path
 
 
-_SHARED: dict[str, Path] = {}
+_SHARED: dict = {}
 
 
 def shared_fixtures() -> tuple[Path, Path]:
     """The synthetic upstream and the snapshot of our repository, built once for the module (both read-only)."""
-    if not _SHARED:
+    if "tmp" not in _SHARED:
         tmp = Path(tempfile.mkdtemp(prefix="test-upstream-pr-shared-"))
         _SHARED.update(tmp=tmp, origin=synthetic_upstream(tmp / "origin"), root=snapshot_repo(tmp / "ours"))
     return _SHARED["origin"], _SHARED["root"]
+
+
+def user_clone(dest: Path) -> Path:
+    """A clone of the synthetic upstream with the user's git identity."""
+    git(dest.parent, "clone", "-q", str(shared_fixtures()[0]), str(dest))
+    git(dest, "config", "user.name", USER[0])
+    git(dest, "config", "user.email", USER[1])
+    return dest
+
+
+def shared_plan() -> "upstream_pr.Plan":
+    """`plan_stack` of the snapshot, once for the module (tests only read it)."""
+    if "plan" not in _SHARED:
+        _SHARED["plan"] = upstream_pr.plan_stack(shared_fixtures()[1])
+    return _SHARED["plan"]
+
+
+def shared_stack() -> tuple[Path, dict, "upstream_pr.PrResult"]:
+    """A clone in which `make pr` built the real stack from the snapshot, once for the module: the clone, its state
+    before `make pr`, and the result. Tests read it; one that changes it copies it."""
+    if "stack" not in _SHARED:
+        clone = user_clone(shared_fixtures()[0].parent / "stack-clone")
+        before = clone_state(clone)
+        result = upstream_pr.make_pr(clone, BASE, root=shared_fixtures()[1], log=silent)
+        _SHARED["stack"] = (clone, before, result)
+    return _SHARED["stack"]
+
+
+def refusing_clone() -> Path:
+    """A clone shared by the tests whose `make pr` is refused before any branch exists: each of them checks that the
+    clone is left as it was."""
+    if "refusing" not in _SHARED:
+        _SHARED["refusing"] = user_clone(shared_fixtures()[0].parent / "refusing-clone")
+    return _SHARED["refusing"]
 
 
 def tearDownModule():
@@ -244,7 +278,7 @@ class StackTestBase(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = Path(tempfile.mkdtemp(prefix="test-upstream-pr-"))
         cls.origin, cls.root = shared_fixtures()
-        cls.plan = upstream_pr.plan_stack(cls.root)
+        cls.plan = shared_plan()
         cls.counter = 0
 
     @classmethod
@@ -253,11 +287,7 @@ class StackTestBase(unittest.TestCase):
 
     def new_clone(self) -> Path:
         type(self).counter += 1
-        clone = self.tmp / f"clone{self.counter}"
-        git(self.tmp, "clone", "-q", str(self.origin), str(clone))
-        git(clone, "config", "user.name", USER[0])
-        git(clone, "config", "user.email", USER[1])
-        return clone
+        return user_clone(self.tmp / f"clone{self.counter}")
 
     def own_root(self) -> Path:
         """A snapshot of our repository this test may change."""
@@ -282,12 +312,7 @@ class StackTest(StackTestBase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.clone = cls.tmp / "stack-clone"
-        git(cls.tmp, "clone", "-q", str(cls.origin), str(cls.clone))
-        git(cls.clone, "config", "user.name", USER[0])
-        git(cls.clone, "config", "user.email", USER[1])
-        cls.before = clone_state(cls.clone)
-        cls.result = upstream_pr.make_pr(cls.clone, BASE, root=cls.root, log=silent)
+        cls.clone, cls.before, cls.result = shared_stack()
         cls.branches = {b.name: b for b in cls.result.branches}
 
     def diff_names(self, a: str, b: str) -> set[str]:
@@ -469,9 +494,11 @@ class StackTest(StackTestBase):
 
 class StackFailureTest(StackTestBase):
     def test_second_run_is_refused(self):
-        clone = self.new_clone()
-        self.make_pr(clone)
+        # a copy of the clone `make pr` built the module's stack in (StackTest checks that stack)
+        clone = self.tmp / "second-run-clone"
+        subprocess.run(["cp", "-a", str(shared_stack()[0]), str(clone)], check=True)
         before = clone_state(clone)
+        self.assertIn(f"refs/heads/{shared_stack()[2].branches[0].branch} ", before["refs"])
         with self.assertRaisesRegex(upstream_pr.PrError, "already exists"):
             self.make_pr(clone)
         self.assertEqual(clone_state(clone), before)
@@ -548,7 +575,7 @@ class StackFailureTest(StackTestBase):
         self.assertEqual(clone_state(clone), before)
 
     def test_unknown_base_fails_cleanly(self):
-        clone = self.new_clone()
+        clone = refusing_clone()
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, "v99.0.0"):
             self.make_pr(clone, "v99.0.0")
@@ -581,7 +608,7 @@ class StackFailureTest(StackTestBase):
     def test_a_stack_over_budget_is_refused_without_strict(self):
         table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 1')
         root = tiny_root(self.tmp / "budget", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
-        clone = self.new_clone()
+        clone = refusing_clone()
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, "(?s)breaks its rules.*over its budget of 1"):
             self.make_pr(clone, root=root)
@@ -590,7 +617,7 @@ class StackFailureTest(StackTestBase):
     def test_a_region_marker_is_refused_before_any_branch_exists(self):
         files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": f"a = 1  # {MARKER_LOWER} two\n"}
         root = tiny_root(self.tmp / "marker", TINY_TABLE, files)
-        clone = self.new_clone()
+        clone = refusing_clone()
         before = clone_state(clone)
         with self.assertRaisesRegex(upstream_pr.PrError, f"(?s)breaks its rules.*{PKG}/a.py:1: says `{MARKER_LOWER}`"):
             self.make_pr(clone, root=root)
@@ -614,7 +641,7 @@ class TrackedOnlyTest(StackTestBase):
         root = self.own_root()
         target = root / "src" / "transformers" / "trained_precision" / "vocabulary.py"
         target.write_text(target.read_text(encoding="utf-8") + "# local edit\n", encoding="utf-8")
-        clone = self.new_clone()
+        clone = refusing_clone()
         before = clone_state(clone)
         with self.assertRaisesRegex(
             upstream_pr.PrError, "uncommitted changes.*src/transformers/trained_precision/vocabulary.py"
@@ -623,12 +650,16 @@ class TrackedOnlyTest(StackTestBase):
         self.assertEqual(clone_state(clone), before)
 
     def test_untracked_files_are_left_out_and_named(self):
-        root = self.own_root()
+        # a small stack (the tool is the same for any): were untracked files candidates, `tests/*` of its second entry
+        # would take notes.txt, and .env would be in no entry
+        root = tiny_root(self.tmp / "untracked", TINY_TABLE, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "A = 1\n"})
         secrets = ["src/transformers/trained_precision/.env", "tests/utils/notes.txt"]
         for rel in secrets:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text("HF_TOKEN=hf_not_a_real_token\n", encoding="utf-8")
         clone = self.new_clone()
         result = self.make_pr(clone, root=root)
+        self.assertEqual([b.branch for b in result.branches], ["trained-precision-1-one"])
         self.assertEqual(result.left_out, sorted(secrets))
         printed = upstream_pr.format_stack(result)
         for rel in secrets:
