@@ -518,9 +518,11 @@ def load_and_forward(spec: dict) -> None:
     start = time.perf_counter()
     cls = model_class(arch)  # the model's modules, and on the fork the trained_precision ones they import
     imported = time.perf_counter() - start
+    fork_code = account_fork_code() if spec.get("digest") else None
     start = time.perf_counter()
     model = cls.from_pretrained(spec["folder"], dtype=dtype)
     loaded = time.perf_counter() - start
+    fork_first = fork_code["s"] if fork_code else None
     forward = None
     if spec["tokens"]:
         ids = torch.randint(
@@ -548,10 +550,65 @@ def load_and_forward(spec: dict) -> None:
         import_s=imported,
         load_s=loaded,
         again_s=again,
+        fork_code_s=[fork_first, fork_code["s"] - fork_first] if fork_code else None,
         forward_s=forward,
         digest_s=digests,
         version=transformers.__version__,
     )
+
+
+#: What `modeling_utils` calls into `transformers.trained_precision` on a load and a cast (patches 0011-0020).
+FORK_CALLS = (
+    "check_trained_precision",
+    "remember_check_mode",
+    "apply_fp16_plan",
+    "fp16_plan_dtype_plan",
+    "fp16_plan_pending",
+)
+
+
+def account_fork_code() -> dict:
+    """
+    Times every call `modeling_utils` makes into the fork's code on the load path (`FORK_CALLS`, and what
+    `fp16_plan_apply` adds around upstream's `_apply`), accumulated in the returned `{"s": seconds}`: the fork's own
+    cost, exactly, where a ratio of two loads a few percent apart cannot resolve it.
+    """
+    from transformers import modeling_utils
+
+    totals = {"s": 0.0}
+
+    def timed(original):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                totals["s"] += time.perf_counter() - start
+
+        return call
+
+    for name in FORK_CALLS:
+        setattr(modeling_utils, name, timed(getattr(modeling_utils, name)))
+    plan_apply = modeling_utils.fp16_plan_apply
+
+    def apply_around(model, apply, fn, recurse=True):
+        inner = [0.0]
+
+        def upstream_apply(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return apply(*args, **kwargs)
+            finally:
+                inner[0] += time.perf_counter() - start
+
+        start = time.perf_counter()
+        try:
+            return plan_apply(model, upstream_apply, fn, recurse)
+        finally:
+            totals["s"] += time.perf_counter() - start - inner[0]
+
+    modeling_utils.fp16_plan_apply = apply_around
+    return totals
 
 
 def paired(opts, spec: dict, needed: float, upstream: str) -> dict:
@@ -608,6 +665,14 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
             [r["import_s"] + r["load_s"] + r["forward_s"] for r in up],
         )
     median = statistics.median
+    if all(r.get("fork_code_s") for r in fork):
+        whole = [r["load_s"] + (r["forward_s"] or 0.0) for r in fork]
+        share = [r["fork_code_s"][0] / w for r, w in zip(fork, whole)]
+        row["fork_code"] = {
+            "first_load_ms": median(r["fork_code_s"][0] for r in fork) * 1e3,
+            "second_load_ms": median(r["fork_code_s"][1] for r in fork) * 1e3,
+            "share_of_load_and_forward": median(share),
+        }
     row["text"] = (
         f"  {shape:<11} {name:<38} class import {median(r['import_s'] for r in fork):5.2f} / "
         f"{median(r['import_s'] for r in up):5.2f} s = {row['import_ratio']}; "
@@ -616,6 +681,13 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
         f"{row.get('total_ratio', '-')} (with the import); second load in the process {row.get('again_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
         f"{median(r['peak_rss'] for r in up) / GB:.2f} GB; digest {median(r['digest_s']['full'] for r in fork):.2f} s "
         f"(sampled {median(r['digest_s']['sampled'] for r in fork) * 1e3:.0f} ms); load {fork[-1]['load']}"
+        + (
+            f"\n{'':<52}the fork's own code on the load path: {row['fork_code']['first_load_ms']:.1f} ms on the first "
+            f"load, {row['fork_code']['second_load_ms']:.1f} ms on the second = "
+            f"{row['fork_code']['share_of_load_and_forward']:.2%} of load + forward"
+            if "fork_code" in row
+            else ""
+        )
     )
     print(row["text"], flush=True)
     return row
