@@ -232,6 +232,24 @@ class Fp16PlanSearchTest(unittest.TestCase):
         self.assertTrue(positions)
         self.assertLessEqual(max(size / real for size, real in positions), fp16_plan_search.MAX_PADDING_RATIO)
 
+    def test_a_failed_validation_without_padding_runs_each_text_alone_only_to_find_the_overflow(self):
+        # the first plan (empty) gives inf: its texts ran in unpadded batches (the same computation as one at a time),
+        # so the only single-text fp16 forwards are the recorder's, which finds the module to grow the plan by
+        model = tiny_gpt2()
+        model.transformer.h[1].mlp.act = InnerOverflow()
+        alone = []
+
+        def count(module, args, kwargs):
+            ids = kwargs.get("input_ids")
+            if ids is not None and ids.shape[0] == 1 and module.transformer.wte.weight.dtype == torch.float16:
+                alone.append(ids.shape[-1])
+
+        model.register_forward_pre_hook(count, with_kwargs=True)
+        result = search_fp16_plan(model)
+        self.assertTrue(result.passed, result.format())
+        self.assertEqual(result.attempts, 2)
+        self.assertEqual(len(alone), result.validation["texts"])
+
     def test_padded_outputs_equal_one_sequence_at_a_time_in_order(self):
         model = tiny_gpt2()
         generator = torch.Generator().manual_seed(3)
