@@ -563,8 +563,8 @@ def _has_fp16_weights(model) -> bool:
 def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) -> FiniteSentinel | None:
     """
     Hooks the sentinel on `model` when it should carry one (its trained precision is known, or it runs in `"error"`
-    mode), and on each of its `PreTrainedModel` sub-models (see "Every call form" in the module docstring); else takes
-    it off them. Idempotent. Called through [`note_runtime`] after every load, `from_config` and cast.
+    mode), and on each of its `PreTrainedModel` sub-models (see "Every call form" in the module docstring), and records
+    whether its weights are fp16 now; else takes it off them. Idempotent. Called through [`note_runtime`] after every load, `from_config` and cast.
 
     Args:
         model ([`PreTrainedModel`]): the model.
@@ -584,12 +584,15 @@ def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) ->
         if not wanted and not _is_known(model, registry_row):
             remove_sentinel(model)  # the sentinels its sub-models got when they were built
             return None
-        sentinel = _hook(model, FiniteSentinel(fp16_weights=_has_fp16_weights(model)))
+        sentinel = _hook(model, FiniteSentinel())
+    sentinel.fp16_weights = _has_fp16_weights(model)  # read now: one pass over the weights
     sentinel.bind(model)
     for name, module in _judged_sub_models(model):
         sub = find_sentinel(module)
-        if sub is None:
-            sub = _hook(module, FiniteSentinel(_has_fp16_weights(module), sentinel.cleared_by))
+        if sub is None:  # a sub-model's weights are some of the model's: none is fp16 when the model has none
+            sub = _hook(
+                module, FiniteSentinel(sentinel.fp16_weights and _has_fp16_weights(module), sentinel.cleared_by)
+            )
         sub.bind(module, model, name)
     return sentinel
 
@@ -613,10 +616,14 @@ def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool
     """
     import torch
 
-    sentinel = attach_sentinel(model) if attach else find_sentinel(model)
+    if attach:
+        sentinel = attach_sentinel(model)  # which reads whether its weights are fp16 now
+    else:
+        sentinel = find_sentinel(model)
+        if sentinel is not None:
+            sentinel.fp16_weights = _has_fp16_weights(model)
     if sentinel is None:
         return
-    sentinel.fp16_weights = _has_fp16_weights(model)
     if not sentinel.fp16_weights:
         sentinel.cleared_by = None
     elif dtype == torch.float16:
