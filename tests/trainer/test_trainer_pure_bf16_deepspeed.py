@@ -344,11 +344,30 @@ def _local_state(optimizer):
     return sorted(dtypes), sorted(keys), size
 
 
+def _step_mismatches(step, names, ds_params, ref_params, ref_optimizer):
+    """Where ZeRO's weights and optimizer state differ from the unsharded step's, after `step`."""
+    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+
+    mismatches = []
+    for name in names:
+        ds_param, ref_param = ds_params[name], ref_params[name]
+        pairs = [("weight", safe_get_full_fp32_param(ds_param), ref_param)]
+        for key in ("exp_avg", "exp_avg_sq", "kahan_comp"):
+            pairs.append((key, safe_get_full_optimizer_state(ds_param, key), ref_optimizer.state[ref_param][key]))
+        for what, sharded, unsharded in pairs:
+            if not torch.equal(sharded.reshape(unsharded.shape).to(unsharded.dtype), unsharded):
+                a, b = sharded.reshape(unsharded.shape).float(), unsharded.float()
+                mismatches.append(
+                    f"step {step} {name} {what} {float((a - b).abs().max()):.3g} {float(a.abs().max()):.3g} {float(b.abs().max()):.3g}"
+                )
+    return mismatches
+
+
 def _zero_step_main():
     import copy
 
     import deepspeed
-    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_grad, safe_get_full_optimizer_state
+    from deepspeed.utils import safe_get_full_grad
 
     from transformers.integrations.optimi import get_optimi_optimizer_cls, prepare_optimi_optimizer
     from transformers.integrations.pure_bf16 import cast_model_for_bf16_full_train
@@ -398,19 +417,7 @@ def _zero_step_main():
                 optimizer._lazy_init_hp_params_optimizer_state()
             ref_optimizer.step()
             ref_optimizer.zero_grad()
-            for name in names:
-                ds_param, ref_param = ds_params[name], ref_params[name]
-                pairs = [("weight", safe_get_full_fp32_param(ds_param), ref_param)]
-                for key in ("exp_avg", "exp_avg_sq", "kahan_comp"):
-                    pairs.append(
-                        (key, safe_get_full_optimizer_state(ds_param, key), ref_optimizer.state[ref_param][key])
-                    )
-                for what, sharded, unsharded in pairs:
-                    if not torch.equal(sharded.reshape(unsharded.shape).to(unsharded.dtype), unsharded):
-                        a, b = sharded.reshape(unsharded.shape).float(), unsharded.float()
-                        mismatches.append(
-                            f"step {step} {name} {what} {float((a - b).abs().max()):.3g} {float(a.abs().max()):.3g} {float(b.abs().max()):.3g}"
-                        )
+            mismatches += _step_mismatches(step, names, ds_params, ref_params, ref_optimizer)
         kahan_nonzero = sum(int((ref_optimizer.state[p]["kahan_comp"] != 0).sum()) for p in reference.parameters())
         inner = getattr(optimizer, "optimizer", optimizer)
         dtypes, keys, size = _local_state(inner)

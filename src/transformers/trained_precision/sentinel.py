@@ -564,7 +564,8 @@ def attach_sentinel(model, mode: str | None = None, registry_row: Any = None) ->
     """
     Hooks the sentinel on `model` when it should carry one (its trained precision is known, or it runs in `"error"`
     mode), and on each of its `PreTrainedModel` sub-models (see "Every call form" in the module docstring), and records
-    whether its weights are fp16 now; else takes it off them. Idempotent. Called through [`note_runtime`] after every load, `from_config` and cast.
+    whether its weights are fp16 now; else takes it off them. Idempotent. Called through [`note_runtime`] after every
+    load, `from_config` and cast.
 
     Args:
         model ([`PreTrainedModel`]): the model.
