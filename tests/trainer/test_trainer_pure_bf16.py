@@ -268,12 +268,20 @@ class OptimiOptimizerTest(TestCasePlus):
         trainer = Trainer(model=model, args=args)
         return model, trainer.create_optimizer()
 
-    def test_cpu_parameters_never_take_triton(self):
-        # ZeRO-3's first step on a rank can have nothing to update; optimi then resolves `triton` over no parameters,
-        # `True` wherever the `triton` package imports (the CUDA build of torch), and the next, real step on CPU
-        # parameters raised `RuntimeError: 0 active drivers ([]). There should only be one.`
+    @parameterized.expand([("empty_groups", True), ("no_gradients", False)])
+    def test_cpu_parameters_never_take_triton(self, _, empty_groups):
+        # A group's first step can have nothing to update: ZeRO-3 steps the optimizer once per flat partition, with
+        # every other group's params set to []; or no parameter has a gradient yet. optimi then resolves `triton`
+        # over no parameters, `True` wherever the `triton` package imports (the CUDA build of torch), and the next,
+        # real step on CPU parameters raised `RuntimeError: 0 active drivers ([]). There should only be one.`
         model, optimizer = self._trainer_optimizer()
-        optimizer.step()  # nothing has a gradient yet
+        held = [group["params"] for group in optimizer.param_groups]
+        if empty_groups:
+            for group in optimizer.param_groups:
+                group["params"] = []
+        optimizer.step()
+        for group, params in zip(optimizer.param_groups, held):
+            group["params"] = params
         self.assertEqual([group["triton"] for group in optimizer.param_groups], [False] * len(optimizer.param_groups))
         weight = model.transformer.h[0].mlp.c_fc.weight  # bf16 (the embeddings stay fp32)
         before = weight.detach().clone()
