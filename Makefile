@@ -30,6 +30,22 @@ install: venv
 test: install
 	cd tests && ../$(VPY) -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml -n $(PYTEST_WORKERS) --dist=loadfile $(PYTEST_ARGS) .
 
+# The guard, stamp, pure-bf16 and distributed tests on another torch release, in a venv of its own (.venv-torch-X.Y.Z):
+# `make test-torch TORCH_NEW="torch==2.14.1"`. A bare release from the package index is the CUDA build with Triton,
+# which is what most users install, also on machines without a GPU. See CONTRIBUTING.md for the releases tested.
+TORCH_NEW ?= torch==2.14.1
+TORCH_NEW_VENV ?= .venv-$(subst ==,-,$(TORCH_NEW))
+TORCH_NEW_TESTS ?= utils/test_trained_precision_sentinel*.py trainer/test_trainer_trained_precision*.py \
+	trainer/test_trainer_pure_bf16*.py
+.PHONY: test-torch
+test-torch:
+	$(MAKE) install VENV=$(TORCH_NEW_VENV) TORCH="$(TORCH_NEW)"
+	$(TORCH_NEW_VENV)/bin/python -c "import importlib.util, torch; print('torch', torch.__version__, \
+	'cuda', torch.version.cuda, 'triton', importlib.util.find_spec('triton') is not None, \
+	'gpu', torch.cuda.is_available())"
+	cd tests && ../$(TORCH_NEW_VENV)/bin/python -m pytest -q -rfEs --rootdir=.. -c ../pyproject.toml \
+	-n $(PYTEST_WORKERS) --dist=loadfile $(PYTEST_ARGS) $(TORCH_NEW_TESTS)
+
 # Repo consistency: the patch series applies exactly; the stack table places every change, and its pull requests
 # break no rule and raise no warning (check --strict); everything that goes upstream passes ruff with upstream's own
 # configuration (from the pinned sdist, cached in .cache/), each earlier branch's copy of a file with regions too;

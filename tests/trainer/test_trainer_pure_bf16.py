@@ -261,6 +261,46 @@ class OptimiOptimizerTest(TestCasePlus):
         resumed.step()  # upstream optimi: NameError `_triton_adam` without Triton
         self.assertEqual(resumed.state[param2]["kahan_comp"].dtype, torch.bfloat16)
 
+    def _trainer_optimizer(self, **kwargs):
+        """A bf16 GPT-2 on the CPU and the optimi AdamW that `Trainer.create_optimizer` builds for it."""
+        model = _tiny_gpt2().to(torch.bfloat16)
+        args = _args(self.get_auto_remove_tmp_dir(), optim="adamw_optimi", bf16_full_train=True, **kwargs)
+        trainer = Trainer(model=model, args=args)
+        return model, trainer.create_optimizer()
+
+    @parameterized.expand([("empty_groups", True), ("no_gradients", False)])
+    def test_cpu_parameters_never_take_triton(self, _, empty_groups):
+        # A group's first step can have nothing to update: ZeRO-3 steps the optimizer once per flat partition, with
+        # every other group's params set to []; or no parameter has a gradient yet. optimi then resolves `triton`
+        # over no parameters, `True` wherever the `triton` package imports (the CUDA build of torch), and the next,
+        # real step on CPU parameters raised `RuntimeError: 0 active drivers ([]). There should only be one.`
+        model, optimizer = self._trainer_optimizer()
+        held = [group["params"] for group in optimizer.param_groups]
+        if empty_groups:
+            for group in optimizer.param_groups:
+                group["params"] = []
+        optimizer.step()
+        for group, params in zip(optimizer.param_groups, held):
+            group["params"] = params
+        self.assertEqual([group["triton"] for group in optimizer.param_groups], [False] * len(optimizer.param_groups))
+        weight = model.transformer.h[0].mlp.c_fc.weight  # bf16 (the embeddings stay fp32)
+        before = weight.detach().clone()
+        _backward(model)
+        optimizer.step()
+        self.assertFalse(torch.equal(weight, before))
+        self.assertEqual(optimizer.state[weight]["kahan_comp"].dtype, torch.bfloat16)
+
+    def test_an_explicit_triton_wins(self):
+        import optimi.utils
+
+        if not optimi.utils.HAS_TRITON:
+            self.skipTest("needs the triton package, which the CUDA build of torch installs")
+        model, optimizer = self._trainer_optimizer(optim_args="triton=true")
+        _backward(model)
+        with self.assertRaises((RuntimeError, ValueError)):  # Triton's kernels do not take CPU tensors
+            optimizer.step()
+        self.assertEqual([group["triton"] for group in optimizer.param_groups], [True] * len(optimizer.param_groups))
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The switch

@@ -30,6 +30,9 @@ rather than a subclass of optimi's classes:
   bf16 weight by `1 - lr * weight_decay`, which rounds back to the weight whenever `lr * weight_decay < 2^-9`, so
   typical fine-tuning decay is silently lost. The decay term is added to the Kahan buffer just before optimi's step,
   whose update then carries it: the step costs what optimi's own does, plus one multiply-add per parameter;
+- optimi's Triton implementation only for parameters on a GPU: CPU parameters never take it, also where the
+  `triton` package is installed (the CUDA build of torch) and ZeRO-3's first step, over an empty partition, would
+  make optimi pick it;
 - after `load_state_dict`, a Triton/foreach/for-loop implementation that runs on this machine, so a checkpoint
   written with Triton resumes where Triton is unavailable;
 - the for-loop implementation on FSDP2-sharded (DTensor) parameters, where foreach and Triton do not run (see
@@ -174,17 +177,53 @@ def kahan_buffer(optimizer, param: torch.Tensor) -> torch.Tensor | None:
     return optimizer.state[param].get(KAHAN_STATE_KEY)
 
 
+def _triton_device_present() -> bool:
+    """Whether this machine has a device optimi's Triton kernels run on (a CUDA/ROCm or XPU GPU)."""
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return torch.cuda.is_available() or bool(xpu is not None and xpu.is_available())
+
+
 def _triton_runs_here(params: list[torch.Tensor]) -> bool:
     """
     Whether optimi's Triton implementation can run on `params` here: Triton importable (optimi's public
     `optimi.utils.HAS_TRITON`; `False` if a release renames it, which only costs speed) and every parameter on a
-    device its kernels support.
+    device its kernels support. Without parameters (an empty ZeRO-3 partition), whether this machine has such a
+    device: the `triton` package alone (the CUDA build of torch installs it) is not enough.
     """
     import optimi.utils
 
-    return bool(getattr(optimi.utils, "HAS_TRITON", False)) and all(
-        p.device.type in _TRITON_DEVICE_TYPES for p in params
-    )
+    if not getattr(optimi.utils, "HAS_TRITON", False):
+        return False
+    if not params:
+        return _triton_device_present()
+    return all(p.device.type in _TRITON_DEVICE_TYPES for p in params)
+
+
+def _triton_runs_on_group(group: dict[str, Any]) -> bool:
+    """[`_triton_runs_here`] on the parameters a step of `group` updates (those with a gradient), else on all of them."""
+    params = list(group["params"])
+    return _triton_runs_here([p for p in params if p.grad is not None] or params)
+
+
+def _keep_triton_where_it_runs(optimizer) -> None:
+    """
+    Before each step: `triton=False` in every param group whose parameters live where optimi's Triton kernels do not
+    run, unless this optimizer was given an explicit `triton` (`optim_args`), which wins.
+
+    optimi resolves `triton` once, at a group's first step, as `all(...)` over the parameters that have a gradient:
+    `True` for none when Triton imports. Under DeepSpeed ZeRO-3 that first step can have nothing to update (an empty
+    partition), so on a machine with the `triton` package (the CUDA build of torch) and no GPU it picked Triton for
+    CPU parameters, and the next step raised `RuntimeError: 0 active drivers`. Here CPU parameters never take Triton,
+    installed or not; a group with no parameter takes it only on a machine with a GPU; groups whose parameters are on
+    a GPU keep optimi's own choice (`None` until their first step).
+    """
+    if optimizer.defaults.get("triton") is not None:
+        return
+    for group in optimizer.param_groups:
+        if group.get("triton") is not False and not _triton_runs_on_group(group):
+            group["triton"] = False
 
 
 def check_optimi_contract() -> list[str]:
@@ -341,7 +380,7 @@ def _fit_implementation_to_machine(optimizer) -> None:
         saved = (group.get("triton"), group.get("foreach"))
         if requested_triton is not None:
             group["triton"] = requested_triton
-        elif group.get("triton") and not _triton_runs_here(list(group["params"])):
+        elif group.get("triton") and not _triton_runs_on_group(group):
             group["triton"] = False
         if requested_foreach is not None:
             group["foreach"] = requested_foreach
@@ -440,6 +479,7 @@ def _step_hooks(compensate_weight_decay: bool, partition_steps: bool, decay_divi
         if first_step[0]:
             make_optimi_dtensor_safe(opt)
             first_step[0] = False
+        _keep_triton_where_it_runs(opt)
         # `step_args` is `(optimizer, closure, param)` as given; a `param` is optimi's per-parameter gradient release
         single_param = step_kwargs.get("param") is not None or (len(step_args) > 2 and step_args[2] is not None)
         if compensate_weight_decay and not single_param:
@@ -475,6 +515,9 @@ def prepare_optimi_optimizer(
       optimi's own compensated update carries the decay in the same pass (one multiply-add per parameter, from the
       weight before the step, as optimi and torch decay it). At a parameter's first step, before optimi has created
       its buffer, the decay is applied right after the step instead (a difference of order `lr^2 * wd`).
+    - Before each step, groups whose parameters are not on a GPU get `triton=False` (optimi decides from the first
+      step's parameters, which under ZeRO-3 can be none; see `_keep_triton_where_it_runs`). An explicit `triton`
+      wins; groups on a GPU keep optimi's default.
     - After `load_state_dict`, the Triton/foreach/for-loop implementation fits this machine, whatever the checkpoint
       says (see `_fit_implementation_to_machine`).
     - DTensor (FSDP2-sharded) parameters, which may replace the originals after the optimizer is created, get the
