@@ -2,8 +2,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
-# Pinned: an unpinned torch pulls a multi-GB CUDA build; 2.13.0 is the CPU build these machines carry.
+# The torch release the suite runs on. From PyPI on Linux, torch==2.13.0 is the multi-GB CUDA build (our CI machines
+# carry a local CPU wheel); the CPU build, or a CUDA build for your GPU, into a fresh $(VENV) (pip keeps a torch already
+# there that satisfies TORCH): TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" (or .../whl/cu126).
+# Installing the fork and its extras then pins the torch $(VENV) holds.
 TORCH ?= torch==2.13.0
+# the torch that $(VENV) holds, as a pin (TORCH's index options would hide PyPI from the fork's other dependencies)
+TORCH_INSTALLED = "torch==$$($(VPY) -c 'from importlib.metadata import version; print(version("torch"))')"
 EXTRAS ?= trained-precision-testing,optimi,trained-precision-demo
 # one pytest worker per core, each test file on one worker (as upstream runs its suite); PYTEST_WORKERS=0 runs serially
 PYTEST_WORKERS ?= auto
@@ -23,7 +28,7 @@ venv: $(VPY)
 
 install: venv
 	rm -rf dist && $(VPY) -m pip wheel -q --no-deps -w dist .
-	$(VPY) -m pip install -q "$$(ls dist/transformers-*.whl)[$(EXTRAS)]" $(TORCH)
+	$(VPY) -m pip install -q "$$(ls dist/transformers-*.whl)[$(EXTRAS)]" $(TORCH_INSTALLED)
 	$(VPY) -m pip install -q --no-deps --force-reinstall dist/transformers-*.whl
 
 # The test command of README.md and .ci/run.
@@ -68,7 +73,7 @@ fork: $(VPY)
 	$(MAKE) fork-install
 
 fork-install: venv
-	$(VPY) -m pip install -q -e ".[$(EXTRAS)]" $(TORCH)
+	$(VPY) -m pip install -q -e ".[$(EXTRAS)]" $(TORCH_INSTALLED)
 
 export: $(VPY)
 	$(VPY) tools/patchset.py export

@@ -38,6 +38,7 @@ the smallest model, which is too short to show the effect).
 
 import argparse
 import json
+import logging as stdlib_logging
 import math
 import os
 import tempfile
@@ -46,6 +47,25 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class OfflineKernelTrustNotice(stdlib_logging.Filter):
+    """
+    Drops the one notice of the `kernels` package that says it skips its publisher trust check offline: importing
+    GPT-Neo's module makes upstream probe the Hub for flash-attention kernels (`kernels-community/flash-attn2`, ...),
+    and with `HF_HUB_OFFLINE=1` each probe logs it. The demo runs on the CPU and uses none of them. Every other record
+    of `kernels`, and every error it raises (an untrusted publisher raises `ValueError`), still reaches you.
+    """
+
+    def filter(self, record: stdlib_logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("Skipping publisher trust check for ")
+            and message.endswith("because Hugging Face Hub is in offline mode.")
+        )
+
+
+stdlib_logging.getLogger("kernels._internals.hf_hub").addFilter(OfflineKernelTrustNotice())
 
 import torch  # noqa: E402
 

@@ -558,19 +558,51 @@ def _import_warnings(root: Path, entries: list[Entry]) -> list[str]:
     return warnings
 
 
+#: Targets upstream's own Makefile has too: a page that names them names upstream's command, not ours.
+UPSTREAM_MAKE_TARGETS = frozenset(
+    {"test", "test-examples", "style", "quality", "fixup", "fix-copies", "repo-consistency", "check-repo"}
+)
+_MAKE_RULE = re.compile(r"^(?P<targets>[A-Za-z][\w.-]*(?:[ \t]+[A-Za-z][\w.-]*)*)[ \t]*:(?!=)")
+
+
+def fork_make_targets(root: Path) -> list[str]:
+    """The targets of this repository's Makefile that upstream's lacks (`make check`, `make pr`, `make demo`, ...)."""
+    makefile = root / "Makefile"
+    if not makefile.is_file():
+        return []
+    targets = set()
+    for line in makefile.read_text(encoding="utf-8").splitlines():
+        match = _MAKE_RULE.match(line)
+        if match:
+            targets.update(match["targets"].split())
+    return sorted(targets - UPSTREAM_MAKE_TARGETS)
+
+
 def _fork_words(root: Path, entries: list[Entry]) -> list[str]:
-    """Where an entry's files say "fork" (upstream has no fork; `fork_rng` is torch's)."""
+    """
+    Where an entry's files say "fork" (upstream has no fork; `fork_rng` is torch's), or name one of this repository's
+    own make targets (`make check`, `make pr`): upstream's contributors have neither.
+    """
+    targets = fork_make_targets(root)
+    command = re.compile(rf"\bmake[ \t]+({'|'.join(map(re.escape, targets))})(?![\w-])") if targets else None
     warnings = []
     for entry in entries:
-        mentions = [
-            f"{rel}:{n}"
-            for rel in entry.files
-            for n, line in enumerate(_text(root, rel).splitlines(), 1)
-            if re.search(r"\bfork(?!_rng)", line, flags=re.I)
-        ]
+        mentions, commands = [], []
+        for rel in entry.files:
+            for n, line in enumerate(_text(root, rel).splitlines(), 1):
+                if re.search(r"\bfork(?!_rng)", line, flags=re.I):
+                    mentions.append(f"{rel}:{n}")
+                if command is not None:
+                    commands.extend(f"`make {m[1]}` at {rel}:{n}" for m in command.finditer(line))
         if mentions:
             shown = ", ".join(mentions[:12]) + (f" and {len(mentions) - 12} more" if len(mentions) > 12 else "")
             warnings.append(f"{entry.branch}: the word 'fork' (upstream has none) at {shown}")
+        if commands:
+            shown = ", ".join(commands[:12]) + (f" and {len(commands) - 12} more" if len(commands) > 12 else "")
+            warnings.append(
+                f"{entry.branch}: a make target of this repository only (upstream's Makefile has none): {shown}; "
+                "name the script it runs instead"
+            )
     return warnings
 
 

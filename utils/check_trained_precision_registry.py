@@ -16,7 +16,7 @@ The table of the runtime registry (`src/transformers/trained_precision/registry.
 `docs/source/en/trained_precision_registry.md`, between its BEGIN/END GENERATED markers. Run from the repository root:
 
 ```bash
-python utils/check_trained_precision_registry.py                      # fails on a stale table (part of `make check`)
+python utils/check_trained_precision_registry.py                      # fails on a stale table
 python utils/check_trained_precision_registry.py --fix_and_overwrite  # regenerates it
 ```
 

@@ -418,12 +418,13 @@ class PrecisionCommandTest(TestCasePlus):
                 "sub_models",
                 "asked_dtype",
                 "status",
+                "basis",
                 "exit_code",
             },
         )
-        self.assertEqual(payload["schema_version"], 3)
+        self.assertEqual(payload["schema_version"], 4)
         self.assertEqual(payload["sub_models"], {})
-        self.assertEqual(payload["status"], "risky")
+        self.assertEqual((payload["status"], payload["basis"]), ("risky", "rule"))
         self.assertEqual((payload["asked_dtype"], payload["exit_code"], payload["audit"]), ("fp16", 1, None))
         self.assertEqual(payload["model_type"], "gpt_neo")
         self.assertEqual(
@@ -444,10 +445,35 @@ class PrecisionCommandTest(TestCasePlus):
         for verdict in payload["verdicts"].values():
             self.assertEqual(
                 set(verdict),
-                {"runtime", "status", "summary", "reasons", "fix", "kind", "severity", "evidence", "mitigation"},
+                {
+                    "runtime",
+                    "status",
+                    "summary",
+                    "reasons",
+                    "fix",
+                    "kind",
+                    "severity",
+                    "evidence",
+                    "mitigation",
+                    "basis",
+                },
             )
+            self.assertEqual(verdict["basis"], "rule")
         self.assertEqual(payload["verdicts"]["fp16"]["status"], "risky")
         self.assertEqual(payload["verdicts"]["bf16"]["status"], "safe")
+
+    def test_json_basis_tells_a_measured_safe_from_a_rules_safe(self):
+        """Both are "safe" with exit code 0; `basis` tells a script which one it got."""
+        by_rule = json.loads(self.run_cli(self.neo_dir, "--dtype", "bf16", "--json").stdout)
+        measured = self.run_cli(self.t5_dir, "--audit", "--dtype", "fp16", "--json")
+        self.assertEqual(measured.exit_code, 0, measured.output)
+        measured = json.loads(measured.stdout)
+        self.assertEqual((by_rule["status"], by_rule["basis"], by_rule["exit_code"]), ("safe", "rule", 0))
+        self.assertEqual((measured["status"], measured["basis"], measured["exit_code"]), ("safe", "measured", 0))
+        self.assertEqual(
+            {name: (v["status"], v["basis"]) for name, v in measured["verdicts"].items()},
+            {"fp32": ("safe", "rule"), "bf16": ("safe", "measured"), "fp16": ("safe", "measured")},
+        )
 
     def test_typer_app_registration(self):
         """huggingface_hub 1.x builds the CLI as a `typer.Typer`: the same leaf command must work there."""
@@ -487,6 +513,7 @@ class PrecisionCommandTest(TestCasePlus):
         self.assertEqual(audit["input_source"], "random")  # a model saved without a tokenizer
         self.assertEqual(payload["verdicts"]["fp16"]["status"], "risky")
         self.assertEqual(payload["verdicts"]["fp16"]["kind"], "measured_overflow")
+        self.assertEqual((payload["basis"], payload["verdicts"]["fp16"]["basis"]), ("measured", "measured"))
         self.assertEqual((payload["verdicts"]["bf16"]["status"], payload["verdicts"]["fp32"]["status"]), ("safe",) * 2)
 
         # bf16 holds the same activations: exit 0

@@ -197,6 +197,55 @@ class CommandContractTest(IsolatedHomeTestCase):
             self.assertEqual(json.loads(out)["exit_code"], code, args)
 
 
+class BasisTest(IsolatedHomeTestCase):
+    """`--json`'s `basis`: what a verdict's status rests on, so a script need not read the text (the audit's
+    "measured" is tested with torch in test_precision.py)."""
+
+    def test_rule_evidence_and_nothing(self):
+        bf16 = self.checkpoint("bf16", {**CONFIG, "trained_precision": "bf16"})
+        code, out, _ = run_main(bf16, "--dtype", "fp16", "--json")
+        report = json.loads(out)
+        self.assertEqual((code, report["status"], report["basis"]), (1, "risky", "rule"))
+        self.assertEqual({v["basis"] for v in report["verdicts"].values()}, {"rule"})
+        # no rule decides an unknown precision: nothing to rest on
+        code, out, _ = run_main(self.checkpoint("unknown"), "--dtype", "fp16", "--json")
+        report = json.loads(out)
+        self.assertEqual((code, report["status"], report["basis"]), (3, "unknown", None))
+        self.assertEqual(report["verdicts"]["fp32"]["basis"], "rule")
+        # without --dtype there is no whole-report status, so no basis either
+        report = json.loads(run_main(bf16, "--json")[1])
+        self.assertEqual((report["status"], report["basis"]), (None, None))
+        # Llama 2: bf16-trained, run in fp16 by its publisher (the registry's reference runtime): safe by evidence
+        self.cached_snapshot(
+            "meta-llama/Llama-2-7b-hf", {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+        )
+        code, out, _ = run_main("meta-llama/Llama-2-7b-hf", "--dtype", "fp16", "--json")
+        report = json.loads(out)
+        self.assertEqual((code, report["status"], report["basis"]), (0, "safe", "evidence"), out)
+        self.assertIsNotNone(report["verdicts"]["fp16"]["evidence"])
+
+    def test_a_composite_model_rests_on_its_least_certain_part(self):
+        from transformers.trained_precision.inspection import CheckpointReport, SubModelReport, Verdict
+
+        def basis(own, *subs):
+            """The report's basis at fp16 for its own verdict and its sub-models', each a (status, basis) pair."""
+            parts = {
+                f"sub{i}": SubModelReport(
+                    f"sub{i}", None, "bf16", "bf16", "config", "unknown", {"fp16": Verdict("fp16", st, basis=b)}
+                )
+                for i, (st, b) in enumerate(subs)
+            }
+            verdicts = {"fp16": Verdict("fp16", own[0], basis=own[1])}
+            return CheckpointReport(
+                "x", None, None, None, [], "bf16", "bf16", None, "bf16", "config", None, verdicts, sub_models=parts
+            ).basis("fp16")
+
+        self.assertEqual(basis(("safe", "rule"), ("safe", "measured")), "measured")
+        self.assertEqual(basis(("safe", "evidence"), ("safe", "rule")), "evidence")
+        self.assertEqual(basis(("safe", "measured"), ("risky", "rule")), "rule")  # the part that sets the status
+        self.assertIsNone(basis(("safe", "rule"), ("unknown", None)))
+
+
 class LeaveNothingBehindTest(IsolatedHomeTestCase):
     def test_set_leaves_nothing_in_the_checkpoint(self):
         directory = self.checkpoint()

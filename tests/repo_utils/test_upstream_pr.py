@@ -783,6 +783,43 @@ class TableTest(unittest.TestCase):
         with self.assertRaisesRegex(upstream_pr.PrError, "(?s)the stack breaks its rules.*over its budget of 3"):
             upstream_pr.check(root)
 
+    def test_a_make_target_of_this_repository_is_a_warning(self):
+        """Upstream's contributors have no `make check` or `make pr`: an upstream-bound file names the script instead."""
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "# `make check` runs it, as `make test` and `make check-repo` do upstream\n",
+            f"{PKG}/b.py": "# make pr-test, then make demo\n",
+            "Makefile": "X := 1\n.PHONY: check pr-test demo\ncheck: venv\n\ttrue\npr-test demo: X = 2\ntest:\n\ttrue\n",
+        }
+        plan = upstream_pr.plan_stack(tiny_root(self.tmp / "r", TINY_TABLE, files))
+        self.assertEqual(upstream_pr.fork_make_targets(self.tmp / "r"), ["check", "demo", "pr-test"])
+        found = [w for w in plan.warnings if "make target of this repository only" in w]
+        self.assertEqual(len(found), 2, plan.warnings)
+        self.assertIn(
+            f"one: a make target of this repository only (upstream's Makefile has "
+            f"none): `make check` at {PKG}/a.py:1;",
+            found[0],
+        )
+        self.assertIn(f"`make pr-test` at {PKG}/b.py:1, `make demo` at {PKG}/b.py:1", found[1])
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)make target of this repository only.*STRICT"):
+            upstream_pr.check(self.tmp / "r", strict=True)
+
+    def test_no_upstream_bound_file_names_a_make_target_of_this_repository(self):
+        """The pages and files that go upstream (every docs/source/en page is in a pull request) name no `make check`."""
+        self.assertIn("check", upstream_pr.fork_make_targets(REPO))
+        self.assertIn("pr", upstream_pr.fork_make_targets(REPO))
+        self.assertNotIn("test", upstream_pr.fork_make_targets(REPO))  # upstream's Makefile has `make test` too
+        entries = [
+            upstream_pr.Entry(i, spec, [], []) for i, spec in enumerate(upstream_pr.load_table(REPO).entries, 1)
+        ]
+        for entry in entries:
+            entry.branch = entry.spec.name
+        upstream_pr._place_all(REPO, upstream_pr.load_table(REPO), entries)
+        pages = {rel for entry in entries for rel in entry.files if rel.startswith("docs/source/en/")}
+        self.assertTrue(pages)
+        found = [w for w in upstream_pr._fork_words(REPO, entries) if "make target of this repository only" in w]
+        self.assertEqual(found, [])
+
     def test_no_waiver_of_a_budget_or_of_a_forward_read(self):
         # the rules have no exceptions: a table that asks for one is refused, naming the key
         for key in ('over-budget = "split next"', 'forward-reads = ["my_flag"]'):

@@ -75,7 +75,8 @@ Find the modules fp16 overflows in, keep only those in fp32, validate against fp
     [--max-length N]
 
 \b
-Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code"):
+Exit codes (every subcommand; with --json, stdout is one JSON document holding "exit_code", and a report's "basis"
+says what its status rests on: "rule", "evidence", "measured", or null when unknown):
   {EXIT_SAFE}  safe (or no --dtype asked; with --audit on an unknown precision: "safe as measured", a measurement on
      the calibration inputs, not a verdict from the trained precision); for `set`: everything asked was done or
      already so

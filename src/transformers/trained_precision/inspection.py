@@ -78,14 +78,25 @@ from .vocabulary import (
 
 logger = logging.get_logger(__name__)
 
-#: Bump when a key of [`CheckpointReport.to_dict`] changes meaning or disappears. 3: `sub_models`, verdicts'
-#: `evidence` and `mitigation`; `status` and `exit_code` are the worst over the model and its sub-models.
-SCHEMA_VERSION = 3
+#: Bump when a key of [`CheckpointReport.to_dict`] appears, changes meaning or disappears. 3: `sub_models`, verdicts'
+#: `evidence` and `mitigation`; `status` and `exit_code` are the worst over the model and its sub-models. 4: `basis`,
+#: per verdict and for the whole report: what a verdict rests on.
+SCHEMA_VERSION = 4
 
 #: Verdict statuses.
 SAFE = "safe"
 RISKY = "risky"
 UNKNOWN_STATUS = "unknown"
+
+#: What a verdict rests on (its `basis`): the trained precision and the risk rules; evidence that the checkpoint works
+#: in that runtime (a publisher's runtime, a validated plan, a finished run), overriding the rules; or the audit's
+#: measurement on the calibration inputs. An `"unknown"` verdict rests on nothing (`None`).
+BASIS_RULE = "rule"
+BASIS_EVIDENCE = "evidence"
+BASIS_MEASURED = "measured"
+#: When the parts of a composite model that set its status rest on different bases, the report names the least
+#: certain one: a measurement on a few inputs, then evidence about one runtime, then the rules.
+_BASIS_ORDER = (None, BASIS_MEASURED, BASIS_EVIDENCE, BASIS_RULE)
 
 #: `transformers precision` exit codes, for every subcommand (the report's are also [`CheckpointReport.exit_code`]).
 #: 1 means risky and nothing else: a crash of the interpreter also exits 1, so the command never lets one escape.
@@ -240,6 +251,10 @@ class Verdict:
         severity (`str`, *optional*): `"high"` or `"low"`.
         evidence (`dict`, *optional*): the evidence that made a risky prior safe (`kind`, `detail`, `source`).
         mitigation (`str`, *optional*): what upstream already does about a remaining risk (`_keep_in_fp32_modules`).
+        basis (`str`, *optional*): what the status rests on: `"rule"` (the trained precision and the risk rules),
+            `"evidence"` (evidence overrides a risky rule: see `evidence`) or `"measured"` (the audit measured an
+            overflow, or, for an unknown trained precision, measured that the range fits: "safe as measured");
+            `None` for an `"unknown"` status, which nothing decides.
     """
 
     runtime: str
@@ -251,6 +266,7 @@ class Verdict:
     severity: str | None = None
     evidence: dict | None = None
     mitigation: str | None = None
+    basis: str | None = BASIS_RULE
 
     @property
     def is_safe(self) -> bool:
@@ -354,6 +370,16 @@ class CheckpointReport:
         statuses = [self.verdicts[name].status] + [sub.verdicts[name].status for sub in self.sub_models.values()]
         return max(statuses, key=_STATUS_ORDER.index)
 
+    def basis(self, runtime: Any) -> str | None:
+        """
+        What the status at `runtime` rests on (`"rule"`, `"evidence"`, `"measured"`, or `None` when it is unknown):
+        the basis of the verdicts that set [`~CheckpointReport.status`], the least certain when they differ.
+        """
+        name = runtime_name(runtime)
+        worst = self.status(name)
+        verdicts = [self.verdicts[name]] + [sub.verdicts[name] for sub in self.sub_models.values()]
+        return min((v.basis for v in verdicts if v.status == worst), key=_BASIS_ORDER.index)
+
     def exit_code(self, runtime: Any = None) -> int:
         """
         `transformers precision`'s exit code: 0 when `runtime` is safe (or `None`), 1 when it is risky, 3 when it is
@@ -399,6 +425,7 @@ class CheckpointReport:
             "sub_models": {key: sub.to_dict() for key, sub in self.sub_models.items()},
             "asked_dtype": asked,
             "status": None if asked is None else self.status(asked),
+            "basis": None if asked is None else self.basis(asked),
             "exit_code": self.exit_code(asked),
         }
 
@@ -527,6 +554,7 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             fix=fix,
             kind="measured_overflow",
             severity="high",
+            basis=BASIS_MEASURED,
         )
     if assessment.overridden:
         evidence = assessment.evidence
@@ -539,6 +567,7 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
                 f"{assessment.prior.trained}); the evidence overrides them."
             ],
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
+            basis=BASIS_EVIDENCE,
         )
     if runtime == FP32:
         return Verdict(runtime, SAFE, summary="safe (fp32 is always safe)")
@@ -566,6 +595,7 @@ def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
                 "a measurement on the calibration inputs, not a verdict from the trained precision: no rule covers an "
                 "unknown trained precision, and other inputs may reach larger values."
             ],
+            basis=BASIS_MEASURED,
         )
     return Verdict(
         runtime,
@@ -575,6 +605,7 @@ def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             "`--audit` measures the activation ranges; `transformers precision set PATH --precision ...` records the "
             "precision once you know it."
         ],
+        basis=None,
     )
 
 
@@ -591,6 +622,7 @@ def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: A
     if measured is not None:
         verdict.summary = f"RISKY: overflow measured ({measured})"
         verdict.reasons.append(f"measured: {measured}.")
+        verdict.basis = BASIS_MEASURED
     elif risk.kind == OVERFLOW and audit is not None and risk.trained == FP32:
         verdict.summary = f"RISKY: precision loss expected (trained in fp32, fewer mantissa bits){fits}"
     elif risk.kind == OVERFLOW and audit is not None:
@@ -796,6 +828,9 @@ class AdapterReport:
     def status(self, runtime: Any) -> str:
         return self.verdicts[runtime_name(runtime)].status
 
+    def basis(self, runtime: Any) -> str | None:
+        return self.verdicts[runtime_name(runtime)].basis
+
     def exit_code(self, runtime: Any = None) -> int:
         if runtime is None:
             return EXIT_SAFE
@@ -827,6 +862,7 @@ class AdapterReport:
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
             "asked_dtype": asked,
             "status": None if asked is None else self.status(asked),
+            "basis": None if asked is None else self.basis(asked),
             "exit_code": self.exit_code(asked),
         }
 
