@@ -13,6 +13,7 @@
 # limitations under the License.
 import json
 import os
+import sys
 
 import torch
 
@@ -26,7 +27,15 @@ from transformers import (
     TrainingArguments,
 )
 from transformers.modeling_utils import TrainedPrecisionRiskError
-from transformers.testing_utils import CaptureLogger, TestCasePlus, require_peft, require_torch
+from transformers.testing_utils import (
+    CaptureLogger,
+    TestCasePlus,
+    execute_subprocess_async,
+    get_torch_dist_unique_port,
+    require_deepspeed,
+    require_peft,
+    require_torch,
+)
 from transformers.utils import logging
 
 
@@ -57,47 +66,49 @@ class TrainerTrainedPrecisionTest(TestCasePlus):
         trainer.create_model_card()
         return trainer.args.output_dir
 
-    def assert_recorded(self, output_dir, precision, card_lines):
+    def assert_recorded(self, output_dir, precision, regime, folders=("checkpoint-1", "checkpoint-2")):
         # the final save and every checkpoint carry the precision; the model card names the same run once
-        for folder in (output_dir, os.path.join(output_dir, "checkpoint-1"), os.path.join(output_dir, "checkpoint-2")):
+        for folder in (output_dir, *(os.path.join(output_dir, folder) for folder in folders)):
             with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-                self.assertEqual(json.load(f)["trained_precision"], precision, folder)
-        with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as f:
-            card = f.read()
-        keys = ("- mixed_precision_training:", "- training_regime:")
-        precision_lines = [line for line in card.splitlines() if line.startswith(keys)]
-        self.assertEqual(precision_lines, card_lines)
+                self.assertEqual(json.load(f).get("trained_precision"), precision, folder)
+        self.assertEqual(card_precision_lines(output_dir), [f"- training_regime: {regime}"] if regime else [])
 
     def test_fp32_run(self):
         model = tiny_model()
         output_dir = self.train(model)
         self.assertEqual(model.config.trained_precision, "fp32")
-        self.assert_recorded(output_dir, "fp32", [])
+        self.assert_recorded(output_dir, "fp32", "fp32")
 
     def test_bf16_mixed_precision_run(self):
         model = tiny_model()
         output_dir = self.train(model, bf16=True)
         self.assertEqual(model.config.trained_precision, "bf16")
         self.assertEqual(next(model.parameters()).dtype, torch.float32)
-        self.assert_recorded(output_dir, "bf16", ["- training_regime: bf16 mixed precision"])
+        self.assert_recorded(output_dir, "bf16", "bf16 mixed precision")
 
     def test_pure_bf16_run(self):
-        model = tiny_model().to(torch.bfloat16)
-        output_dir = self.train(model)
-        self.assert_recorded(output_dir, "bf16", ["- training_regime: bf16 non-mixed precision"])
+        # bf16 weights are a bf16 run without fp32 master weights, with or without bf16 autocast on top
+        for kwargs in ({}, {"bf16": True}):
+            output_dir = self.train(tiny_model().to(torch.bfloat16), **kwargs)
+            self.assert_recorded(output_dir, "bf16", "bf16 non-mixed precision")
 
-    def test_fp16_run_card_names_its_precision_once(self):
-        # fp16 autocast does not run on the CPU: the fp16 weights make this an fp16 run
-        model = tiny_model().half()
-        output_dir = self.train(model, fp16=True)
-        self.assert_recorded(output_dir, "fp16", ["- mixed_precision_training: Native AMP"])
+    def test_fp16_on_the_cpu_runs_in_the_weights_precision(self):
+        # accelerate runs no fp16 autocast on the CPU: fp32 weights make an fp32 run, fp16 weights an fp16 run
+        output_dir = self.train(tiny_model(), fp16=True)
+        self.assert_recorded(output_dir, "fp32", "fp32")
+        output_dir = self.train(tiny_model().half(), fp16=True)
+        self.assert_recorded(output_dir, "fp16", "fp16 non-mixed precision")
 
     def test_zero_steps_keep_the_trained_precision(self):
-        model = tiny_model("bf16")
-        trainer = self.trainer(model, max_steps=-1, num_train_epochs=0)
-        trainer.train()
-        self.assertEqual(trainer.state.global_step, 0)
-        self.assertEqual(model.config.trained_precision, "bf16")
+        for kwargs in ({"max_steps": -1, "num_train_epochs": 0}, {"max_steps": 0, "save_strategy": "no"}):
+            model = tiny_model("fp16")
+            trainer = self.trainer(model, **kwargs)
+            trainer.train()
+            trainer.save_model()
+            trainer.create_model_card()
+            # no step changed the weights: the saved precision is the model's, and the card names no regime
+            self.assert_recorded(trainer.args.output_dir, "fp16", None, folders=())
+            self.assertEqual(model.config.trained_precision, "fp16")
 
     def test_risky_run_is_checked_before_it_starts_in_the_mode_of_the_load(self):
         path = self.get_auto_remove_tmp_dir()
@@ -128,8 +139,12 @@ class TrainerTrainedPrecisionTest(TestCasePlus):
         T5ForConditionalGeneration(config).save_pretrained(path)
         model = T5ForConditionalGeneration.from_pretrained(path, dtype=torch.float16)
         self.assertEqual({p.dtype for p in model.parameters()}, {torch.float16, torch.float32})
-        self.train(model, max_steps=1)
-        self.assertEqual(model.config.trained_precision, "fp16")
+        output_dir = self.train(model, max_steps=1)
+        self.assert_recorded(output_dir, "fp16", "fp16 non-mixed precision", folders=("checkpoint-1",))
+        # bf16 autocast only covers the matmuls: the fp16 weights carry the rest, so the run is still fp16
+        model = T5ForConditionalGeneration.from_pretrained(path, dtype=torch.float16)
+        output_dir = self.train(model, max_steps=1, bf16=True)
+        self.assert_recorded(output_dir, "fp16", "fp16 non-mixed precision", folders=("checkpoint-1",))
 
     @require_peft
     def test_lora_on_a_frozen_bf16_base_is_a_bf16_run(self):
@@ -138,7 +153,80 @@ class TrainerTrainedPrecisionTest(TestCasePlus):
         base = tiny_model().to(torch.bfloat16)
         model = get_peft_model(base, LoraConfig(r=2, target_modules=["c_attn"]))
         self.assertEqual({p.dtype for p in model.parameters() if p.requires_grad}, {torch.float32})
-        self.train(model, max_steps=1)
+        output_dir = self.train(model, max_steps=1)
         self.assertEqual(base.config.trained_precision, "bf16")
+        self.assertEqual(card_precision_lines(output_dir), ["- training_regime: bf16 non-mixed precision"])
+        # the adapter's files are all that is saved: no config.json, so nothing saved claims a precision
+        self.assertFalse(os.path.exists(os.path.join(output_dir, "config.json")))
+        self.assertTrue(os.path.exists(os.path.join(output_dir, "adapter_config.json")))
         merged = model.merge_and_unload()
-        self.assertEqual(merged.config.trained_precision, "bf16")
+        merged.save_pretrained(os.path.join(output_dir, "merged"))
+        with open(os.path.join(output_dir, "merged", "config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["trained_precision"], "bf16")
+
+
+@require_torch
+@require_deepspeed
+class TrainerTrainedPrecisionDeepSpeedTest(TestCasePlus):
+    def test_deepspeed_bf16_run_for_every_spelling_of_enabled(self):
+        # one single-process launch on the CPU runs the three spellings DeepSpeed accepts (see `deepspeed_main`)
+        output_dir = self.get_auto_remove_tmp_dir()
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1"]
+        cmd += [f"--master_port={get_torch_dist_unique_port()}", __file__, output_dir]
+        env = self.get_env()
+        if not torch.cuda.is_available():
+            env.setdefault("DS_ACCELERATOR", "cpu")
+        execute_subprocess_async(cmd, env=env, timeout=600)
+        for enabled in DEEPSPEED_ENABLED:
+            run_dir = os.path.join(output_dir, str(enabled))
+            with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["trained_precision"], "bf16", enabled)
+            self.assertEqual(card_precision_lines(run_dir), ["- training_regime: bf16 mixed precision"], enabled)
+            with open(os.path.join(run_dir, "parameter_dtypes.json"), encoding="utf-8") as f:
+                self.assertEqual(json.load(f), ["torch.bfloat16"], enabled)
+
+
+def card_precision_lines(output_dir):
+    with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as f:
+        card = f.read()
+    return [
+        line for line in card.splitlines() if line.startswith(("- mixed_precision_training:", "- training_regime:"))
+    ]
+
+
+# `"auto"` is filled in from `bf16=True`; DeepSpeed's config parsing reads `1` as true
+DEEPSPEED_ENABLED = ("auto", True, 1)
+
+
+def deepspeed_main(output_dir):
+    from accelerate.state import AcceleratorState
+
+    for enabled in DEEPSPEED_ENABLED:
+        ds_config = {
+            "bf16": {"enabled": enabled},
+            "zero_optimization": {"stage": 0},
+            "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": "auto",
+        }
+        run_dir = os.path.join(output_dir, str(enabled))
+        args = TrainingArguments(
+            run_dir,
+            max_steps=1,
+            per_device_train_batch_size=4,
+            report_to=[],
+            bf16=True,
+            deepspeed=ds_config,
+            use_cpu=not torch.cuda.is_available(),
+        )
+        trainer = Trainer(tiny_model(), args, train_dataset=dataset())
+        trainer.train()
+        dtypes = sorted({str(param.dtype) for param in trainer.model_wrapped.module.parameters()})
+        trainer.save_model()
+        trainer.create_model_card()
+        with open(os.path.join(run_dir, "parameter_dtypes.json"), "w", encoding="utf-8") as f:
+            json.dump(dtypes, f)
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+if __name__ == "__main__":
+    deepspeed_main(sys.argv[1])
