@@ -46,7 +46,7 @@ def saved(output_dir, folder=""):
     with open(os.path.join(output_dir, folder, "config.json"), encoding="utf-8") as f:
         precision = json.load(f).get("trained_precision")
     with open(os.path.join(output_dir, "README.md"), encoding="utf-8") as f:
-        return precision, [line for line in f.read().splitlines() if line.startswith("- ") and "precision" in line]
+        return precision, [line for line in f.read().splitlines() if "regime" in line or "mixed_precision" in line]
 
 
 def train(output_dir, model, **kwargs):
