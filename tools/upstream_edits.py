@@ -262,12 +262,11 @@ def toctree_entry(text: str) -> str:
 TRAINER_DOC_SECTION = "## Checkpoints"
 TRAINER_DOC_PARAGRAPH = """\
 [`~Trainer.train`] records the precision the run computes in as `model.config.trained_precision` (`"fp32"`, `"bf16"` or
-`"fp16"`, also in the sub-configs of a composite model), so every checkpoint and the final model say how their weights
-were trained. It is the autocast dtype with `bf16=True` or `fp16=True`, else the lowest precision among all the model's
-parameters (LoRA adapters on a bf16 base train in bf16). It is recorded once the run takes a step; a run without steps
-leaves the value as it was. Before recording it, [`Trainer`] checks it against the precision the model was trained in,
-like [`~PreTrainedModel.from_pretrained`] does: fine-tuning a bf16-trained model in fp16 logs a warning, or raises for a
-model loaded with `trained_precision_check="error"`."""
+`"fp16"`, also in sub-configs), so every checkpoint and the final model carry it, and the model card names the run as
+its `training_regime`. It is decided once the model is prepared: DeepSpeed's bf16 or fp16, the autocast dtype where it
+runs (there is no fp16 autocast on the CPU), and the lowest precision among the parameters. A run without steps records
+nothing. A PEFT adapter saves no `config.json`: merge it to keep the value. Fine-tuning a bf16-trained model in fp16
+first warns, or raises for a model loaded with `trained_precision_check="error"`."""
 
 
 def trainer_doc_paragraph(text: str) -> str:

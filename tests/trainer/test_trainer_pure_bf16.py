@@ -786,21 +786,18 @@ class UpstreamBehaviourWithoutTheSwitchTest(TestCasePlus):
         self.assertEqual(_args(tmp, bf16_full_train=True, optim="adamw_torch").optim, "adamw_torch")
 
     def test_model_card(self):
+        # the card names the run once, in the stamp's words: bf16 weights, no fp32 master weights
         from transformers.modelcard import extract_hyperparameters_from_trainer
 
         tmp = self.get_auto_remove_tmp_dir()
-        for kwargs in ({}, {"bf16": True}):
-            trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, **kwargs))
-            hyperparameters = extract_hyperparameters_from_trainer(trainer)
-            self.assertNotIn("mixed_precision_training", hyperparameters, kwargs)  # upstream reports fp16 AMP only
-            self.assertNotIn("training_precision", hyperparameters, kwargs)
-            self.assertNotIn("trained_precision", hyperparameters, kwargs)
-        trainer = Trainer(model=_tiny_gpt2(), args=_args(tmp, bf16_full_train=True))
+        model = _tiny_gpt2()
+        args = _args(tmp, bf16_full_train=True, max_steps=1, per_device_train_batch_size=2)
+        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset())
+        trainer.train()
         hyperparameters = extract_hyperparameters_from_trainer(trainer)
-        self.assertEqual(
-            hyperparameters["training_precision"],
-            "pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, adamw_optimi)",
-        )
+        self.assertEqual(model.config.trained_precision, "bf16")
+        self.assertEqual(hyperparameters["training_regime"], "bf16 non-mixed precision")
+        self.assertNotIn("training_precision", hyperparameters)
         self.assertNotIn("mixed_precision_training", hyperparameters)
 
 

@@ -149,6 +149,8 @@ class DeepSpeedBf16FullTrainTest(TestCasePlus):
     def _check_trainer_run(self, ranks, output_dir, stage):
         for rank, result in enumerate(ranks):
             self.assertEqual(result["trained_precision"], "bf16", rank)
+            # ZeRO keeps bf16 master weights: the model card names a pure (non-mixed) bf16 run, as DeepSpeed ran it
+            self.assertEqual(result["training_regime"], "bf16 non-mixed precision", rank)
             # the switch completed the user's config
             self.assertTrue(result["bf16_config"]["bf16_master_weights_and_grads"], rank)
             self.assertTrue(result["bf16_config"]["bf16_optimizer_states"], rank)
@@ -464,6 +466,8 @@ class _KahanProbe(TrainerCallback):
 
 
 def _trainer_main(output_dir, stage):
+    from transformers.modelcard import extract_hyperparameters_from_trainer
+
     def make(max_steps, probe, **kwargs):
         args = TrainingArguments(
             output_dir,
@@ -505,6 +509,7 @@ def _trainer_main(output_dir, stage):
     inner = getattr(inner, "optimizer", inner)  # ZeRO's optimizer around optimi's
     result = {
         "trained_precision": model.config.trained_precision,
+        "training_regime": extract_hyperparameters_from_trainer(trainer).get("training_regime"),
         "bf16_config": ds_config["bf16"],
         "gather_16bit": ds_config["zero_optimization"].get("stage3_gather_16bit_weights_on_model_save"),
         "zero_stage": trainer.model_wrapped.zero_optimization_stage(),

@@ -54,6 +54,7 @@ if is_torch_available():
         finish_trained_precision_run,
         note_optimizer_step,
         note_training_loss,
+        resolve_run_compute,
         resolve_run_precision,
         stamp_trained_precision,
     )
@@ -165,6 +166,11 @@ class ResolveRunPrecisionTest(TestCasePlus):
             ("bf16", {"bf16": {"enabled": True}}, "no", "bf16"),
             ("fp16", {"fp16": {"enabled": True}, "bf16": {"enabled": False}}, "no", "fp16"),
             ("legacy_bfloat16_key", {"bfloat16": {"enabled": True}}, "no", "bf16"),
+            # DeepSpeed reads "enabled" as a pydantic bool: 1 and "yes" enable it too; "amp" (apex) is fp16 autocast
+            ("enabled_1", {"bf16": {"enabled": 1}}, "no", "bf16"),
+            ("enabled_yes", {"fp16": {"enabled": "yes"}}, "no", "fp16"),
+            ("enabled_0", {"bf16": {"enabled": 0}}, "no", "fp32"),
+            ("apex_amp", {"amp": {"enabled": True, "opt_level": "O1"}}, "no", "fp16"),
             ("auto_follows_the_run", {"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, "fp16", "fp16"),
             ("auto_without_mixed_precision", {"bf16": {"enabled": "auto"}}, "no", "fp32"),
             ("no_precision_section", {"zero_optimization": {"stage": 2}}, "no", "fp32"),
@@ -184,6 +190,23 @@ class ResolveRunPrecisionTest(TestCasePlus):
         plugin = DeepSpeedPlugin(hf_ds_config={"zero_optimization": {"stage": 2}, **ds_config})
         accelerator = fake_accelerator(mixed_precision, distributed_type="DEEPSPEED", deepspeed_plugin=plugin)
         self.assertEqual(resolve_run_precision(model, accelerator=accelerator), expected)
+
+    def test_a_prepared_accelerator_gets_the_trainers_answer(self):
+        # with a real accelerator, the extension asks the core's `get_training_precision`: one answer for both
+        from accelerate import Accelerator
+
+        from transformers.trainer_utils import get_training_precision
+
+        cases = [("fp16", torch.float32, "fp32"), ("fp16", torch.float16, "fp16")]
+        cases += [("bf16", torch.float32, "bf16"), ("bf16", torch.float16, "fp16"), ("no", torch.bfloat16, "bf16")]
+        for mixed_precision, dtype, expected in cases:
+            reset_accelerate_state()
+            accelerator = Accelerator(cpu=True, mixed_precision=mixed_precision)
+            model = accelerator.prepare(tiny_gpt_neo(dtype))
+            self.assertEqual(resolve_run_precision(model, accelerator=accelerator), expected, mixed_precision)
+            self.assertEqual(get_training_precision(model, accelerator)[0], expected, mixed_precision)
+            amp = expected == "bf16" and dtype == torch.float32
+            self.assertEqual(resolve_run_compute(model, accelerator=accelerator), "amp" if amp else "pure")
 
     def test_deepspeed_config_file_and_pure_bf16_weights(self):
         path = os.path.join(self.output_dir, "ds_config.json")
@@ -294,12 +317,13 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assert_saved("bf16")
 
     def test_fp16_flag_on_the_cpu(self):
-        # accelerate ignores fp16 on the CPU: the run is fp32, one warning says so, and the stamp says why.
+        # accelerate ignores fp16 on the CPU: the run is fp32, and one warning says so, the core's (the Trainer's
+        # `get_training_precision`, which the extension asks too)
         logging.warning_once.cache_clear()  # once per process: another test may have said it already
-        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger(STAMP_LOGGER)) as cl:
+        with LoggingLevel(logging.INFO), CaptureLogger(logging.get_logger("transformers")) as cl:
             self.train(tiny_gpt_neo(), fp16=True)
         self.assert_saved("fp32")
-        self.assertEqual(cl.out.count("accelerate runs no fp16 autocast on the CPU: this run computes in fp32"), 1)
+        self.assertEqual(cl.out.count("fp16 mixed precision does not run on the CPU"), 1, cl.out)
         self.assertNotIn("Stamped", cl.out)  # an fp32 run: the stamp logs nothing upstream does not
 
     def test_bf16_flag_on_the_cpu_says_nothing_about_fp16(self):

@@ -28,7 +28,6 @@ What lives here:
   MoE expert weights and custom `nn.Parameter`s included), keeping in fp32 what the model needs there.
 - [`check_pure_half_precision_training`]: the warnings, with their numbers, once on the main process.
 - [`storage_dtype`]: the dtype that `save_pretrained` records for a model cast by the switch.
-- [`bf16_full_train_card_entries`]: the model card's line for a pure-bf16 run.
 - [`training_state_bytes`]: bytes per parameter of weights + gradients + optimizer state, from live tensors.
 """
 
@@ -674,21 +673,6 @@ def storage_dtype(model: nn.Module) -> torch.dtype:
     if any(str(dtype).replace("torch.", "") not in PRECISION_DTYPE_NAMES for dtype in dtypes):
         return model.dtype
     return torch.bfloat16 if torch.bfloat16 in dtypes else model.dtype
-
-
-def bf16_full_train_card_entries(trainer) -> dict[str, str]:
-    """
-    What the model card the `Trainer` writes adds for a pure-bf16 run (`bf16_full_train=True`): its training precision.
-    Every other run's card is upstream's (an empty dict).
-
-    Args:
-        trainer ([`Trainer`]): The trainer writing the card.
-    """
-    args = getattr(trainer, "args", None)
-    if not getattr(args, "bf16_full_train", False):
-        return {}
-    optim = str(getattr(args.optim, "value", args.optim))
-    return {"training_precision": f"pure bf16 (bf16_full_train: bf16 weights, bf16 autocast, {optim})"}
 
 
 def tensor_storage_bytes(tensor: torch.Tensor, counted: set | None = None) -> int:

@@ -32,13 +32,16 @@ when it is loaded in fp16.
 A stamp is a new run: it removes the publisher's reference runtime a load persisted (`trained_precision_reference`),
 which holds only for the publisher's unchanged weights.
 
-Which precision a run has is decided by [`resolve_run_precision`], in this order:
+Which precision a run has is decided by [`resolve_run_precision`]. With an `Accelerator` whose model is prepared (the
+[`Trainer`]'s case, and a custom loop's after `accelerator.prepare`), it is the [`Trainer`]'s own answer,
+[`~trainer_utils.get_training_precision`], which the model card's training regime also comes from. Without one (settings
+alone, or DeepSpeed before `prepare`), in this order:
 
 0. the precision policy the model carries, when the run set one (pure bf16, `bf16_full_train`, leaves its policy on
    the model it casts);
 
-1. a DeepSpeed config that enables `bf16` or `fp16` (DeepSpeed casts the model itself, so accelerate's setting does
-   not apply);
+1. a DeepSpeed config that enables `bf16` or `fp16`, read as DeepSpeed reads `"enabled"` (`true`, `1`, `"yes"`, ...;
+   DeepSpeed casts the model itself, so accelerate's setting does not apply);
 2. an FSDP mixed-precision policy: its `param_dtype` is the dtype the forward computes in;
 3. accelerate's resolved mixed precision (`TrainingArguments(bf16=True/fp16=True)`, `ACCELERATE_MIXED_PRECISION`,
    `accelerate launch --mixed_precision`); `"fp8"` counts as `"bf16"`, because fp8 runs keep bf16 activations;
@@ -158,6 +161,13 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
     if policy is not None:
         return normalize_precision(policy.name), RUN_PURE
 
+    if deepspeed_config is None and _is_prepared(accelerator):
+        # the `Trainer`'s own answer ([`~trainer_utils.get_training_precision`]), for the model as accelerate prepared it
+        from ..trainer_utils import get_training_precision
+
+        precision = get_training_precision(unwrap_model_for_config(model), accelerator)[0]
+        return precision, RUN_PURE if _parameter_precision(model) in (None, precision) else RUN_AMP
+
     fallback_mixed_precision = _mixed_precision(args=args, accelerator=accelerator)
 
     ds_config = deepspeed_config if deepspeed_config is not None else _find_deepspeed_config(args, accelerator)
@@ -182,6 +192,19 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
         return precision, RUN_PURE if weights == precision else RUN_AMP
 
     return _parameter_precision(model) or FP32, RUN_PURE
+
+
+def _is_prepared(accelerator: Any) -> bool:
+    """
+    Whether `accelerator` is a real `Accelerator` whose run is decided: every one but a DeepSpeed one whose model is not
+    prepared yet (DeepSpeed casts the model in `prepare`; before it, only its config says what will run).
+    """
+    if accelerator is None or not hasattr(accelerator, "native_amp"):
+        return False
+    return (
+        _distributed_type(accelerator) != "DEEPSPEED"
+        or getattr(accelerator, "deepspeed_engine_wrapped", None) is not None
+    )
 
 
 # precisions by the range of their values, narrowest first
@@ -275,9 +298,13 @@ def _deepspeed_config_dict(ds_config: Any) -> dict:
 
 
 def _deepspeed_precision(ds_config: Any, fallback_mixed_precision: str | None) -> str | None:
-    """`"bf16"`/`"fp16"` when the DeepSpeed config enables it; `"auto"` follows the mixed precision of the run."""
+    """
+    `"bf16"`/`"fp16"` when the DeepSpeed config enables it, as DeepSpeed reads `"enabled"` ([`_deepspeed_enabled`]);
+    `"auto"` follows the mixed precision of the run, as the `Trainer` fills it in. An `"amp"` section (apex AMP, in
+    DeepSpeed versions that still have it) is fp16 autocast.
+    """
     config = _deepspeed_config_dict(ds_config)
-    for precision, keys in ((BF16, ("bf16", "bfloat16")), (FP16, ("fp16",))):
+    for precision, keys in ((BF16, ("bf16", "bfloat16")), (FP16, ("fp16", "amp"))):
         for key in keys:
             section = config.get(key)
             if not isinstance(section, dict):
@@ -285,9 +312,20 @@ def _deepspeed_precision(ds_config: Any, fallback_mixed_precision: str | None) -
             enabled = section.get("enabled", False)
             if enabled == "auto":
                 enabled = fallback_mixed_precision == precision
-            if enabled is True or (isinstance(enabled, str) and enabled.lower() == "true"):
+            if _deepspeed_enabled(enabled):
                 return precision
     return None
+
+
+# the strings pydantic reads as `True` in a `bool` field, which is how DeepSpeed's precision configs read `"enabled"`
+_TRUE_STRINGS = ("1", "on", "t", "true", "y", "yes")
+
+
+def _deepspeed_enabled(value: Any) -> bool:
+    """Whether DeepSpeed reads `value` as `True`: `True`, `1` (or `1.0`) and the strings pydantic accepts for it."""
+    if isinstance(value, str):
+        return value.strip().lower() in _TRUE_STRINGS
+    return value is True or (isinstance(value, (int, float)) and value == 1)
 
 
 def _fsdp_policy_precision(accelerator: Any) -> str | None:
@@ -804,30 +842,6 @@ def _weights_were_loaded(model: Any) -> bool:
 def _is_dtype(value: Any) -> bool:
     cls = type(value)
     return cls.__module__ == "torch" and cls.__name__ == "dtype"
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The model card
-
-
-def model_card_precision_entries(trainer: Any) -> dict[str, str]:
-    """
-    Model-card hyperparameters about precision, added by `extract_hyperparameters_from_trainer`: bf16 mixed precision
-    (upstream's card only reports fp16 AMP) and the trained precision the run stamped.
-    """
-    entries = {}
-    # accelerate reports DeepSpeed runs as "bf16" whatever their config says: read the arguments there
-    accelerator = None if getattr(trainer, "is_deepspeed_enabled", False) else getattr(trainer, "accelerator", None)
-    mixed_precision = _mixed_precision(args=trainer.args, accelerator=accelerator)
-    if mixed_precision == BF16 and not getattr(trainer.args, "fp16", False):
-        entries["mixed_precision_training"] = "Native AMP (bf16)"
-    model = getattr(trainer, "model", None)
-    config = getattr(unwrap_model_for_config(model), "config", None) if model is not None else None
-    for field in (FIELD, PRETRAINING_FIELD):
-        value = config_precision(config, field) if config is not None else UNKNOWN
-        if value != UNKNOWN:
-            entries[field] = value
-    return entries
 
 
 __all__ = [
