@@ -42,20 +42,29 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
                     self.assertEqual(json.load(f)["trained_precision"], precision)
                 self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, precision)
 
-    def test_torch_dtype_assigned_never_breaks_the_save(self):
-        # the field holds a string: a dtype assigned later is refused there and then, or stored as its name
+    def test_torch_dtype_assigned_is_refused_and_the_save_is_unchanged(self):
+        # the field holds the four strings only: a dtype is refused there and then, naming the field and the values
         config = GPT2Config()
-        try:
+        with self.assertRaises(StrictDataclassFieldValidationError) as context:
             config.trained_precision = torch.bfloat16
-        except (ValueError, StrictDataclassFieldValidationError) as error:
-            for name in ("fp32", "bf16", "fp16", "unknown"):
-                self.assertIn(name, str(error))
-            self.assertEqual(config.trained_precision, "unknown")
-        else:
-            self.assertEqual(config.trained_precision, "bf16")
+        self.assertIn("'trained_precision'", str(context.exception))
+        for name in ("fp32", "bf16", "fp16", "unknown"):
+            self.assertIn(repr(name), str(context.exception))
+        self.assertEqual(config.trained_precision, "unknown")
         with tempfile.TemporaryDirectory() as tmp:
             config.save_pretrained(tmp)
-            self.assertIn(AutoConfig.from_pretrained(tmp).trained_precision, ("unknown", "bf16"))
+            self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, "unknown")
+
+    def test_the_validator_is_a_type_validator(self):
+        from transformers.utils.type_validators import trained_precision
+
+        for name in ("fp32", "bf16", "fp16", "unknown"):
+            trained_precision(name)
+        for value in ("bfloat16", "BF16", torch.float16, None, ["bf16"]):
+            with self.subTest(value=value):
+                with self.assertRaises(ValueError) as context:
+                    trained_precision(value)
+                self.assertIn(repr(value), str(context.exception))
 
     def test_invalid_value_raises_and_names_the_valid_ones(self):
         def construct():
@@ -105,4 +114,23 @@ class TrainedPrecisionConfigTest(unittest.TestCase):
         config, out = self.load_edited(config, lambda d: d["text_config"].update(trained_precision="bfloat17"))
         self.assertEqual(config.text_config.trained_precision, "unknown")
         self.assertEqual(config.trained_precision, "bf16")
-        self.assertEqual(out.count("bfloat17"), 1, out)
+        self.assertEqual(out.count("text_config.trained_precision="), 1, out)
+
+    def test_unrecognised_value_is_read_as_unknown_by_from_json_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "config.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"model_type": "gpt2", "trained_precision": "fp8-by-hand"}, f)
+            with CaptureLogger(logging.get_logger("transformers")) as cl:
+                config = GPT2Config.from_json_file(path)
+        self.assertEqual(config.trained_precision, "unknown")
+        self.assertIn("fp8-by-hand", cl.out)
+
+    def test_a_trained_precision_key_in_other_data_is_left_as_it_is(self):
+        # only the config and its sub-configs are read leniently: user data holding the same key is not a config
+        params = {"summarization": {"trained_precision": "whatever"}}
+        with CaptureLogger(logging.get_logger("transformers")) as cl:
+            config = GPT2Config.from_dict({"task_specific_params": params, "trained_precision": "bf16"})
+        self.assertEqual(config.task_specific_params, params)
+        self.assertEqual(config.trained_precision, "bf16")
+        self.assertNotIn("whatever", cl.out)
