@@ -276,21 +276,20 @@ class LoadingCheckModeTest(_CheckTestBase):
         self.assertIn("'warn', 'error', 'ignore'", message)
 
     def test_invalid_env_value(self):
-        """A typo in the variable is one warning naming the valid values; the default ("warn") applies."""
-        with mockenv_context(**{ENV_VAR: "warnn"}):
-            with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
-                model = self.load("unknown", torch.float32)
-                self.load("unknown", torch.float32)
-            self.assertEqual(model.dtype, torch.float32)
-            self.assertEqual(cl.out.count("is not a valid value"), 1, cl.out)
-            self.assertIn("'warnn'", cl.out)
-            self.assertIn(ENV_VAR, cl.out)
-            self.assertIn("'warn', 'error', 'ignore'", cl.out)
-            self.assertEqual(resolve_check_mode(), "warn")
-            reset_warning_cache()
-            with self.capture() as cl:  # the default mode warns about a risky load, and does not raise
-                self.load("bf16", torch.float16)
-            self.assertIn("was trained in bf16", cl.out)
+        """A typo in the variable fails as a typo in the keyword does: never the default "warn" instead of "error"."""
+        for value in ("errror", "raise", "1", "true"):
+            with mockenv_context(**{ENV_VAR: value}):
+                for trained, dtype in (("bf16", torch.float16), ("unknown", torch.float32)):
+                    with self.subTest(value=value, trained=trained), self.assertRaises(ValueError) as ctx:
+                        self.load(trained, dtype)
+                    self.assertNotIsInstance(ctx.exception, TrainedPrecisionRiskError)
+                    for words in (repr(value), ENV_VAR, "'warn', 'error', 'ignore'"):
+                        self.assertIn(words, str(ctx.exception))
+                with self.assertRaises(ValueError):
+                    resolve_check_mode()
+                # a per-call mode does not read the variable
+                model = self.load("bf16", torch.float16, trained_precision_check="ignore")
+                self.assertEqual(model.dtype, torch.float16)
 
     def test_resolve_check_mode(self):
         self.assertEqual(resolve_check_mode(), "warn")

@@ -30,8 +30,9 @@ the later casts of the model that call built (it is recorded on the model, see [
   `ValueError`, like `transformers serve`'s model manager, do not swallow it);
 - `"ignore"`: do nothing.
 
-A bad value of the environment variable logs one warning that names the valid values, and the default applies (as
-upstream treats `TRANSFORMERS_VERBOSITY`); a bad per-call value raises a `ValueError`.
+A bad value, per call or in the environment variable, raises a `ValueError` that names where it came from and the
+valid values, the first time a check needs the mode (every load does, a device move does not): the variable is a
+safety switch, and a typo of `"error"` that fell back to `"warn"` would turn error mode off without a word.
 
 The answer comes from [`~trained_precision.resolver.TrainedPrecisionInfo.assess`]: the risk rules' prior, overridden
 by evidence that the runtime works for this checkpoint ([`~trained_precision.evidence.find_evidence`]). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
@@ -154,15 +155,15 @@ def _invalid_mode_error(value: Any, origin: str) -> ValueError:
 
 def resolve_check_mode(mode: str | None = None) -> str:
     """
-    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`,
-    else `"warn"`. Case and surrounding whitespace are ignored. A bad value of the environment variable logs one
-    warning naming the valid values, and `"warn"` applies.
+    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`
+    (unset or blank: `"warn"`). Case and surrounding whitespace are ignored.
 
     Args:
         mode (`str`, *optional*): the per-call value (`"warn"`, `"error"` or `"ignore"`).
 
     Raises:
-        `ValueError`: when the per-call value is not one of the valid modes; the message lists them.
+        `ValueError`: when the per-call value, or without one the environment variable, is not one of the valid modes;
+        the message names where the value came from and lists the valid ones. A typo of `"error"` never means `"warn"`.
     """
     if mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
@@ -172,10 +173,7 @@ def resolve_check_mode(mode: str | None = None) -> str:
     if env is None or not env.strip():
         return WARN
     if env.strip().lower() not in CHECK_MODES:
-        logger.warning_once(
-            f"{_invalid_mode_error(env, f'value for the environment variable {ENV_VAR}')} Using {WARN!r}."
-        )
-        return WARN
+        raise _invalid_mode_error(env, f"value of the environment variable {ENV_VAR}")
     return env.strip().lower()
 
 
