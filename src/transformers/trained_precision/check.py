@@ -284,12 +284,11 @@ def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     (embeddings, norms and the residual stream; bitsandbytes casts every quantized matmul's output back to its input's
     dtype), then the compute dtype of the quantized matmuls when it differs.
     """
+    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
+
     quantization_config = getattr(hf_quantizer, "quantization_config", None)
-    compute = None
-    if getattr(quantization_config, "load_in_4bit", False):
-        compute = getattr(quantization_config, "bnb_4bit_compute_dtype", None)
-    if compute is None:
-        compute = getattr(quantization_config, "compute_dtype", None)
+    dtypes = _activation_dtypes(dtype, hf_quantizer)
+    compute = dtypes[1] if len(dtypes) > 1 else None
     method = getattr(quantization_config, "quant_method", None)
     method = getattr(method, "value", method)
     quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
@@ -508,7 +507,8 @@ def _report_assessment(
     if note_only:
         _INFORMED.add((*key, "note"))
     else:
-        _WARNED.add(key)
+        # one warning per model, dtype and call: a composite model's other sub-models at risk are not said again
+        _WARNED.update((key, outer_key))
     (logger.info if note_only else logger.warning)(message)
     return risk
 
