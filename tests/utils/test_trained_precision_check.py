@@ -123,7 +123,9 @@ class LoadingCheckMatrixTest(_CheckTestBase):
         if path == "from_pretrained":
             return self.load(trained, dtype), self.dirs[trained]
         if path == "from_config":
-            return AutoModelForCausalLM.from_config(tiny_config(trained), dtype=dtype), "<unnamed gpt_neo model>"
+            return AutoModelForCausalLM.from_config(
+                tiny_config(trained), dtype=dtype
+            ), "GPTNeoForCausalLM"  # named by its class, as the core names it
         model = GPTNeoForCausalLM(tiny_config(trained))  # fp32, built without a check
         if path == "cast_method":
             {"fp32": model.float, "bf16": model.bfloat16, "fp16": model.half}[runtime]()

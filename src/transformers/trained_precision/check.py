@@ -402,7 +402,7 @@ def check_trained_precision(
         return None
     if mode == IGNORE:
         return assessment.risk
-    name = _display_name(config, model_name or display_name)
+    name = _display_name(config, model_name, display_name)
     return _report_assessment(assessment, info, name, sub_model, action, mode, per_call, note, fp16_plan_problem)
 
 
@@ -412,9 +412,12 @@ def _inherit_scope(scope: _ConstructionScope, mode, model_name, registry_row) ->
     return mode, scope.model_name or model_name, scope.action, registry_row or scope.registry_row
 
 
-def _display_name(config, model_name) -> str:
-    """The model's name in messages: `model_name`, else the config's `name_or_path`, else `<unnamed ... model>`."""
-    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
+def _display_name(config, model_name, display_name: str | None = None) -> str:
+    """
+    The model's name in messages: `model_name`, else the config's `name_or_path`, else `display_name` (the model's
+    class, as the core names it), else `<unnamed ... model>`.
+    """
+    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or display_name or "")
     if not name:
         name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
     return name
