@@ -106,26 +106,64 @@ def check_trained_precisions(path=PATH_TO_DATA, overwrite: bool = False):
         Path(path).write_text(expected, encoding="utf-8")
 
 
+def _members(text: str) -> list[tuple[str, int, int, int]]:
+    """`(key, start, value start, value end)` of each member of the JSON object `text`, in order, read by `json`."""
+    decoder, space = json.JSONDecoder(), re.compile(r"\s*")
+    i = space.match(text).end()
+    if text[i : i + 1] != "{":
+        raise ValueError("it is not a JSON object")
+    i, members = space.match(text, i + 1).end(), []
+    while text[i : i + 1] == '"':
+        key, j = json.decoder.scanstring(text, i + 1)
+        j = space.match(text, space.match(text, j).end() + 1).end()  # past the colon
+        end = decoder.raw_decode(text, j)[1]
+        members.append((key, i, j, end))
+        i = space.match(text, end).end()
+        i = space.match(text, i + 1).end() if text[i : i + 1] == "," else i
+    return members
+
+
+def _with_field(text: str, precision: str) -> str:
+    """`text` with the top-level `"trained_precision"` set to `precision`: only that member's line changes."""
+    members, value = _members(text), json.dumps(precision)
+    for key, _, start, end in members:
+        if key == "trained_precision":
+            return text[:start] + value + text[end:]
+    line = f'"trained_precision": {value}'
+    if not members:
+        return "{\n  " + line + "\n}" + text[text.rindex("}") + 1 :]
+    # in sorted position when the keys are sorted (as `save_pretrained` writes them), else last
+    keys = [key for key, *_ in members]
+    after = [m for m in members if m[0] > "trained_precision"] if keys == sorted(keys) else []
+    if after:
+        start = after[0][1]
+        indent = text[text.rfind("\n", 0, start) + 1 : start]
+        return text[:start] + line + ",\n" + indent + text[start:]
+    key, start, _, end = members[-1]
+    indent = text[text.rfind("\n", 0, start) + 1 : start]
+    return text[:end] + ",\n" + indent + line + text[end:]
+
+
 def write_config(config_file: Path, precision: str, force: bool = False) -> tuple[bool, str]:
     """
-    Writes `"trained_precision": precision` into `config_file` atomically, keeping its key order, indentation and other
-    values; another known precision only with `force`. Returns whether the file now says `precision`, and what was done.
+    Writes `"trained_precision": precision` into `config_file` atomically, changing only that member's line (every other
+    byte is kept); another known precision only with `force`. Returns whether the file now says `precision`, and what
+    was done.
     """
     text = config_file.read_text(encoding="utf-8")
-    config = json.loads(text)
-    current = config.get("trained_precision", "unknown")
+    try:
+        current = json.loads(text).get("trained_precision", "unknown")
+        new_text = _with_field(text, precision)
+    except (ValueError, AttributeError) as error:
+        raise ValueError(f"{config_file} is not a valid JSON object: {error}") from None
     if current == precision:
         return True, f"already says {precision!r}"
     if current in PRECISIONS and not force:
         return False, f"left as it is: it says {current!r}, the published precision is {precision!r} (see --force)"
-    sort_keys = list(config) == sorted(config)
-    config["trained_precision"] = precision
-    indent = re.search(r"\n([ \t]+)\"", text)
-    new_text = json.dumps(config, indent=indent and indent[1], sort_keys=sort_keys, ensure_ascii=text.isascii())
     fd, tmp = tempfile.mkstemp(dir=config_file.parent, prefix=".config.json.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(new_text + ("\n" if text.endswith("\n") else ""))
+            f.write(new_text)
         os.chmod(tmp, stat.S_IMODE(config_file.stat().st_mode))
         os.replace(tmp, config_file)
     except BaseException:
@@ -138,18 +176,20 @@ def write_configs(paths, model_id: str | None, force: bool = False, data=PATH_TO
     """
     Writes the published precision of `model_id` into the `config.json` of each checkpoint directory in `paths` (a
     clone of the model's Hub repo, whose commit becomes the Hub pull request); returns whether none was left different.
+    Raises a `ValueError` with the reason (no `model_id`, no row for it, no `config.json`, not a JSON object).
     """
     if model_id is None:
         raise ValueError("give the checkpoints' Hub id with --model_id ORG/NAME")
     _, rows = load_rows(data)
     row = next((row for row in rows if row[0].lower() == model_id.lower()), None)
     if row is None:
-        raise ValueError(f"{data} has no published precision for {model_id}")
+        raise ValueError(f"{model_id} has no published precision in {data}: add its row, with its source, first")
+    missing = [path for path in paths if not (Path(path) / "config.json").is_file()]
+    if missing:
+        raise ValueError(f"no config.json in {', '.join(map(str, missing))}")
     all_done = True
     for path in paths:
         config_file = Path(path) / "config.json"
-        if not config_file.is_file():
-            raise ValueError(f"{path} holds no config.json")
         done, message = write_config(config_file, row[1], force=force)
         all_done = all_done and done
         print(f"{config_file}: {message} ({row[0]}, {row[2]})")
@@ -163,9 +203,12 @@ def main(argv=None) -> int:
     parser.add_argument("--model_id", help="The Hub id of the checkpoints given to --write_configs.")
     parser.add_argument("--force", action="store_true", help="Whether to replace another trained precision.")
     args = parser.parse_args(argv)
-    if args.write_configs:
-        return 0 if write_configs(args.write_configs, args.model_id, force=args.force) else 1
-    check_trained_precisions(overwrite=args.fix_and_overwrite)
+    try:
+        if args.write_configs:
+            return 0 if write_configs(args.write_configs, args.model_id, force=args.force) else 1
+        check_trained_precisions(overwrite=args.fix_and_overwrite)
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     return 0
 
 

@@ -18,7 +18,7 @@ import stat
 import sys
 from pathlib import Path
 
-from transformers.testing_utils import CaptureStdout, TestCasePlus
+from transformers.testing_utils import CaptureStd, CaptureStdout, TestCasePlus
 
 
 git_repo_path = os.path.abspath(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -39,6 +39,23 @@ def dump(config):  # as `PreTrainedConfig.to_json_file` writes it
 
 
 BF16_CONFIG = dump({**CONFIG, "trained_precision": "bf16"})
+# EleutherAI/gpt-neo-1.3B's config.json in its layout (keys sorted, the attention patterns as inline arrays), cut short
+GPT_NEO_CONFIG = """{
+  "activation_function": "gelu_new",
+  "architectures": [
+    "GPTNeoForCausalLM"
+  ],
+  "attention_layers": ["global", "local", "global", "local"],
+  "attention_types": [[["global", "local"], 12]],
+  "hidden_size": 2048,
+  "model_type": "gpt_neo",
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50, "temperature": 0.9}},
+  "tokenizer_class": "GPT2Tokenizer",
+  "transformers_version": "4.9.0.dev0",
+  "vocab_size": 50257,
+  "window_size": 256
+}
+"""
 
 
 def run(*args):
@@ -87,25 +104,48 @@ class CheckTrainedPrecisionTest(TestCasePlus):
         self.assertEqual([row[0] for row in json.loads(path.read_text(encoding="utf-8"))], expected)
         check_trained_precision.check_trained_precisions(path)
 
-    def test_write_into_a_checkpoint_directory(self):
+    def test_gpt_neo_sizes_with_a_published_precision(self):
+        rows = {hub_id: precision for hub_id, precision, _ in check_trained_precision.load_rows()[1]}
+        self.assertEqual(rows["EleutherAI/gpt-neo-1.3B"], "bf16")
+        self.assertEqual(rows["EleutherAI/gpt-neo-2.7B"], "fp32")
+        self.assertNotIn("EleutherAI/gpt-neo-125M", rows)  # nobody who trained it said
+
+    def test_write_changes_only_the_fields_line(self):
         config_file = Path(self.get_auto_remove_tmp_dir()) / "config.json"
-        config_file.write_text(json.dumps({"vocab_size": 8, "model_type": "gpt_neo"}, indent=4), encoding="utf-8")
+        config_file.write_text(GPT_NEO_CONFIG, encoding="utf-8")
         config_file.chmod(0o644)
-        with self.assertRaisesRegex(ValueError, "--model_id ORG/NAME"):
-            run("--write_configs", str(config_file.parent))
         written = f"{config_file}: wrote 'bf16' ({WRITE[1]}, {SOURCE})\n"
         self.assertEqual(run(*WRITE, str(config_file.parent)), (0, written))
-        expected = {"vocab_size": 8, "model_type": "gpt_neo", "trained_precision": "bf16"}  # same order and indent
-        self.assertEqual(config_file.read_text(encoding="utf-8"), json.dumps(expected, indent=4))
+        new = config_file.read_text(encoding="utf-8").splitlines(keepends=True)
+        self.assertEqual([line for line in new if line not in GPT_NEO_CONFIG], ['  "trained_precision": "bf16",\n'])
+        self.assertEqual("".join(line for line in new if "trained_precision" not in line), GPT_NEO_CONFIG)
         self.assertEqual(os.listdir(config_file.parent), ["config.json"])  # the temporary file was moved
         self.assertEqual(stat.S_IMODE(config_file.stat().st_mode), 0o644)
+        # replacing a value changes that line only, and keeps the other keys' order and indentation
+        config_file.write_text(
+            '{\n    "vocab_size": 8, "trained_precision": "fp16",\n    "a": [1, 2]\n}', encoding="utf-8"
+        )
+        self.assertEqual(run(*WRITE, str(config_file.parent), "--force")[0], 0)
+        expected = '{\n    "vocab_size": 8, "trained_precision": "bf16",\n    "a": [1, 2]\n}'
+        self.assertEqual(config_file.read_text(encoding="utf-8"), expected)
 
-    def test_write_needs_a_published_id_and_a_checkpoint(self):
-        checkpoint = self.get_auto_remove_tmp_dir()
-        with self.assertRaisesRegex(ValueError, "has no published precision for org/x"):
-            run("--model_id", "org/x", "--write_configs", checkpoint)
-        with self.assertRaisesRegex(ValueError, "holds no config.json"):
-            run(*WRITE, checkpoint)
+    def test_bad_input_is_a_message_not_a_traceback(self):
+        checkpoint = Path(self.get_auto_remove_tmp_dir())
+        (checkpoint / "bad" / "config.json").parent.mkdir()
+        (checkpoint / "bad" / "config.json").write_text('{"vocab_size": 8,}', encoding="utf-8")
+        for args, expected in [
+            (["--write_configs", str(checkpoint)], "--model_id ORG/NAME"),
+            (["--model_id", "EleutherAI/gpt-neo-125M", "--write_configs", str(checkpoint)], "no published precision"),
+            ([*WRITE, str(checkpoint / "missing")], f"no config.json in {checkpoint / 'missing'}"),
+            ([*WRITE, str(checkpoint / "bad")], "is not a valid JSON object"),
+        ]:
+            with self.subTest(expected), CaptureStd(out=False) as cs, self.assertRaises(SystemExit) as context:
+                check_trained_precision.main(args)
+            self.assertEqual(context.exception.code, 2)
+            self.assertIn(expected, cs.err)
+            self.assertNotIn("Traceback", cs.err)
+        self.assertEqual((checkpoint / "bad" / "config.json").read_text(encoding="utf-8"), '{"vocab_size": 8,}')
+        self.assertEqual(sorted(os.listdir(checkpoint / "bad")), ["config.json"])
 
     def test_another_precision_is_only_replaced_with_force(self):
         config_file = Path(self.get_auto_remove_tmp_dir()) / "config.json"
@@ -117,4 +157,3 @@ class CheckTrainedPrecisionTest(TestCasePlus):
         written = f"{config_file}: wrote 'bf16' over 'fp16' ({WRITE[1]}, {SOURCE})\n"
         self.assertEqual(run(*WRITE, str(config_file.parent), "--force"), (0, written))
         self.assertEqual(config_file.read_text(encoding="utf-8"), BF16_CONFIG)
-        self.assertEqual(os.listdir(config_file.parent), ["config.json"])
