@@ -74,13 +74,13 @@ class TrainedPrecisionCheckTest(TestCasePlus):
             self.assertIn(words, cl.out)
 
     def test_safe_and_unknown_runtimes_are_silent(self):
-        for trained, dtype in [
+        pairs = [
             ("bf16", torch.bfloat16),
             ("bf16", torch.float32),
             ("fp16", torch.float16),
             ("unknown", torch.float16),
-            ("fp32", torch.bfloat16),
-        ]:
+        ]
+        for trained, dtype in pairs + [("fp32", torch.bfloat16)]:
             path = self.checkpoint(trained)
             with CaptureLogger(logger) as cl:
                 model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
@@ -107,18 +107,13 @@ class TrainedPrecisionCheckTest(TestCasePlus):
                 self.assertEqual(cl.out.count(path), 1, cl.out)
                 self.assertEqual(next(model.transformer.parameters()).dtype, torch.float16)
 
-    def test_model_built_in_python_is_named_by_its_class(self):
-        model = GPT2ForSequenceClassification(tiny_gpt2_config("bf16"))
+    def test_a_model_without_a_path_is_named_by_its_class(self):
         with CaptureLogger(logger) as cl:
-            model.half()
-        self.assertIn("GPT2ForSequenceClassification", cl.out)
-
-    def test_from_config(self):
-        config = tiny_gpt2_config("bf16")
-        with CaptureLogger(logger) as cl:
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)
+            model = AutoModelForCausalLM.from_config(tiny_gpt2_config("bf16"), dtype=torch.float16)
+            GPT2ForSequenceClassification(tiny_gpt2_config("bf16")).half()
         self.assertEqual(model.dtype, torch.float16)
         self.assertIn("GPT2LMHeadModel", cl.out)
+        self.assertIn("GPT2ForSequenceClassification", cl.out)
 
     def test_a_composite_model_is_one_message_per_load(self):
         # a Llava checks its sub-configs too, and the sub-models it builds in `__init__` are not checked again

@@ -15,11 +15,14 @@ import torch
 from parameterized import parameterized
 
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     BertConfig,
     EncoderDecoderConfig,
     EncoderDecoderModel,
+    GPTNeoConfig,
     GPTNeoForCausalLM,
+    LlavaConfig,
     PreTrainedTokenizerFast,
     pipeline,
 )
@@ -746,3 +749,41 @@ class RegistryPersistenceTest(unittest.TestCase):
         GPTNeoForCausalLM(tiny_config("fp32")).save_pretrained(snapshot)
         model = AutoModelForCausalLM.from_pretrained(snapshot)
         self.assertEqual(model.config.trained_precision, "fp32")
+
+
+class PretrainingPrecisionFieldTest(unittest.TestCase):
+    """`pretraining_precision` is validated by the field's own validator, naming itself, and read like the field."""
+
+    @parameterized.expand([("string", "float8"), ("alias", "bf16-mixed"), ("none", None), ("list", ["bf16"])])
+    def test_assignment_and_init_raise_naming_the_field(self, _, value):
+        config = GPTNeoConfig()
+        for make in (
+            lambda: setattr(config, "pretraining_precision", value),
+            lambda: GPTNeoConfig(pretraining_precision=value),
+        ):
+            with self.assertRaises(ValueError) as ctx:
+                make()
+            self.assertIn("`pretraining_precision`", str(ctx.exception))
+            self.assertNotIn("`trained_precision`", str(ctx.exception))
+            self.assertIn(repr(value), str(ctx.exception))
+        self.assertNotIn("pretraining_precision", vars(config))
+
+    def test_config_json_with_bad_values_loads_as_unknown(self):
+        logger = logging.get_logger("transformers.configuration_utils")
+        logger.warning_once.cache_clear()
+        with tempfile.TemporaryDirectory() as tmp:
+            LlavaConfig().save_pretrained(tmp)
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+                data = json.load(f)
+            data["pretraining_precision"] = "pretrained-by-hand"
+            data["text_config"]["pretraining_precision"] = "bf16"
+            data["text_config"]["trained_precision"] = "fp8"
+            with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            with CaptureLogger(logger) as cl:
+                config = AutoConfig.from_pretrained(tmp)
+        self.assertEqual(config.pretraining_precision, "unknown")
+        self.assertEqual(config.text_config.pretraining_precision, "bf16")
+        self.assertEqual(config.text_config.trained_precision, "unknown")
+        self.assertIn("`pretraining_precision='pretrained-by-hand'`", cl.out)
+        self.assertIn("`text_config.trained_precision='fp8'`", cl.out)
