@@ -91,7 +91,6 @@ class TrainedPrecisionCheckTest(TestCasePlus):
         casts = {
             "half": lambda model: model.half(),
             "to_dtype": lambda model: model.to(torch.float16),
-            "to_dtype_keyword": lambda model: model.to(device="cpu", dtype=torch.float16),
             "to_tensor": lambda model: model.to(torch.zeros(1, dtype=torch.float16)),
             "type_dtype": lambda model: model.type(torch.float16),
             "type_name": lambda model: model.type("torch.HalfTensor"),
@@ -123,9 +122,8 @@ class TrainedPrecisionCheckTest(TestCasePlus):
         self.assertEqual(model.dtype, torch.float16)
         self.assertEqual(len([line for line in cl.out.splitlines() if "fp16" in line]), 1, cl.out)
         self.assertEqual(cl.out.count(path), 1, cl.out)
-        # the risk may be in a sub-config only
         path = self.checkpoint("bf16", LlavaForConditionalGeneration, tiny_llava_config("unknown", "bf16"))
-        with CaptureLogger(logger) as cl:
+        with CaptureLogger(logger) as cl:  # the risk may be in the sub-configs only
             AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float16)
         self.assertEqual(cl.out.count(path), 1, cl.out)
 
