@@ -36,12 +36,9 @@ logger = logging.get_logger("transformers")
 
 class TrainedPrecisionCheckModeTest(TestCasePlus):
     def checkpoint(self, trained_precision):
-        config = GPT2Config(
-            n_layer=1, n_embd=64, n_head=2, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0
-        )
-        config.trained_precision = trained_precision
+        small = {"n_layer": 1, "n_embd": 64, "n_head": 2, "vocab_size": 64, "n_positions": 16, "bos_token_id": 0}
         path = self.get_auto_remove_tmp_dir()
-        GPT2LMHeadModel(config).save_pretrained(path)
+        GPT2LMHeadModel(GPT2Config(trained_precision=trained_precision, eos_token_id=0, **small)).save_pretrained(path)
         return path
 
     def test_error_mode_raises_before_loading(self):
