@@ -143,7 +143,7 @@ MAX_LINES_CEILING = 2000
 #: The RFC itself (`rfc-core`) fits in this many entries. By default (and at most: a table may lower them, never raise
 #: them) the core's entries add up to `rfc-core-max-lines` changed lines, and the first of them to
 #: `rfc-core-first-max-lines`.
-RFC_CORE_MAX_ENTRIES = 4
+RFC_CORE_MAX_ENTRIES = 5
 RFC_CORE_MAX_LINES = 1000
 RFC_FIRST_MAX_LINES = 250
 ENTRY_KEYS = {
@@ -640,8 +640,8 @@ def _core_errors(table: Table, entries: list[Entry]) -> list[str]:
     sizes = ", ".join(f"{e.spec.name} ~{e.estimated_lines}" for e in core)
     if len(core) > RFC_CORE_MAX_ENTRIES:
         errors.append(
-            f"rfc-core holds {len(core)} entries ({sizes}): the RFC itself (the field, its repo check, the stamp, "
-            f"the load check) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
+            f"rfc-core holds {len(core)} entries ({sizes}): the RFC itself (the field, the load check and its error "
+            f"switch, the stamp, its repo check) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
         )
     total = sum(e.estimated_lines for e in core)
     if total > table.rfc_core_max_lines:

@@ -13,29 +13,18 @@
 # limitations under the License.
 """
 Utility that checks `utils/trained_precisions.json`, the training precisions published by the people who trained a
-checkpoint, and writes them into checkpoints' `config.json`. Each row is `[hub_id, precision, source]`: a Hub id
-(`organization/name`, written out: no globs), `"fp32"`, `"bf16"` or `"fp16"`, and the https page where the people who
-trained the model state it (their paper, model card, training config or repository). A bad row (named in the error), a
-duplicate id or rows not sorted by id fail the check.
-
-Use from the root of the repo with:
+checkpoint: rows `[hub_id, precision, source]`, sorted by id. They are what the Hub config pull requests that
+`utils/open_trained_precision_prs.py` prepares are made from. Use from the root of the repo with:
 
 ```bash
 python utils/check_trained_precision.py  # used in `make check-repository-consistency`
 python utils/check_trained_precision.py --fix_and_overwrite  # sorts the rows
-python utils/check_trained_precision.py --write_configs path/to/gpt-neo-1.3B --model_id EleutherAI/gpt-neo-1.3B
 ```
-
-`--write_configs` takes checkpoint directories (a clone of the model's Hub repo: its commit is the Hub pull request)
-and their Hub id. Another trained precision in a config is only replaced with `--force`.
 """
 
 import argparse
 import json
-import os
 import re
-import stat
-import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -50,8 +39,7 @@ CHECKER_CONFIG = {
 
 PATH_TO_DATA = Path(__file__).resolve().parent / "trained_precisions.json"
 PRECISIONS = ("fp32", "bf16", "fp16")
-# Every id is written out, as the Hub pull request that carries it names one repo: Pythia without the 14m and 31m sizes
-# trained after its README's statement.
+# Every id is written out, as the Hub pull request that carries it names one repo
 HUB_ID = re.compile(r"^\w(?:[\w.-]*\w)?/\w(?:[\w.-]*\w)?$")
 
 
@@ -106,66 +94,14 @@ def check_trained_precisions(path=PATH_TO_DATA, overwrite: bool = False):
         Path(path).write_text(expected, encoding="utf-8")
 
 
-def write_config(config_file: Path, precision: str, force: bool = False) -> tuple[bool, str]:
-    """
-    Writes `"trained_precision": precision` into `config_file` atomically, keeping its key order, indentation and other
-    values; another known precision only with `force`. Returns whether the file now says `precision`, and what was done.
-    """
-    text = config_file.read_text(encoding="utf-8")
-    config = json.loads(text)
-    current = config.get("trained_precision", "unknown")
-    if current == precision:
-        return True, f"already says {precision!r}"
-    if current in PRECISIONS and not force:
-        return False, f"left as it is: it says {current!r}, the published precision is {precision!r} (see --force)"
-    sort_keys = list(config) == sorted(config)
-    config["trained_precision"] = precision
-    indent = re.search(r"\n([ \t]+)\"", text)
-    new_text = json.dumps(config, indent=indent and indent[1], sort_keys=sort_keys, ensure_ascii=text.isascii())
-    fd, tmp = tempfile.mkstemp(dir=config_file.parent, prefix=".config.json.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(new_text + ("\n" if text.endswith("\n") else ""))
-        os.chmod(tmp, stat.S_IMODE(config_file.stat().st_mode))
-        os.replace(tmp, config_file)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return True, f"wrote {precision!r}" + (f" over {current!r}" if current != "unknown" else "")
-
-
-def write_configs(paths, model_id: str | None, force: bool = False, data=PATH_TO_DATA) -> bool:
-    """
-    Writes the published precision of `model_id` into the `config.json` of each checkpoint directory in `paths` (a
-    clone of the model's Hub repo, whose commit becomes the Hub pull request); returns whether none was left different.
-    """
-    if model_id is None:
-        raise ValueError("give the checkpoints' Hub id with --model_id ORG/NAME")
-    _, rows = load_rows(data)
-    row = next((row for row in rows if row[0].lower() == model_id.lower()), None)
-    if row is None:
-        raise ValueError(f"{data} has no published precision for {model_id}")
-    all_done = True
-    for path in paths:
-        config_file = Path(path) / "config.json"
-        if not config_file.is_file():
-            raise ValueError(f"{path} holds no config.json")
-        done, message = write_config(config_file, row[1], force=force)
-        all_done = all_done and done
-        print(f"{config_file}: {message} ({row[0]}, {row[2]})")
-    return all_done
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Checks utils/trained_precisions.json, or writes it into configs.")
+    parser = argparse.ArgumentParser(description="Checks utils/trained_precisions.json.")
     parser.add_argument("--fix_and_overwrite", action="store_true", help="Whether to sort and rewrite the rows.")
-    parser.add_argument("--write_configs", nargs="+", metavar="PATH", help="Checkpoint directories to write into.")
-    parser.add_argument("--model_id", help="The Hub id of the checkpoints given to --write_configs.")
-    parser.add_argument("--force", action="store_true", help="Whether to replace another trained precision.")
     args = parser.parse_args(argv)
-    if args.write_configs:
-        return 0 if write_configs(args.write_configs, args.model_id, force=args.force) else 1
-    check_trained_precisions(overwrite=args.fix_and_overwrite)
+    try:
+        check_trained_precisions(overwrite=args.fix_and_overwrite)
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     return 0
 
 

@@ -34,6 +34,12 @@ exact-id row. A repo that already holds the value, or has any earlier pull reque
 or closed: a closed one is a maintainer's answer), is skipped unless `--force`. With `--json`, stdout is one JSON
 document holding `"exit_code"`.
 
+To make the change in local clones instead (their commit is the pull request), for one row:
+
+```bash
+python utils/open_trained_precision_prs.py EleutherAI/gpt-neo-1.3B --write_configs path/to/gpt-neo-1.3B
+```
+
 Exit codes: 0 when everything asked was done or already so (a dry run included), 2 for a usage error, 4 when an id is
 not an exact-id row of `utils/trained_precisions.json` or a pull request could not be prepared or opened.
 """
@@ -55,6 +61,7 @@ from transformers.trained_precision.populate import (
     WOULD_WRITE,
     WRITTEN,
     ConfigEditError,
+    atomic_write_text,
     set_config_field,
     unified_diff,
 )
@@ -208,6 +215,38 @@ def open_prs(ids=(), push: bool = False, force: bool = False, rows=None, api=Non
     return [prepare_pr(api, row, push=push, force=force) for row in rows], missing
 
 
+def write_configs(paths, model_id: str, force: bool = False, rows=None) -> bool:
+    """
+    Writes the published precision of `model_id` into the `config.json` of each checkpoint directory in `paths` (a
+    clone of its Hub repo, whose commit is the pull request), with the edit `prepare_pr` proposes: only the field's
+    lines change, atomically. Returns whether every config now says it. Raises a `ValueError` with the reason (no row
+    for `model_id`, no `config.json`); a config that is not a JSON object, or states another value without `force`,
+    is left as it is, with a message.
+    """
+    rows = check_trained_precision.load_rows()[1] if rows is None else rows
+    row = next((row for row in rows if row[0].lower() == model_id.lower()), None)
+    if row is None:
+        raise ValueError(f"{model_id} has no published precision in utils/trained_precisions.json: add its row first")
+    missing = [str(path) for path in paths if not (Path(path) / CONFIG_NAME).is_file()]
+    if missing:
+        raise ValueError(f"no {CONFIG_NAME} in {', '.join(missing)}")
+    done = True
+    for path in paths:
+        config_file = Path(path) / CONFIG_NAME
+        with open(config_file, encoding="utf-8", newline="") as f:
+            text = f.read()
+        try:
+            new_text = set_config_field(text, row[1], force=force, source=row[2])
+        except ConfigEditError as e:
+            done, message = False, f"left as it is: {e}"
+        else:
+            if new_text != text:
+                atomic_write_text(config_file, new_text)
+            message = f"wrote {row[1]!r}" if new_text != text else f"already says {row[1]!r}"
+        print(f"{config_file}: {message} ({row[0]}, {row[2]})")
+    return done
+
+
 def report(results, missing: list[str], push: bool, json_output: bool) -> int:
     """Prints the results (text, or one JSON document) and returns the exit code."""
     code = EXIT_NOT_DONE if missing or any(r.failed for r in results) else EXIT_SAFE
@@ -255,7 +294,15 @@ def main(argv=None, api=None) -> int:
     parser.add_argument("--push", action="store_true", help="Open the pull requests (default: a dry run).")
     parser.add_argument("--force", action="store_true", help="Propose even over another value or an earlier PR.")
     parser.add_argument("--json", action="store_true", help="Print one JSON document holding `exit_code`.")
+    parser.add_argument("--write_configs", nargs="+", metavar="PATH", help="Write into these clones instead (one id).")
     args = parser.parse_args(argv)
+    if args.write_configs:
+        if len(args.hub_ids) != 1:
+            parser.error("--write_configs writes the published precision of one HUB_ID: give exactly one")
+        try:
+            return EXIT_SAFE if write_configs(args.write_configs, args.hub_ids[0], force=args.force) else EXIT_NOT_DONE
+        except (ValueError, OSError) as e:
+            parser.error(str(e))
     results, missing = open_prs(args.hub_ids, push=args.push, force=args.force, api=api)
     return report(results, missing, push=args.push, json_output=args.json)
 

@@ -30,6 +30,7 @@ from unittest import mock
 
 from parameterized import parameterized
 
+from transformers import AutoConfig
 from transformers.testing_utils import TestCasePlus
 from transformers.trained_precision import cli, populate
 
@@ -151,12 +152,14 @@ class PopulateTest(TestCasePlus):
         self.assertEqual((ckpt / "config.json").read_text(), text)
         self.assertEqual(os.stat(ckpt / "config.json").st_ino, inode)  # not even rewritten
 
-    def test_existing_alias_of_the_same_value_is_unchanged(self):
+    def test_existing_alias_of_the_same_value_is_written_canonically(self):
+        # the config holds the four names only: "bfloat16" loads as "unknown", so `set` writes "bf16" over it
         old = dump_config({**CONFIG, "trained_precision": "bfloat16"})
         ckpt = self.checkpoint(old)
         [result] = populate.populate_checkpoints([ckpt], precision="bf16", progress=False)
-        self.assertEqual(result.status, "unchanged")
-        self.assertEqual((ckpt / "config.json").read_text(), old)
+        self.assertNotEqual(result.status, "unchanged")
+        self.assertEqual((ckpt / "config.json").read_text(), old.replace('"bfloat16"', '"bf16"'))
+        self.assertEqual(AutoConfig.from_pretrained(ckpt).trained_precision, "bf16")
 
     def test_dry_run_prints_diff_and_modifies_nothing(self):
         old = dump_config(CONFIG)

@@ -16,6 +16,8 @@
 import contextlib
 import io
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -173,3 +175,62 @@ class OpenPullRequestsTest(TestCasePlus):
         code, out, _ = run(api, "--bogus", "--json")
         self.assertEqual((code, json.loads(out)["exit_code"]), (2, 2))
         self.assertEqual(api.commits, [])
+
+
+# EleutherAI/gpt-neo-1.3B's config.json in its layout (keys sorted, the attention patterns as inline arrays), cut short
+GPT_NEO_CONFIG = """{
+  "activation_function": "gelu_new",
+  "architectures": [
+    "GPTNeoForCausalLM"
+  ],
+  "attention_layers": ["global", "local", "global", "local"],
+  "attention_types": [[["global", "local"], 12]],
+  "model_type": "gpt_neo",
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50, "temperature": 0.9}},
+  "tokenizer_class": "GPT2Tokenizer",
+  "transformers_version": "4.9.0.dev0",
+  "vocab_size": 50257
+}
+"""
+SOURCE = "https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_XL_pretrained.json"
+
+
+class WriteConfigsTest(TestCasePlus):
+    """`--write_configs`: the same edit as the pull requests, into local clones of the repos."""
+
+    def clone(self, text):
+        path = Path(self.get_auto_remove_tmp_dir())
+        (path / "config.json").write_text(text, encoding="utf-8")
+        (path / "config.json").chmod(0o644)
+        return path
+
+    def test_only_the_fields_line_changes_atomically(self):
+        clone = self.clone(GPT_NEO_CONFIG)
+        code, out, err = run(None, "EleutherAI/gpt-neo-1.3B", "--write_configs", str(clone))
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(out, f"{clone / 'config.json'}: wrote 'bf16' (EleutherAI/gpt-neo-1.3B, {SOURCE})\n")
+        new = (clone / "config.json").read_text(encoding="utf-8").splitlines(keepends=True)
+        self.assertEqual([line for line in new if line not in GPT_NEO_CONFIG], ['  "trained_precision": "bf16",\n'])
+        self.assertEqual("".join(line for line in new if "trained_precision" not in line), GPT_NEO_CONFIG)
+        self.assertEqual(os.listdir(clone), ["config.json"])  # the temporary file was moved into place
+        self.assertEqual(stat.S_IMODE((clone / "config.json").stat().st_mode), 0o644)
+        self.assertEqual(run(None, "EleutherAI/gpt-neo-2.7B", "--write_configs", str(clone))[0], 4)  # says bf16
+        self.assertEqual(run(None, "EleutherAI/gpt-neo-2.7B", "--write_configs", str(clone), "--force")[0], 0)
+        self.assertIn('  "trained_precision": "fp32",\n', (clone / "config.json").read_text(encoding="utf-8"))
+
+    def test_bad_input_is_a_message_not_a_traceback(self):
+        bad = self.clone('{"vocab_size": 8,}')
+        empty = Path(self.get_auto_remove_tmp_dir())
+        for args, code, expected in [
+            (["EleutherAI/gpt-neo-125M", "--write_configs", str(bad)], 2, "has no published precision"),
+            (["EleutherAI/gpt-neo-1.3B", "--write_configs", str(empty)], 2, f"no config.json in {empty}"),
+            (["EleutherAI/gpt-neo-1.3B", "--write_configs", str(bad)], 4, "left as it is: malformed JSON"),
+            (["--write_configs", str(bad)], 2, "give exactly one"),
+        ]:
+            with self.subTest(expected):
+                result, out, err = run(None, *args)
+                self.assertEqual(result, code)
+                self.assertIn(expected, out + err)
+                self.assertNotIn("Traceback", out + err)
+        self.assertEqual((bad / "config.json").read_text(encoding="utf-8"), '{"vocab_size": 8,}')
+        self.assertEqual(os.listdir(bad), ["config.json"])

@@ -13,96 +13,80 @@
 # limitations under the License.
 import json
 import os
-import tempfile
-import unittest
 
 import torch
 from huggingface_hub.errors import StrictDataclassFieldValidationError
 
 from transformers import AutoConfig, GPT2Config, LlavaConfig
-from transformers.testing_utils import CaptureLogger
+from transformers.testing_utils import CaptureLogger, TestCasePlus
 from transformers.utils import logging
+from transformers.utils.type_validators import trained_precision
 
 
-class TrainedPrecisionConfigTest(unittest.TestCase):
-    def test_default_is_unknown_and_not_saved(self):
-        config = GPT2Config()
-        self.assertEqual(config.trained_precision, "unknown")
-        self.assertNotIn("trained_precision", config.to_diff_dict())
-        with tempfile.TemporaryDirectory() as tmp:
-            config.save_pretrained(tmp)
-            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
-                self.assertNotIn("trained_precision", json.load(f))
+logger = logging.get_logger("transformers")
 
-    def test_known_value_is_saved_and_loaded(self):
+
+class TrainedPrecisionConfigTest(TestCasePlus):
+    def test_default_is_unknown_and_not_saved_and_known_values_are(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        GPT2Config().save_pretrained(tmp)
+        self.assertNotIn("trained_precision", self.read(tmp))
+        self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, "unknown")
         for precision in ("fp32", "bf16", "fp16"):
-            with tempfile.TemporaryDirectory() as tmp:
-                GPT2Config(trained_precision=precision).save_pretrained(tmp)
-                with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
-                    self.assertEqual(json.load(f)["trained_precision"], precision)
-                self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, precision)
+            GPT2Config(trained_precision=precision).save_pretrained(tmp)
+            self.assertEqual(self.read(tmp)["trained_precision"], precision)
+            self.assertEqual(AutoConfig.from_pretrained(tmp).trained_precision, precision)
 
-    def test_torch_dtype_assigned_never_breaks_the_save(self):
-        # the field holds a string: a dtype assigned later is refused there and then, or stored as its name
+    def test_invalid_values_are_refused_naming_the_field_and_the_valid_ones(self):
+        tmp = self.get_auto_remove_tmp_dir()
+        GPT2Config().save_pretrained(tmp)
         config = GPT2Config()
-        try:
-            config.trained_precision = torch.bfloat16
-        except (ValueError, StrictDataclassFieldValidationError) as error:
-            for name in ("fp32", "bf16", "fp16", "unknown"):
-                self.assertIn(name, str(error))
-            self.assertEqual(config.trained_precision, "unknown")
-        else:
-            self.assertEqual(config.trained_precision, "bf16")
-        with tempfile.TemporaryDirectory() as tmp:
-            config.save_pretrained(tmp)
-            self.assertIn(AutoConfig.from_pretrained(tmp).trained_precision, ("unknown", "bf16"))
-
-    def test_invalid_value_raises_and_names_the_valid_ones(self):
-        def construct():
-            GPT2Config(trained_precision="fp64")
-
-        def assign():
-            GPT2Config().trained_precision = "fp64"
-
-        def override_on_load():
-            with tempfile.TemporaryDirectory() as tmp:
-                GPT2Config().save_pretrained(tmp)
-                AutoConfig.from_pretrained(tmp, trained_precision="fp64")
-
-        for make in (construct, assign, override_on_load):
-            with self.subTest(make.__name__):
-                with self.assertRaises((ValueError, StrictDataclassFieldValidationError)) as context:
-                    make()
-                for name in ("fp64", "fp32", "bf16", "fp16", "unknown"):
+        for value in ("fp64", "bfloat16", torch.bfloat16, None):
+            for make in (
+                lambda value: GPT2Config(trained_precision=value),
+                lambda value: setattr(config, "trained_precision", value),
+                lambda value: AutoConfig.from_pretrained(tmp, trained_precision=value),
+            ):
+                with self.subTest(value=value), self.assertRaises(StrictDataclassFieldValidationError) as context:
+                    make(value)
+                for name in ("'trained_precision'", repr(value), "'fp32'", "'bf16'", "'fp16'", "'unknown'"):
                     self.assertIn(name, str(context.exception))
+        self.assertEqual(config.trained_precision, "unknown")
+        with self.assertRaises(ValueError):  # the validator, beside upstream's other field validators
+            trained_precision("fp64")
+
+    def read(self, directory):
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as f:
+            return json.load(f)
 
     def load_edited(self, config, edit):
         """`config` saved, its config.json edited by `edit`, loaded again: (the config, what was logged)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            config.save_pretrained(tmp)
-            path = os.path.join(tmp, "config.json")
-            with open(path, encoding="utf-8") as f:
-                config_dict = json.load(f)
-            edit(config_dict)
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(config_dict, f)
-            with CaptureLogger(logging.get_logger("transformers")) as cl:
-                config = AutoConfig.from_pretrained(tmp)
+        tmp = self.get_auto_remove_tmp_dir()
+        config.save_pretrained(tmp)
+        config_dict = self.read(tmp)
+        edit(config_dict)
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config_dict, f)
+        with CaptureLogger(logger) as cl:
+            config = AutoConfig.from_pretrained(tmp)
+            GPT2Config.from_json_file(os.path.join(tmp, "config.json"))
         return config, cl.out
 
-    def test_unrecognised_value_in_config_json_loads_as_unknown(self):
-        config, out = self.load_edited(
-            GPT2Config(trained_precision="bf16"), lambda config_dict: config_dict.update(trained_precision="bfloat17")
-        )
-        self.assertEqual(config.trained_precision, "unknown")
-        self.assertIn("bfloat17", out)
-        self.assertIn("unknown", out)
-
-    def test_unrecognised_value_in_a_sub_config_loads_as_unknown(self):
+    def test_only_the_config_and_its_sub_configs_are_read_leniently(self):
         text_config = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}
         config = LlavaConfig(text_config=text_config, trained_precision="bf16")
-        config.text_config.trained_precision = "bf16"
-        config, out = self.load_edited(config, lambda d: d["text_config"].update(trained_precision="bfloat17"))
+        params = {"summarization": {"trained_precision": "whatever"}}  # user data, not a config
+
+        def edit(config_dict):
+            config_dict["text_config"]["trained_precision"] = "bfloat17"
+            config_dict["task_specific_params"] = params
+
+        config, out = self.load_edited(config, edit)
         self.assertEqual(config.text_config.trained_precision, "unknown")
         self.assertEqual(config.trained_precision, "bf16")
-        self.assertEqual(out.count("bfloat17"), 1, out)
+        self.assertEqual(out.count("`text_config.trained_precision='bfloat17'`"), 1, out)
+        top, top_out = self.load_edited(GPT2Config(), lambda config_dict: config_dict.update(trained_precision="bf17"))
+        self.assertEqual(top.trained_precision, "unknown")
+        self.assertEqual(top_out.count("`trained_precision='bf17'`"), 1, top_out)  # one warning; from_json_file loads
+        self.assertEqual(config.task_specific_params, params)
+        self.assertNotIn("whatever", out)

@@ -11,172 +11,122 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-import shutil
-import tempfile
-import unittest
 
 import torch
 
 from transformers import (
     AutoModelForCausalLM,
     AutoModelForImageTextToText,
+    BitsAndBytesConfig,
     CLIPVisionConfig,
     GPT2Config,
+    GPT2ForSequenceClassification,
     GPT2LMHeadModel,
     LlamaConfig,
     LlavaConfig,
     LlavaForConditionalGeneration,
 )
-from transformers.modeling_utils import TrainedPrecisionRiskError
-from transformers.testing_utils import CaptureLogger
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_bitsandbytes
 from transformers.utils import logging
 
 
 logger = logging.get_logger("transformers")
 
 
-class TrainedPrecisionCheckTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
+def tiny_gpt2_config(trained_precision="unknown"):
+    small = {"n_layer": 1, "n_embd": 64, "n_head": 2, "vocab_size": 64, "n_positions": 16}
+    return GPT2Config(bos_token_id=0, eos_token_id=0, trained_precision=trained_precision, **small)
 
-    def checkpoint(self, trained_precision):
+
+def tiny_llava_config(outer, inner):
+    small = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+    text_config = LlamaConfig(vocab_size=64, trained_precision=inner, **small)
+    vision_config = CLIPVisionConfig(image_size=8, patch_size=4, trained_precision=inner, **small)
+    return LlavaConfig(
+        text_config=text_config, vision_config=vision_config, image_token_index=63, trained_precision=outer
+    )
+
+
+class TrainedPrecisionCheckTest(TestCasePlus):
+    def checkpoint(self, trained_precision, model_class=GPT2LMHeadModel, config=None):
         # each checkpoint has its own path, and the warning names it: no test sees another one's `warning_once`
-        config = GPT2Config(
-            n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0
-        )
-        config.trained_precision = trained_precision
-        path = tempfile.mkdtemp(dir=self.tmp.name)
-        GPT2LMHeadModel(config).save_pretrained(path)
+        path = self.get_auto_remove_tmp_dir()
+        model_class(config or tiny_gpt2_config(trained_precision)).save_pretrained(path)
         return path
 
     def test_bf16_trained_model_loaded_in_fp16_warns_once_with_the_fix(self):
         path = self.checkpoint("bf16")
         with CaptureLogger(logger) as cl:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16)
             AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16)
-            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16)
+        self.assertEqual(model.dtype, torch.float16)
         self.assertEqual(cl.out.count(path), 1, cl.out)
-        for words in ("bf16", "fp16", "torch.bfloat16", "trained_precision_check"):
+        for words in ("bf16", "fp16", "torch.bfloat16"):
             self.assertIn(words, cl.out)
 
-    def test_error_mode_raises_before_loading(self):
-        path = self.checkpoint("bf16")
-        with self.assertRaises(TrainedPrecisionRiskError) as context:
-            AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
-        self.assertNotIsInstance(context.exception, ValueError)
-        self.assertIn(path, str(context.exception))
-
-    def test_safe_unknown_and_ignored_runtimes_are_silent(self):
-        cases = [("bf16", torch.bfloat16, None), ("bf16", torch.float32, "error"), ("fp16", torch.float16, "error")]
-        # a precision loss without a known failure (fp32 weights run in bf16) never raises
-        cases += [
-            ("unknown", torch.float16, "error"),
-            ("bf16", torch.float16, "ignore"),
-            ("fp32", torch.bfloat16, "error"),
+    def test_safe_and_unknown_runtimes_are_silent(self):
+        pairs = [
+            ("bf16", torch.bfloat16),
+            ("bf16", torch.float32),
+            ("fp16", torch.float16),
+            ("unknown", torch.float16),
         ]
-        for trained, dtype, mode in cases:
+        for trained, dtype in pairs + [("fp32", torch.bfloat16)]:
             path = self.checkpoint(trained)
             with CaptureLogger(logger) as cl:
-                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trained_precision_check=mode)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
             self.assertEqual(model.dtype, dtype)
             self.assertNotIn(path, cl.out)
 
-    def test_casts_are_checked_with_the_mode_of_the_load(self):
-        path = self.checkpoint("bf16")
-        model = AutoModelForCausalLM.from_pretrained(path, trained_precision_check="error")
-        for cast in (
-            model.half,
-            lambda: model.to(torch.float16),
-            lambda: model.to(torch.zeros(1, dtype=torch.float16)),
-            lambda: model.to(dtype=torch.float16),
-            lambda: model.type(torch.float16),
-        ):
-            with self.assertRaises(TrainedPrecisionRiskError):
-                cast()
-        self.assertEqual(model.dtype, torch.float32)
-        model = AutoModelForCausalLM.from_pretrained(path)
+    def test_every_cast_into_fp16_warns(self):
+        casts = {
+            "half": lambda model: model.half(),
+            "to_dtype": lambda model: model.to(torch.float16),
+            "to_tensor": lambda model: model.to(torch.zeros(1, dtype=torch.float16)),
+            "type_dtype": lambda model: model.type(torch.float16),
+            "type_name": lambda model: model.type("torch.HalfTensor"),
+            "sub_model_half": lambda model: model.transformer.half(),
+        }
+        for name, cast in casts.items():
+            with self.subTest(name):
+                path = self.checkpoint("bf16")
+                model = AutoModelForCausalLM.from_pretrained(path)
+                with CaptureLogger(logger) as cl:
+                    cast(model)
+                    model.to("cpu")  # a device move is not a cast
+                self.assertEqual(cl.out.count(path), 1, cl.out)
+                self.assertEqual(next(model.transformer.parameters()).dtype, torch.float16)
+
+    def test_a_model_without_a_path_is_named_by_its_class(self):
         with CaptureLogger(logger) as cl:
-            model.to("cpu", torch.float16)
-        self.assertIn(path, cl.out)
+            model = AutoModelForCausalLM.from_config(tiny_gpt2_config("bf16"), dtype=torch.float16)
+            GPT2ForSequenceClassification(tiny_gpt2_config("bf16")).half()
         self.assertEqual(model.dtype, torch.float16)
-
-    def test_bfloat16_keeps_the_quantization_guard_of_half_and_float(self):
-        model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=16))
-        model.is_quantized = True
-        for cast in (model.half, model.float, model.bfloat16):
-            with self.assertRaises(ValueError) as context:
-                cast()
-            self.assertIn("quantized", str(context.exception))
-
-    def test_model_built_in_python_is_named_by_its_class(self):
-        config = GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=16, trained_precision="bf16")
-        model = GPT2LMHeadModel(config)
-        with CaptureLogger(logger) as cl:
-            model.half()
         self.assertIn("GPT2LMHeadModel", cl.out)
-        self.assertNotIn("GPT2Config", cl.out)
+        self.assertIn("GPT2ForSequenceClassification", cl.out)
 
-    def test_from_config(self):
-        config = GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=16, trained_precision="bf16")
-        with self.assertRaises(TrainedPrecisionRiskError):
-            AutoModelForCausalLM.from_config(config, dtype=torch.float16, trained_precision_check="error")
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, trained_precision_check="error")
-        self.assertEqual(model.dtype, torch.bfloat16)
-
-    def test_invalid_mode_is_named(self):
-        path = self.checkpoint("unknown")
-        with self.assertRaises(ValueError) as context:
-            AutoModelForCausalLM.from_pretrained(path, trained_precision_check="raise")
-        self.assertIn("'raise'", str(context.exception))
-
-
-class TrainedPrecisionCompositeModelTest(unittest.TestCase):
-    """A Llava builds its vision and text models in `__init__` with `AutoModel.from_config`: they follow the call's mode."""
-
-    def setUp(self):
-        # the sub-models' warnings name their classes: another test's `warning_once` must not hide one here
-        logging.warning_once.cache_clear()
-
-    def config(self, outer, inner):
-        small = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
-        text_config = LlamaConfig(vocab_size=64, **small)
-        vision_config = CLIPVisionConfig(image_size=8, patch_size=4, **small)
-        text_config.trained_precision = vision_config.trained_precision = inner
-        return LlavaConfig(
-            text_config=text_config, vision_config=vision_config, image_token_index=63, trained_precision=outer
-        )
-
-    def checkpoint(self, outer, inner):
-        path = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, path)
-        LlavaForConditionalGeneration(self.config(outer, inner)).save_pretrained(path)
-        return path
-
-    def test_ignore_reaches_the_sub_models(self):
-        path = self.checkpoint("bf16", "bf16")
+    def test_a_composite_model_is_one_message_per_load(self):
+        # a Llava checks its sub-configs too, and the sub-models it builds in `__init__` are not checked again
+        path = self.checkpoint("bf16", LlavaForConditionalGeneration, tiny_llava_config("bf16", "bf16"))
         with CaptureLogger(logger) as cl:
-            model = AutoModelForImageTextToText.from_pretrained(
-                path, dtype=torch.float16, trained_precision_check="ignore"
-            )
-            model.half()
+            model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float16)
         self.assertEqual(model.dtype, torch.float16)
-        self.assertNotIn("was trained in", cl.out)
-        with CaptureLogger(logger) as cl:
-            LlavaForConditionalGeneration._from_config(
-                self.config("bf16", "bf16"), dtype=torch.float16, trained_precision_check="ignore"
-            )
-        self.assertNotIn("was trained in", cl.out)
+        self.assertEqual(len([line for line in cl.out.splitlines() if "fp16" in line]), 1, cl.out)
+        self.assertEqual(cl.out.count(path), 1, cl.out)
+        path = self.checkpoint("bf16", LlavaForConditionalGeneration, tiny_llava_config("unknown", "bf16"))
+        with CaptureLogger(logger) as cl:  # the risk may be in the sub-configs only
+            AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float16)
+        self.assertEqual(cl.out.count(path), 1, cl.out)
 
-    def test_error_reaches_the_sub_models(self):
-        # the outer config knows nothing: the risk is only in the sub-configs, checked as the sub-models are built
-        path = self.checkpoint("unknown", "bf16")
-        with self.assertRaises(TrainedPrecisionRiskError):
-            AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
-        with self.assertRaises(TrainedPrecisionRiskError):
-            LlavaForConditionalGeneration._from_config(
-                self.config("unknown", "bf16"), dtype=torch.float16, trained_precision_check="error"
-            )
-        model = AutoModelForImageTextToText.from_pretrained(
-            path, dtype=torch.bfloat16, trained_precision_check="error"
-        )
-        self.assertEqual(model.dtype, torch.bfloat16)
+    @require_bitsandbytes
+    def test_quantized_matmuls_computing_in_fp16_warn(self):
+        # QLoRA's usual load of a bf16-trained model: bf16 weights, 4-bit matmuls computing in fp16
+        for compute_dtype, warns in ((torch.float16, True), (torch.bfloat16, False)):
+            path = self.checkpoint("bf16")
+            quantization_config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=compute_dtype)
+            with CaptureLogger(logger) as cl:
+                model = AutoModelForCausalLM.from_pretrained(
+                    path, dtype=torch.bfloat16, quantization_config=quantization_config
+                )
+            self.assertTrue(model.is_quantized)
+            self.assertEqual(cl.out.count(path), int(warns), cl.out)

@@ -15,11 +15,14 @@ import torch
 from parameterized import parameterized
 
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     BertConfig,
     EncoderDecoderConfig,
     EncoderDecoderModel,
+    GPTNeoConfig,
     GPTNeoForCausalLM,
+    LlavaConfig,
     PreTrainedTokenizerFast,
     pipeline,
 )
@@ -123,7 +126,9 @@ class LoadingCheckMatrixTest(_CheckTestBase):
         if path == "from_pretrained":
             return self.load(trained, dtype), self.dirs[trained]
         if path == "from_config":
-            return AutoModelForCausalLM.from_config(tiny_config(trained), dtype=dtype), "<unnamed gpt_neo model>"
+            return AutoModelForCausalLM.from_config(
+                tiny_config(trained), dtype=dtype
+            ), "GPTNeoForCausalLM"  # named by its class, as the core names it
         model = GPTNeoForCausalLM(tiny_config(trained))  # fp32, built without a check
         if path == "cast_method":
             {"fp32": model.float, "bf16": model.bfloat16, "fp16": model.half}[runtime]()
@@ -276,21 +281,20 @@ class LoadingCheckModeTest(_CheckTestBase):
         self.assertIn("'warn', 'error', 'ignore'", message)
 
     def test_invalid_env_value(self):
-        """A typo in the variable is one warning naming the valid values; the default ("warn") applies."""
-        with mockenv_context(**{ENV_VAR: "warnn"}):
-            with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
-                model = self.load("unknown", torch.float32)
-                self.load("unknown", torch.float32)
-            self.assertEqual(model.dtype, torch.float32)
-            self.assertEqual(cl.out.count("is not a valid value"), 1, cl.out)
-            self.assertIn("'warnn'", cl.out)
-            self.assertIn(ENV_VAR, cl.out)
-            self.assertIn("'warn', 'error', 'ignore'", cl.out)
-            self.assertEqual(resolve_check_mode(), "warn")
-            reset_warning_cache()
-            with self.capture() as cl:  # the default mode warns about a risky load, and does not raise
-                self.load("bf16", torch.float16)
-            self.assertIn("was trained in bf16", cl.out)
+        """A typo in the variable fails as a typo in the keyword does: never the default "warn" instead of "error"."""
+        for value in ("errror", "raise", "1", "true"):
+            with mockenv_context(**{ENV_VAR: value}):
+                for trained, dtype in (("bf16", torch.float16), ("unknown", torch.float32)):
+                    with self.subTest(value=value, trained=trained), self.assertRaises(ValueError) as ctx:
+                        self.load(trained, dtype)
+                    self.assertNotIsInstance(ctx.exception, TrainedPrecisionRiskError)
+                    for words in (repr(value), ENV_VAR, "'warn', 'error', 'ignore'"):
+                        self.assertIn(words, str(ctx.exception))
+                with self.assertRaises(ValueError):
+                    resolve_check_mode()
+                # a per-call mode does not read the variable
+                model = self.load("bf16", torch.float16, trained_precision_check="ignore")
+                self.assertEqual(model.dtype, torch.float16)
 
     def test_resolve_check_mode(self):
         self.assertEqual(resolve_check_mode(), "warn")
@@ -745,3 +749,41 @@ class RegistryPersistenceTest(unittest.TestCase):
         GPTNeoForCausalLM(tiny_config("fp32")).save_pretrained(snapshot)
         model = AutoModelForCausalLM.from_pretrained(snapshot)
         self.assertEqual(model.config.trained_precision, "fp32")
+
+
+class PretrainingPrecisionFieldTest(unittest.TestCase):
+    """`pretraining_precision` is validated by the field's own validator, naming itself, and read like the field."""
+
+    @parameterized.expand([("string", "float8"), ("alias", "bf16-mixed"), ("none", None), ("list", ["bf16"])])
+    def test_assignment_and_init_raise_naming_the_field(self, _, value):
+        config = GPTNeoConfig()
+        for make in (
+            lambda: setattr(config, "pretraining_precision", value),
+            lambda: GPTNeoConfig(pretraining_precision=value),
+        ):
+            with self.assertRaises(ValueError) as ctx:
+                make()
+            self.assertIn("`pretraining_precision`", str(ctx.exception))
+            self.assertNotIn("`trained_precision`", str(ctx.exception))
+            self.assertIn(repr(value), str(ctx.exception))
+        self.assertNotIn("pretraining_precision", vars(config))
+
+    def test_config_json_with_bad_values_loads_as_unknown(self):
+        logger = logging.get_logger("transformers.configuration_utils")
+        logger.warning_once.cache_clear()
+        with tempfile.TemporaryDirectory() as tmp:
+            LlavaConfig().save_pretrained(tmp)
+            with open(os.path.join(tmp, "config.json"), encoding="utf-8") as f:
+                data = json.load(f)
+            data["pretraining_precision"] = "pretrained-by-hand"
+            data["text_config"]["pretraining_precision"] = "bf16"
+            data["text_config"]["trained_precision"] = "fp8"
+            with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            with CaptureLogger(logger) as cl:
+                config = AutoConfig.from_pretrained(tmp)
+        self.assertEqual(config.pretraining_precision, "unknown")
+        self.assertEqual(config.text_config.pretraining_precision, "bf16")
+        self.assertEqual(config.text_config.trained_precision, "unknown")
+        self.assertIn("`pretraining_precision='pretrained-by-hand'`", cl.out)
+        self.assertIn("`text_config.trained_precision='fp8'`", cl.out)

@@ -30,8 +30,9 @@ the later casts of the model that call built (it is recorded on the model, see [
   `ValueError`, like `transformers serve`'s model manager, do not swallow it);
 - `"ignore"`: do nothing.
 
-A bad value of the environment variable logs one warning that names the valid values, and the default applies (as
-upstream treats `TRANSFORMERS_VERBOSITY`); a bad per-call value raises a `ValueError`.
+A bad value, per call or in the environment variable, raises a `ValueError` that names where it came from and the
+valid values, the first time a check needs the mode (every load does, a device move does not): the variable is a
+safety switch, and a typo of `"error"` that fell back to `"warn"` would turn error mode off without a word.
 
 The answer comes from [`~trained_precision.resolver.TrainedPrecisionInfo.assess`]: the risk rules' prior, overridden
 by evidence that the runtime works for this checkpoint ([`~trained_precision.evidence.find_evidence`]). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
@@ -154,15 +155,15 @@ def _invalid_mode_error(value: Any, origin: str) -> ValueError:
 
 def resolve_check_mode(mode: str | None = None) -> str:
     """
-    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`,
-    else `"warn"`. Case and surrounding whitespace are ignored. A bad value of the environment variable logs one
-    warning naming the valid values, and `"warn"` applies.
+    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`
+    (unset or blank: `"warn"`). Case and surrounding whitespace are ignored.
 
     Args:
         mode (`str`, *optional*): the per-call value (`"warn"`, `"error"` or `"ignore"`).
 
     Raises:
-        `ValueError`: when the per-call value is not one of the valid modes; the message lists them.
+        `ValueError`: when the per-call value, or without one the environment variable, is not one of the valid modes;
+        the message names where the value came from and lists the valid ones. A typo of `"error"` never means `"warn"`.
     """
     if mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
@@ -172,10 +173,7 @@ def resolve_check_mode(mode: str | None = None) -> str:
     if env is None or not env.strip():
         return WARN
     if env.strip().lower() not in CHECK_MODES:
-        logger.warning_once(
-            f"{_invalid_mode_error(env, f'value for the environment variable {ENV_VAR}')} Using {WARN!r}."
-        )
-        return WARN
+        raise _invalid_mode_error(env, f"value of the environment variable {ENV_VAR}")
     return env.strip().lower()
 
 
@@ -286,12 +284,11 @@ def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     (embeddings, norms and the residual stream; bitsandbytes casts every quantized matmul's output back to its input's
     dtype), then the compute dtype of the quantized matmuls when it differs.
     """
+    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
+
     quantization_config = getattr(hf_quantizer, "quantization_config", None)
-    compute = None
-    if getattr(quantization_config, "load_in_4bit", False):
-        compute = getattr(quantization_config, "bnb_4bit_compute_dtype", None)
-    if compute is None:
-        compute = getattr(quantization_config, "compute_dtype", None)
+    dtypes = _activation_dtypes(dtype, hf_quantizer)
+    compute = dtypes[1] if len(dtypes) > 1 else None
     method = getattr(quantization_config, "quant_method", None)
     method = getattr(method, "value", method)
     quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
@@ -405,7 +402,7 @@ def check_trained_precision(
         return None
     if mode == IGNORE:
         return assessment.risk
-    name = _display_name(config, model_name or display_name)
+    name = _display_name(config, model_name, display_name)
     return _report_assessment(assessment, info, name, sub_model, action, mode, per_call, note, fp16_plan_problem)
 
 
@@ -415,9 +412,12 @@ def _inherit_scope(scope: _ConstructionScope, mode, model_name, registry_row) ->
     return mode, scope.model_name or model_name, scope.action, registry_row or scope.registry_row
 
 
-def _display_name(config, model_name) -> str:
-    """The model's name in messages: `model_name`, else the config's `name_or_path`, else `<unnamed ... model>`."""
-    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or "")
+def _display_name(config, model_name, display_name: str | None = None) -> str:
+    """
+    The model's name in messages: `model_name`, else the config's `name_or_path`, else `display_name` (the model's
+    class, as the core names it), else `<unnamed ... model>`.
+    """
+    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or display_name or "")
     if not name:
         name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
     return name
@@ -510,7 +510,8 @@ def _report_assessment(
     if note_only:
         _INFORMED.add((*key, "note"))
     else:
-        _WARNED.add(key)
+        # one warning per model, dtype and call: a composite model's other sub-models at risk are not said again
+        _WARNED.update((key, outer_key))
     (logger.info if note_only else logger.warning)(message)
     return risk
 

@@ -12,60 +12,46 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-`PreTrainedConfig.trained_precision`: how values are accepted in code and read from `config.json`.
+`PreTrainedConfig.trained_precision` and `pretraining_precision`: one validation for both.
 
-Code that assigns a value gets it normalised (`torch.bfloat16` -> `"bf16"`) or a `ValueError` naming the valid
-values. A `config.json` written elsewhere may hold anything: an unrecognised value there loads as `"unknown"` with
-one warning, so that no checkpoint stops loading because of this field.
+`trained_precision` is the config's own field, validated by `utils.type_validators.trained_precision` on init and on
+every assignment. `pretraining_precision` (which the Trainer stamp writes when a fine-tune changes a known precision)
+is checked by the same validator on every assignment, with its own name in the message, and is read like
+`trained_precision` when loading: an unrecognised value in the config or one of its sub-configs is read as
+`"unknown"` with one warning (`PreTrainedConfig._tolerate_unknown_trained_precision` reads both fields).
+
+Both hold the canonical names only (`"fp32"`, `"bf16"`, `"fp16"`, `"unknown"`), exactly as the config field does:
+the tools that write them from another trainer's names or a torch dtype normalise first
+([`~trained_precision.vocabulary.normalize_precision`]), so the config gives one answer with or without this package.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..utils import logging
-from .vocabulary import FIELDS, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+from .vocabulary import FIELD, PRETRAINING_FIELD, InvalidTrainedPrecisionError
 
 
-logger = logging.get_logger(__name__)
+#: The config fields that hold a training precision, read leniently when loading.
+FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
 
 
-def normalize_config_value(value: Any) -> str:
-    """Used by `PreTrainedConfig.__setattr__`: the canonical name, or a `ValueError` that lists the valid values."""
-    return normalize_precision(value)
-
-
-def sanitize_config_dict(config_dict: dict[str, Any], source: str | os.PathLike | None = None) -> dict[str, Any]:
+def validate_config_value(field: str, value: Any) -> None:
     """
-    Returns `config_dict` with every `trained_precision` and `pretraining_precision` (also in nested sub-config
-    dicts) made loadable: aliases are normalised, unrecognised values become `"unknown"` with one warning, which names
-    `source` (the `config.json` read) when given: the next `save_pretrained` drops the value. The input dict is not
-    modified.
+    Used by `PreTrainedConfig.__setattr__` for `pretraining_precision`: the config field's validator, with `field` named
+    in the message.
+
+    Raises:
+        [`~trained_precision.vocabulary.InvalidTrainedPrecisionError`] (a `ValueError`): naming `field`, the value and
+        the valid values.
     """
-    if not isinstance(config_dict, dict):
-        return config_dict
-    result = None
-    for key, value in config_dict.items():
-        new = value
-        if key in FIELDS:
-            try:
-                new = normalize_precision(value)
-            except InvalidTrainedPrecisionError as e:
-                where = f"in {os.fspath(source)}" if source is not None else "of this configuration"
-                logger.warning_once(
-                    f"Ignoring the `{key}` {where} and treating it as '{UNKNOWN}' (a later `save_pretrained` drops "
-                    f"it): {e} Fix the value in the checkpoint's config.json to silence this warning."
-                )
-                new = UNKNOWN
-        elif isinstance(value, dict):
-            new = sanitize_config_dict(value, source)
-        if new is not value:
-            if result is None:
-                result = dict(config_dict)
-            result[key] = new
-    return config_dict if result is None else result
+    from ..utils.type_validators import trained_precision
+
+    try:
+        trained_precision(value)
+    except ValueError as error:
+        raise InvalidTrainedPrecisionError(f"Invalid `{field}`: {error}.") from None
 
 
 def sub_config_items(config: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -215,7 +215,8 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
         source (`str`, *optional*): where `value` comes from, quoted in the conflict message.
 
     Returns:
-        `str`: the new text; `text` itself when the file already says `value` (in any accepted spelling).
+        `str`: the new text; `text` itself when the file already says `value`. Another spelling of `value`
+        (`"bfloat16"`), which loading reads as `"unknown"`, is replaced by `value`.
 
     Raises:
         [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
@@ -228,13 +229,13 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
         return _remove_field(text, data, members, open_brace, close_brace, force=force)
     if existing:
         current = data[FIELD]
-        try:
+        if current == value:
+            return text
+        try:  # another spelling of `value` loads as "unknown" (the config holds the four names only): write `value`
             same = normalize_precision(current) == value
         except InvalidTrainedPrecisionError:
             same = False
-        if same:
-            return text
-        if not force:
+        if not (same or force):
             origin = f" ({source})" if source else ""
             raise ConfigEditError(
                 f"it already says {FIELD}={current!r}, not {value!r}{origin}; a config's own value is not "

@@ -179,10 +179,11 @@ REGISTRY: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "EleutherAI/gpt-neo-2.7B",
         FP32,
-        "https://github.com/EleutherAI/gpt-neo/issues/207",
-        "fp32 throughout: its training config sets no precision, and the code's default is fp32",
+        "https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json",
+        "fp32 throughout: its published training config sets no precision, and the training code's default is fp32 "
+        "(EleutherAI/gpt-neo#207)",
         "gpt_neo",
-        confidence=INFERRED,
+        confidence=STATED,
     ),
     RegistryEntry(
         "EleutherAI/gpt-j-6b",
