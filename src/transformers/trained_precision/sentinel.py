@@ -67,12 +67,19 @@ import contextlib
 import contextvars
 import functools
 import math
-from collections.abc import Mapping
-from typing import Any
 
 from ..utils import logging
-from .check import ENV_VAR, ERROR, IGNORE, KWARG, MODE_ATTRIBUTE, REGISTRY_ATTRIBUTE, WARN, TrainedPrecisionRiskError
-from .check import resolve_check_mode
+from .check import (
+    ENV_VAR,
+    ERROR,
+    IGNORE,
+    KWARG,
+    MODE_ATTRIBUTE,
+    REGISTRY_ATTRIBUTE,
+    WARN,
+    TrainedPrecisionRiskError,
+    resolve_check_mode,
+)
 from .configuration import sub_config_items
 from .resolver import resolve_trained_precision
 from .risk import OVERFLOW, Risk
@@ -85,9 +92,7 @@ logger = logging.get_logger(__name__)
 SYNC_EVERY = 16
 
 #: How every message says to find the overflowing module (`{name}`: the model's name or path).
-FIND_THE_MODULE = (
-    "run `transformers precision {name} --audit`, or wrap the model in `transformers.debug_utils.DebugUnderflowOverflow`"
-)
+FIND_THE_MODULE = "run `transformers precision {name} --audit`, or wrap the model in `transformers.debug_utils.DebugUnderflowOverflow`"
 
 # Set while a tool measures fp16 overflow on purpose (the fp16 plan search): see `sentinel_paused`.
 _PAUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precision_sentinel_paused", default=False)
@@ -105,6 +110,9 @@ _CASTS = [0]
 _WARNED: set[str] = set()
 _FLAGS: dict[str, _DeviceFlag] = {}
 
+# The check a traced forward calls, registered before any trace (see `_register_compiled_check`).
+_COMPILED_CHECK = []
+
 # Floating inputs that are not data: a mask may hold -inf by design.
 _NOT_DATA = ("mask",)
 
@@ -117,12 +125,15 @@ def guard_forward(cls) -> None:
     forward = cls.__dict__.get("forward")
     if not callable(forward) or getattr(forward, _GUARDED, False):
         return
+    _register_compiled_check()
 
     @functools.wraps(forward)
     def guarded_forward(self, *args, **kwargs):
         output = forward(self, *args, **kwargs)
-        if _is_compiling():
-            _check_traced(self, output)
+        if _is_compiling():  # the call is made here: `torch._dynamo` keeps it for the compiled model's own forward
+            facts = _traced_facts(self, output)
+            if facts is not None:
+                _COMPILED_CHECK[0](*facts)
         elif _any_autocast() or has_fp16_weights(self):  # else nothing computed in fp16: nothing else runs
             _check(self, output, args, kwargs)
         return output
@@ -170,7 +181,7 @@ def output_tensors(output, depth: int = 0) -> list:
         return [output] if output.is_floating_point() and output.dim() > 0 else []
     if depth > 2:
         return []
-    if isinstance(output, Mapping):  # a `ModelOutput`
+    if isinstance(output, dict):  # a `ModelOutput`
         values = [value for key, value in output.items() if "loss" not in key]
     elif isinstance(output, (tuple, list)):
         values = output
@@ -254,21 +265,22 @@ def _non_finite_input(args, kwargs) -> str | None:
     return None
 
 
-def _check_traced(model, output) -> None:
-    """Under `torch.compile`: hands the outputs to [`_check_compiled`], which runs after the graph."""
+def _traced_facts(model, output) -> tuple | None:
+    """
+    Under `torch.compile`: what [`_check_compiled`] needs after the graph (constants, then the output tensors), or
+    `None` when the forward does not compute in fp16.
+    """
     import torch
 
     if torch.compiler.is_exporting():
-        return
+        return None
     tensors = output_tensors(output)
     why = _fp16_reason(model, tensors[0]) if tensors else None
     if why is None:
-        return
-    config = model.config
-    own = model.__dict__
+        return None
+    own, config = model.__dict__, model.config
     facts = (_key(model), own.get(MODE_ATTRIBUTE) or "", _model_name(model), type(model).__name__)
-    facts += (getattr(config, "trained_precision", UNKNOWN), own.get(_CLEARED_BY) or "", why)
-    _compiled_check()(*facts, *tensors)
+    return (*facts, getattr(config, "trained_precision", UNKNOWN), own.get(_CLEARED_BY) or "", why, *tensors)
 
 
 def _check_compiled(key, per_call_mode, name, model_class, trained, cleared_by, why, *tensors) -> None:
@@ -288,19 +300,20 @@ def _check_compiled(key, per_call_mode, name, model_class, trained, cleared_by, 
         _raise_or_warn(key, mode, why=flag.why or why, late=True, per_call=bool(per_call_mode), **facts)
 
 
-@functools.cache
-def _compiled_check():
+def _register_compiled_check() -> None:
     """
-    Once per process: [`_check_compiled`], registered as a function `torch._dynamo` may reorder, so that a traced call
+    Once per process: registers [`_check_compiled`] as a function `torch._dynamo` may reorder, so that a traced call
     runs after the graph with the tensors among the graph's outputs (no graph break, also with `fullgraph=True`).
     """
+    if _COMPILED_CHECK:
+        return
     import torch
 
     check = torch.compiler.disable(_check_compiled, recursive=True)
     reorderable = getattr(getattr(torch._dynamo, "config", None), "reorderable_logging_functions", None)
     if reorderable is not None:  # without it (an older torch), the traced call breaks the graph there instead
         reorderable.add(check)
-    return check
+    _COMPILED_CHECK.append(check)
 
 
 class _DeviceFlag:
