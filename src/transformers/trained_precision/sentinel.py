@@ -101,6 +101,7 @@ _PAUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precisio
 _GUARDED = "_trained_precision_guarded"
 _FP16_WEIGHTS = "_trained_precision_fp16_weights"  # (the cast count it was read at, whether a parameter is fp16)
 _CLEARED_BY = "_trained_precision_cleared_by"  # the evidence that cleared fp16 at the latest fp16 load or cast
+_KNOWN = "_trained_precision_known"  # (the config's precision and name it was read for, whether it is known)
 
 # How many casts of a `PreTrainedModel` this process has made: a model's record of fp16 weights holds until it moves.
 _CASTS = [0]
@@ -219,13 +220,23 @@ def _is_watched(model, mode: str) -> bool:
     """Whether this forward is checked in `mode`: always in `"error"` mode, in `"warn"` mode when the precision is known."""
     if mode == ERROR:
         return True
-    if mode != WARN or _key(model) in _WARNED:
-        return False
-    if vars(model).get(REGISTRY_ATTRIBUTE) is not None:
-        return True
+    return mode == WARN and _key(model) not in _WARNED and _is_known(model)
+
+
+def _is_known(model) -> bool:
+    """Whether the trained precision of `model` or of a sub-model is known; kept while its config says the same."""
     config = model.config
-    name = getattr(config, "name_or_path", None) or None
-    return any(resolve_trained_precision(c, name).is_known for c in (config, *dict(sub_config_items(config)).values()))
+    facts = (getattr(config, "trained_precision", None), getattr(config, "name_or_path", None))
+    cached = model.__dict__.get(_KNOWN)
+    if cached is not None and cached[0] == facts:
+        return cached[1]
+    name = facts[1] or None
+    configs = (config, *dict(sub_config_items(config)).values())
+    known = vars(model).get(REGISTRY_ATTRIBUTE) is not None or any(
+        resolve_trained_precision(c, name).is_known for c in configs
+    )
+    model.__dict__[_KNOWN] = (facts, known)
+    return known
 
 
 def _check(model, output, args, kwargs) -> None:
