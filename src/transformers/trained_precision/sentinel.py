@@ -132,9 +132,9 @@ def guard_forward(cls) -> None:
     def guarded_forward(self, *args, **kwargs):
         output = forward(self, *args, **kwargs)
         if _is_compiling():  # the call is made here: `torch._dynamo` keeps it for the compiled model's own forward
-            facts = _traced_facts(self, output)
+            facts, check = _traced_facts(self, output), _COMPILED_CHECK[0]
             if facts is not None:
-                _COMPILED_CHECK[0](*facts)
+                check(*facts)
         elif _any_autocast() or has_fp16_weights(self):  # else nothing computed in fp16: nothing else runs
             _check(self, output, args, kwargs)
         return output
