@@ -41,6 +41,7 @@ checked rows too) or a smaller shape there. Usage:
 
     python benchmarks/benchmark_sentinel.py [--repeats 21] [--threads 1] [--layers 12 --hidden 768] [--tiny]
         [--backend inductor] [--eager-only]
+    python benchmarks/benchmark_sentinel.py --llama-1b --seq 16 --repeats 3   # ~1.1B parameters, about 2.5 GB
 """
 
 import argparse
@@ -167,6 +168,44 @@ def run(args) -> None:
     print(f"graphs compiled while timing: {recompiled} (0: the timed calls never recompiled)")
 
 
+def run_llama_1b(args) -> None:
+    """
+    `--llama-1b`: one eager fp16 forward of `--seq` tokens of TinyLlama-1.1B's layout (22 layers, hidden 2048, vocabulary
+    32000; random weights, built in fp16: about 2.2 GB), with the check and without it, and the check alone.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4
+    )
+    config.trained_precision = "fp16"
+    torch.manual_seed(0)
+    model = LlamaForCausalLM._from_config(config, dtype=torch.float16).eval()
+    ids = torch.randint(0, config.vocab_size, (1, args.seq), generator=torch.Generator().manual_seed(0))
+
+    def call():
+        with torch.no_grad():
+            return model(input_ids=ids)
+
+    times = {name: [] for name in ARMS}
+    output = call()  # warm-up
+    for repeat in range(args.repeats):
+        for name in ARMS[repeat % 3 :] + ARMS[: repeat % 3]:
+            set_arm([model], name)
+            times[name].append(timed(call))
+    set_arm([model], "with")
+    params = sum(p.numel() for p in model.parameters()) / 1e9
+    print(f"machine class: {machine()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    print(f"Llama, 22 layers, hidden 2048, vocab 32000 ({params:.2f} B parameters), fp16 weights, {args.seq} tokens")
+    base = times["without"]
+    ratios = [a / b for a, b in zip(times["with"], base)]
+    control = [a / b for a, b in zip(times["control"], base)]
+    cost = check_cost(model, {"logits": output.logits}, compiled=False)
+    print(f"eager fp16 forward: without {statistics.median(base):.2f} s CPU, with/without {spread(ratios)}")
+    print(f"  control: without/without {spread(control)}")
+    print(f"  check alone: {cost * 1e6:.1f} us -> implied ratio {1 + cost / statistics.median(base):.6f}")
+
+
 def check_cost(model, output, compiled: bool) -> float:
     """
     Seconds per call of the check on `output`: the eager check, or the one a compiled forward calls after its graph
@@ -240,11 +279,17 @@ def main() -> None:
     parser.add_argument("--backend", default="inductor", help="torch.compile's backend for the compiled rows")
     parser.add_argument("--eager-only", action="store_true", help="leave out the compiled rows")
     parser.add_argument("--tiny", action="store_true", help="the tests' tiny GPT-2 (vocabulary 64): the worst case")
+    parser.add_argument(
+        "--llama-1b", action="store_true", help="only an eager fp16 forward at TinyLlama-1.1B's layout"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     logging.set_verbosity_error()
     os.environ.pop("TRANSFORMERS_TRAINED_PRECISION_CHECK", None)  # the default mode: warn
-    run(args)
+    if args.llama_1b:
+        run_llama_1b(args)
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

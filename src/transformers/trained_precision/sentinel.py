@@ -59,6 +59,9 @@ On a device without events, the accumulator is read synchronously once every [`S
 
 **Under `torch.compile`** the traced wrapper hands the output tensors to a check that `torch._dynamo` runs after the
 graph (`reorderable_logging_functions`): no graph break, and the check reads the graph's outputs as eager code does.
+`torch._dynamo` keeps such a call only where it is made in the compiled forward itself (torch 2.13 drops the ones made
+inside a nested module's forward or a helper), so under `torch.compile` the compiled model's own outputs are checked,
+not those of the sub-models traced inside its graph.
 """
 
 from __future__ import annotations
