@@ -45,8 +45,8 @@ the mode is not read. accelerate's fp16 mixed precision runs the forward inside 
 
 **What is read.** Every floating tensor of the output that is not a loss (a loss can be NaN in any precision when no
 label is left to learn from): all logits of a multi-head output, the tuple of `return_dict=False`, nested tuples such
-as `hidden_states`. Each is summed in fp32 (non-finite exactly when one of its elements is: finite fp16 values cannot
-add up past fp32's range) and the sums are added: one value per forward. On the CPU it is read at once. When the
+as `hidden_states`. The minimum and maximum of each (`torch.aminmax`: an inf shows in one, a NaN in both) are added in
+fp32: one value per forward, non-finite exactly when an element is. On the CPU it is read at once. When the
 output is not finite and a floating input (`inputs_embeds`, `pixel_values`, ...) already was, the message says so
 instead of blaming fp16.
 
@@ -182,7 +182,7 @@ def output_tensors(output, depth: int = 0) -> list:
     import torch
 
     if isinstance(output, torch.Tensor):
-        return [output] if output.is_floating_point() and output.dim() > 0 else []
+        return [output] if output.is_floating_point() and output.dim() > 0 and output.numel() > 0 else []
     if depth > 2:
         return []
     if isinstance(output, dict):  # a `ModelOutput`
@@ -207,11 +207,15 @@ def _fp16_reason(model, tensor) -> str | None:
 
 
 def _total(tensors):
-    """One fp32 value, non-finite exactly when an element of `tensors` is."""
+    """
+    One fp32 value, non-finite exactly when an element of `tensors` is: the sum of each tensor's minimum and maximum (an
+    inf shows in one of them, a NaN in both; finite extremes cannot add up past fp32's range). `torch.aminmax` reads an
+    fp16 tensor about five times faster on the CPU than a sum in fp32 does.
+    """
     import torch
 
-    sums = [tensor.detach().sum(dtype=torch.float32) for tensor in tensors]
-    return sums[0] if len(sums) == 1 else torch.stack(sums).sum()
+    extremes = [value.float() for tensor in tensors for value in torch.aminmax(tensor.detach())]
+    return extremes[0] + extremes[1] if len(extremes) == 2 else torch.stack(extremes).sum()
 
 
 def _key(model) -> str:
