@@ -208,19 +208,24 @@ def run_llama_1b(args) -> None:
 
 def check_cost(model, output, compiled: bool) -> float:
     """
-    Seconds per call of the check on `output`: the eager check, or the one a compiled forward calls after its graph
-    (through `torch.compiler.disable`, as the compiled code calls it).
+    Seconds per call of the check on `output`: the eager checks (the model's and its base model's, as a forward runs
+    both), or the one a compiled forward calls after its graph (through `torch.compiler.disable`, as compiled code does).
     """
     if compiled:
         facts, check = sentinel._traced_facts(model, output), sentinel._COMPILED_CHECK[0]
 
         def call():
             check(*facts)
-    else:
+    else:  # eagerly the base model checks its own output too: its last hidden state
+        base = model.base_model
+        rows = next(iter(output.values())).shape[:-1] if isinstance(output, dict) else (1, 1)
+        hidden = {"last_hidden_state": torch.zeros(*rows, model.config.hidden_size, dtype=model.dtype)}
 
         def call():
             if sentinel._any_autocast() or sentinel.has_fp16_weights(model):
                 sentinel._check(model, output, (), {})
+            if base is not model and (sentinel._any_autocast() or sentinel.has_fp16_weights(base)):
+                sentinel._check(base, hidden, (), {})
 
     number = 200
     return min(timeit.repeat(call, number=number, repeat=5)) / number

@@ -218,6 +218,17 @@ def _total(tensors):
     return extremes[0] + extremes[1] if len(extremes) == 2 else torch.stack(extremes).sum()
 
 
+def _finite(tensors) -> bool:
+    """On the CPU, whose values are read at once: whether every element of `tensors` is finite (fewest torch calls)."""
+    import torch
+
+    for tensor in tensors:
+        low, high = torch.aminmax(tensor.detach())
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+    return True
+
+
 def _key(model) -> str:
     """The key of a model's warning and device flag: its config, which a head shares with its base model."""
     return str(id(model.config))
@@ -263,7 +274,7 @@ def _check(model, output, args, kwargs) -> None:
         return
     key = _key(model)
     if tensors[0].device.type == "cpu":
-        if not math.isfinite(_total(tensors).item()):
+        if not _finite(tensors):
             _report(model, key, mode, why, late=False, bad_input=_non_finite_input(args, kwargs))
         return
     flag = _FLAGS.setdefault(key, _DeviceFlag())
@@ -310,7 +321,7 @@ def _check_compiled(key, per_call_mode, name, model_class, trained, cleared_by, 
         return
     facts = {"name": name, "model_class": model_class, "trained": trained, "cleared_by": cleared_by or None}
     if tensors[0].device.type == "cpu":
-        if not math.isfinite(_total(tensors).item()):
+        if not _finite(tensors):
             _raise_or_warn(key, mode, why=why, late=False, per_call=bool(per_call_mode), **facts)
         return
     flag = _FLAGS.setdefault(key, _DeviceFlag())
