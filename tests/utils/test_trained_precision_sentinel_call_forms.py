@@ -241,7 +241,7 @@ class SentinelCallFormsTest(TestCasePlus):
     def test_each_forward_checks_its_own_outputs_once(self):
         with mockenv_context(**{ENV_VAR: "error"}):
             model = self.load("healthy")
-            with mock.patch.object(sentinel, "_total", wraps=sentinel._total) as total:
+            with mock.patch.object(sentinel, "_finite", wraps=sentinel._finite) as total:
                 self.under_autocast(model)  # the head, and the base model inside it
                 self.assertEqual(total.call_count, 2)
                 total.reset_mock()

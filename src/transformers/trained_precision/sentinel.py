@@ -129,27 +129,24 @@ def guard_forward(cls) -> None:
     forward = cls.__dict__.get("forward")
     if not callable(forward) or getattr(forward, _GUARDED, False):
         return
+    import torch
+
     _register_compiled_check()
+    is_compiling, any_autocast = torch.compiler.is_compiling, torch._C._is_any_autocast_enabled
 
     @functools.wraps(forward)
     def guarded_forward(self, *args, **kwargs):
         output = forward(self, *args, **kwargs)
-        if _is_compiling():  # the call is made here: `torch._dynamo` keeps it for the compiled model's own forward
+        if is_compiling():  # the call is made here: `torch._dynamo` keeps it for the compiled model's own forward
             facts, check = _traced_facts(self, output), _COMPILED_CHECK[0]
             if facts is not None:
                 check(*facts)
-        elif _any_autocast() or has_fp16_weights(self):  # else nothing computed in fp16: nothing else runs
+        elif any_autocast() or _fp16_weights(self):  # else nothing computed in fp16: nothing else runs
             _check(self, output, args, kwargs)
         return output
 
     setattr(guarded_forward, _GUARDED, True)
     cls.forward = guarded_forward
-
-
-def _is_compiling() -> bool:
-    import torch
-
-    return torch.compiler.is_compiling()
 
 
 def _any_autocast() -> bool:
@@ -169,9 +166,16 @@ def has_fp16_weights(model) -> bool:
 
     if torch.compiler.is_compiling():  # read while tracing only: the graph's guards keep it
         return any(p.dtype == torch.float16 for p in model.parameters())
+    return _fp16_weights(model)
+
+
+def _fp16_weights(model) -> bool:
+    """[`has_fp16_weights`] outside a trace: the record of the latest cast, else one pass over the parameters."""
     cached = model.__dict__.get(_FP16_WEIGHTS)
     if cached is not None and cached[0] == _CASTS[0]:
         return cached[1]
+    import torch
+
     value = any(p.dtype == torch.float16 for p in model.parameters())
     model.__dict__[_FP16_WEIGHTS] = (_CASTS[0], value)
     return value
