@@ -70,6 +70,7 @@ import contextlib
 import contextvars
 import functools
 import math
+import weakref
 
 from ..utils import logging
 from .check import (
@@ -281,7 +282,10 @@ def _check(model, output, args, kwargs) -> None:
         if not _finite(tensors):
             _report(model, key, mode, why, late=False, bad_input=_non_finite_input(args, kwargs))
         return
-    flag = _FLAGS.setdefault(key, _DeviceFlag())
+    if key not in _FLAGS:
+        _FLAGS[key] = _DeviceFlag()
+        _forget_with(model.config, key)
+    flag = _FLAGS[key]
     if flag.overflowed(_total(tensors), why):
         _report(model, key, mode, flag.why or why, late=True)
 
@@ -414,6 +418,17 @@ def _report(model, key: str, mode: str, why: str, late: bool, bad_input: str | N
         per_call=vars(model).get(MODE_ATTRIBUTE) is not None,
         bad_input=bad_input,
     )
+    _forget_with(model.config, key)  # warned: a later config at the same address is another model
+
+
+def _forget_with(config, key: str) -> None:
+    """Drops what is kept under `key` (a config's id) when `config` is collected, so that a new config there starts clean."""
+    weakref.finalize(config, _forget, key)
+
+
+def _forget(key: str) -> None:
+    _WARNED.discard(key)
+    _FLAGS.pop(key, None)
 
 
 def _raise_or_warn(key: str, mode: str, *, name: str, trained: str, source: str | None = None, **details) -> None:
