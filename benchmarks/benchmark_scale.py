@@ -39,7 +39,7 @@ Measures (`--parts`, all by default):
 - `load`: `from_pretrained` + the first `--tokens`-token forward, fork / upstream: bf16; fp16 (a bf16-trained model,
   the check warns). The digest alone (`weights_digest`, full and sampled) at 1.1B and 7B, in seconds and as a
   share of the load: what an fp16 load of a checkpoint storing an fp16 plan or a bound run pays on top.
-- `sentinel`: what the non-finite sentinel's hook costs an fp16 forward and a `generate` step at 1.1B (the hook
+- `sentinel`: what the forward's fp16 check costs an fp16 forward and a `generate` step at 1.1B (the check
   timed on the real outputs against the forward's time; fp16 is emulated on AVX2-only CPUs, which makes the share
   smaller than where fp16 is native).
 - `audit`: `transformers precision --audit` and `transformers precision plan` on the 1.1B layout with a planted
@@ -736,18 +736,32 @@ def part_digest(opts, report: dict, upstream: str) -> None:
 
 
 def sentinel_cost(spec: dict) -> None:
-    """Child (fork): an fp16 forward and `generate` steps with and without the sentinel, and its hook alone."""
+    """
+    Child (fork): an fp16 forward and `generate` steps with the forward's fp16 check and without it (every model
+    module given its class's unwrapped forward, upstream's), and the check alone on the real outputs.
+    """
+    import os
     import timeit
+    from types import MethodType
 
     import torch
 
     from transformers import LlamaForCausalLM
-    from transformers.trained_precision.sentinel import attach_sentinel, find_sentinel, remove_sentinel
+    from transformers.modeling_utils import PreTrainedModel
+    from transformers.trained_precision import sentinel
     from transformers.utils import logging
 
     logging.set_verbosity_error()
+    os.environ["TRANSFORMERS_TRAINED_PRECISION_CHECK"] = "error"  # checked at every forward, whatever the config says
     model = LlamaForCausalLM.from_pretrained(spec["folder"], dtype=torch.float16)
-    attached = find_sentinel(model) is not None or attach_sentinel(model) is not None
+    modules = [module for module in model.modules() if isinstance(module, PreTrainedModel)]
+
+    def set_arm(arm: str) -> None:
+        for module in modules:
+            module.__dict__.pop("forward", None)
+            if arm != "with":
+                module.forward = MethodType(type(module).forward.__wrapped__, module)
+
     ids = torch.randint(0, model.config.vocab_size, (1, spec["tokens"]), generator=torch.Generator().manual_seed(0))
     work = {
         "forward": lambda: model(input_ids=ids),
@@ -763,19 +777,22 @@ def sentinel_cost(spec: dict) -> None:
     with torch.no_grad():
         for repeat in range(spec["repeats"]):
             for arm in ("with", "without") if repeat % 2 == 0 else ("without", "with"):
-                attach_sentinel(model) if arm == "with" else remove_sentinel(model)
+                set_arm(arm)
                 for name, call in work.items():
                     start = time.process_time()
                     outputs[name] = call()
                     times[name, arm].append(time.process_time() - start)
-        attach_sentinel(model)
-        sentinel = find_sentinel(model)
+        set_arm("with")
         step_output = {"logits": outputs["generate"].logits[-1]}
+
+        def check(output):
+            return lambda: sentinel._check(model, output, (), {})
+
         hook = {
-            "forward": min(timeit.repeat(lambda: sentinel(model, (), outputs["forward"]), number=20, repeat=3)) / 20,
-            "generate": min(timeit.repeat(lambda: sentinel(model, (), step_output), number=20, repeat=3)) / 20,
+            "forward": min(timeit.repeat(check(outputs["forward"]), number=20, repeat=3)) / 20,
+            "generate": min(timeit.repeat(check(step_output), number=20, repeat=3)) / 20,
         }
-    child_result(attached=attached, times={f"{w}|{a}": t for (w, a), t in times.items()}, hook=hook)
+    child_result(attached=True, times={f"{w}|{a}": t for (w, a), t in times.items()}, hook=hook)
 
 
 def part_sentinel(opts, report: dict) -> None:

@@ -34,7 +34,7 @@ if is_torch_available():
 
     from transformers import GPT2LMHeadModel
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import find_sentinel
+    from transformers.trained_precision.sentinel import cleared_by
     from transformers.trained_precision.testing_utils import plant_fp16_overflow
 
 OVERFLOWED = "fp16 overflowed in this forward of"
@@ -74,7 +74,7 @@ class SentinelEvidenceTest(TestCasePlus):
         model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
         self.assertTrue(torch.isfinite(forward(model)).all())
         model.generate(input_ids(8), max_new_tokens=4, do_sample=False, pad_token_id=0)
-        self.assertIn("a measured fp16 plan", find_sentinel(model).cleared_by)
+        self.assertIn("a measured fp16 plan", cleared_by(model))
 
     def test_weights_edited_after_the_load_overflow_and_the_sentinel_names_the_plan(self):
         model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")

@@ -39,8 +39,8 @@ LAYERS = {
     "check": 4,  # uses
     "audit": 4,
     "populate": 4,
-    "sentinel": 5,  # the check's verdict where the model runs: a forward hook
-    "fp16_plan": 6,  # applying a stored plan, and whether it is evidence; its call sites attach the sentinel
+    "sentinel": 5,  # the check of what an fp16 forward returned, inside every model's forward
+    "fp16_plan": 6,  # applying a stored plan, and whether it is evidence; it records the evidence the check names
     "fp16_plan_search": 7,  # measuring and validating a plan, writing it into a checkpoint
     "adapter": 5,  # a PEFT adapter's training record and the check of base + adapter
     "stamp": 6,

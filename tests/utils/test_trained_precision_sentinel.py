@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The sentinel: error mode is checked where the model runs. A tiny GPT-2 whose fp16 forward overflows (its second MLP
+The forward's fp16 check: error mode is checked where the model runs. A tiny GPT-2 whose fp16 forward overflows (its second MLP
 is scaled past fp16's range inside) gives the verdict a user gets on every path to fp16, on the CPU: a plain fp16
 forward, `generate`, a pipeline, fp16 autocast over fp32 weights, a second cast, a real PEFT LoRA wrapper, the
 Trainer's evaluation and training loops, and a model a stored fp16 plan cleared whose weights changed since.
@@ -35,13 +35,7 @@ if is_torch_available():
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
     from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import (
-        attach_sentinel,
-        find_sentinel,
-        has_sentinel,
-        remove_sentinel,
-        sentinel_paused,
-    )
+    from transformers.trained_precision.sentinel import has_fp16_weights, sentinel_paused
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
 
 SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
@@ -183,22 +177,22 @@ class SentinelTest(TestCasePlus):
         with self.assert_raises_overflow():
             forward(model)
 
-    def test_a_cast_attaches_it_to_a_model_that_had_none(self):
-        model = self.load()  # unknown precision, default mode: no hook
-        self.assertFalse(has_sentinel(model))
+    def test_error_mode_set_after_the_load_holds_without_a_cast(self):
+        model = self.load()  # unknown precision, default mode
         with mockenv_context(**{ENV_VAR: "error"}):
-            model.half()  # the cast is judged in error mode: from now on the model is guarded
-            self.assertTrue(has_sentinel(model))
+            with torch.autocast("cpu", dtype=torch.float16), self.assert_raises_overflow():
+                forward(model)
+            model.half()
             with self.assert_raises_overflow():
                 forward(model)
-        built = tiny_gpt2(trained_precision="fp16")  # built directly: no load, so its first cast attaches it
-        self.assertFalse(has_sentinel(built))
+        built = tiny_gpt2(trained_precision="fp16")  # built directly: the record of fp16 weights follows its casts
+        self.assertFalse(has_fp16_weights(built))
         built.to(torch.float16)
-        self.assertTrue(find_sentinel(built).fp16_weights)
-        built.to("cpu")  # a device move reads nothing, and keeps the hook
-        self.assertTrue(find_sentinel(built).fp16_weights)
+        self.assertTrue(has_fp16_weights(built))
+        built.to("cpu")  # a device move keeps it
+        self.assertTrue(has_fp16_weights(built) and has_fp16_weights(built.transformer))
         built.float()
-        self.assertFalse(find_sentinel(built).fp16_weights)
+        self.assertFalse(has_fp16_weights(built) or has_fp16_weights(built.transformer))
 
     def test_the_environment_variable_is_read_at_every_cast_also_from_a_replaced_environ(self):
         # the cast path reads `os.environ`'s own data where it has one: a variable set, changed or removed after the
@@ -218,7 +212,9 @@ class SentinelTest(TestCasePlus):
         quiet = self.load()
         with unittest.mock.patch.object(os, "environ", {k: v for k, v in os.environ.items() if k != ENV_VAR}):
             quiet.half()
-        self.assertFalse(has_sentinel(quiet))
+            with CaptureLogger(logging.get_logger(SENTINEL_LOGGER)) as cl:
+                self.assertFalse(torch.isfinite(forward(quiet)).all())  # unknown precision, warn mode: upstream's
+        self.assertEqual(cl.out, "")
 
     def test_a_parent_module_cast_is_covered(self):
         model = self.load(trained_precision_check="error")
@@ -285,45 +281,40 @@ class SentinelTest(TestCasePlus):
 
     def test_a_healthy_model_in_error_mode_gives_finite_output(self):
         model = self.load("healthy", dtype=torch.float16, trained_precision_check="error")
-        self.assertTrue(has_sentinel(model))
         self.assertTrue(torch.isfinite(forward(model)).all())
         generate(model)
         model = self.load("healthy", trained_precision_check="error")
         with torch.autocast("cpu", dtype=torch.float16):
             self.assertTrue(torch.isfinite(forward(model)).all())
 
-    def test_a_model_of_unknown_precision_in_the_default_mode_has_no_hook(self):
-        for model in (
-            self.load(),
-            self.load(dtype=torch.float16),
-            GPT2LMHeadModel._from_config(self.load().config),
-            self.load().half(),
-        ):
-            self.assertFalse(has_sentinel(model))
+    def test_a_model_of_unknown_precision_in_the_default_mode_runs_as_upstream_runs_it(self):
+        built = GPT2LMHeadModel(self.load().config).eval()
+        built.load_state_dict(self.load().state_dict())
+        for model in (self.load(dtype=torch.float16), built.half(), self.load().half()):
             self.assertEqual(len(model._forward_hooks), 0)
-        with CaptureLogger(logging.get_logger(SENTINEL_LOGGER)) as cl:
-            self.assertFalse(torch.isfinite(forward(self.load(dtype=torch.float16))).all())  # upstream's behaviour
-        self.assertEqual(cl.out, "")
+            with CaptureLogger(logging.get_logger(SENTINEL_LOGGER)) as cl:
+                self.assertFalse(torch.isfinite(forward(model)).all())  # upstream's behaviour
+            self.assertEqual(cl.out, "")
 
-    def test_a_model_of_known_precision_carries_it_before_fp16_is_involved(self):
+    def test_a_model_of_known_precision_is_checked_in_warn_mode(self):
         model = self.load("bf16")
-        self.assertTrue(has_sentinel(model))
-        self.assertFalse(find_sentinel(model).fp16_weights)
+        with CaptureLogger(logging.get_logger(SENTINEL_LOGGER)) as cl:
+            with torch.autocast("cpu", dtype=torch.float16):
+                forward(model)
+        self.assertIn(f"{OVERFLOWED} '{self.paths['bf16']}'", cl.out)
         with self.assertRaises(TrainedPrecisionRiskError):  # the cast check itself (bf16 -> fp16 is risky)
             GPT2LMHeadModel.from_pretrained(self.paths["bf16"], trained_precision_check="error").half()
 
-    # --- the hook itself -----------------------------------------------------------------------------------------
+    # --- what the check keeps on a model ----------------------------------------------------------------------------
 
-    def test_one_hook_per_model_removable_and_not_serialized(self):
+    def test_nothing_attached_nothing_serialized_and_copies_are_checked(self):
         model = self.load(dtype=torch.float16, trained_precision_check="error")
         keys = set(model.state_dict())
-        attach_sentinel(model)
-        model.half()
-        model.to(torch.float16)
-        self.assertEqual(len(model._forward_hooks), 1)
+        self.assertEqual((len(model._forward_hooks), len(model._forward_pre_hooks)), (0, 0))
+        with self.assert_raises_overflow():
+            forward(model)
         self.assertEqual(set(model.state_dict()), keys)
         clone = copy.deepcopy(model)
-        self.assertIsNot(find_sentinel(clone), find_sentinel(model))
         with self.assert_raises_overflow():
             forward(clone)
         buffer = io.BytesIO()
@@ -334,10 +325,8 @@ class SentinelTest(TestCasePlus):
             forward(loaded)
         saved = self.get_auto_remove_tmp_dir()
         model.save_pretrained(saved)
-        self.assertNotIn("sentinel", open(os.path.join(saved, "config.json"), encoding="utf-8").read())
-        self.assertTrue(remove_sentinel(model))
-        self.assertFalse(has_sentinel(model))
-        self.assertFalse(torch.isfinite(forward(model)).all())
+        with open(os.path.join(saved, "config.json"), encoding="utf-8") as file:
+            self.assertNotIn("trained_precision_", file.read().replace("trained_precision_check", ""))
 
     def test_a_tool_that_measures_overflow_pauses_it(self):
         model = self.load(dtype=torch.float16, trained_precision_check="error")

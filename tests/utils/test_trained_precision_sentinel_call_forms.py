@@ -14,7 +14,7 @@
 """
 The sentinel on every way a forward runs, on the CPU: `torch.compile(model)` (the eager and inductor backends, also
 with `fullgraph=True`, so without a graph break), `generate` with a static cache compiled by `generate` itself, the
-base model called on its own, and `model.forward` called directly. A tiny bf16-trained GPT-2 with a planted fp16
+base model called on its own, and `model.forward` called directly, accelerate's forward wrapper and PEFT. A tiny bf16-trained GPT-2 with a planted fp16
 overflow (fp32 is finite) raises in error mode and warns once in warn mode; the same GPT-2 without it stays silent.
 """
 
@@ -33,8 +33,8 @@ if is_torch_available():
     import torch
 
     from transformers import CompileConfig, GPT2LMHeadModel
+    from transformers.trained_precision import sentinel
     from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import FiniteSentinel, has_sentinel
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2
 
 SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
@@ -93,11 +93,11 @@ class SentinelCallFormsTest(TestCasePlus):
             output = call(input_ids())
         return output[0] if isinstance(output, tuple) else output.logits if "logits" in output else output[0]
 
-    def assert_raises_overflow(self, call, name="bf16", where=""):
+    def assert_raises_overflow(self, call, name="bf16"):
+        """Raises naming the model; eagerly the base model (its output overflows first), compiled the compiled one."""
         with self.assertRaises(TrainedPrecisionRiskError) as cm:
             self.under_autocast(call)
-        part = f" (its sub-model `{where}`)" if where else ""
-        self.assertIn(f"{OVERFLOWED} '{self.paths[name]}'{part}:", str(cm.exception))
+        self.assertRegex(str(cm.exception), rf"{OVERFLOWED} '{self.paths[name]}' \((GPT2Model|GPT2LMHeadModel)\):")
         self.assertIn("under fp16 autocast", str(cm.exception))
 
     def assert_silent_and_finite(self, call):
@@ -189,15 +189,14 @@ class SentinelCallFormsTest(TestCasePlus):
     def test_error_mode_raises_on_the_base_model_called_on_its_own(self):
         with mockenv_context(**{ENV_VAR: "error"}):
             model = self.load()
-            self.assertTrue(has_sentinel(model.transformer))
-            self.assert_raises_overflow(model.transformer, where="transformer")
-            self.assert_raises_overflow(torch.compile(model.transformer, backend="eager"), where="transformer")
+            self.assert_raises_overflow(model.transformer)
+            self.assert_raises_overflow(torch.compile(model.transformer, backend="eager"))
             self.assert_silent_and_finite(self.load("healthy").transformer)
 
     def test_error_mode_raises_on_a_direct_forward_call(self):
         with mockenv_context(**{ENV_VAR: "error"}):
-            # `forward` skips the model's own hooks; its base model's forward is checked instead
-            self.assert_raises_overflow(self.load().forward, where="transformer")
+            # `forward` skips the model's hooks, not the check inside it
+            self.assert_raises_overflow(self.load().forward)
             self.assert_silent_and_finite(self.load("healthy").forward)
 
     def test_error_mode_raises_under_accelerates_fp16_forward_wrapper(self):
@@ -205,19 +204,22 @@ class SentinelCallFormsTest(TestCasePlus):
         # fp16 autocast on a GPU, and casts its outputs to fp32: here the same wrapper, with the CPU's autocast
         from types import MethodType
 
-        from accelerate.state import AcceleratorState
         from accelerate.utils import convert_outputs_to_fp32
 
-        model = self.load(trained_precision_check="error")
-        model._original_forward = model.forward
-        wrapped = torch.autocast("cpu", dtype=torch.float16)(model.forward.__func__)
-        model.forward = MethodType(convert_outputs_to_fp32(wrapped), model)
+        def prepared(name):
+            model = self.load(name, trained_precision_check="error")
+            wrapped = torch.autocast("cpu", dtype=torch.float16)(model.forward.__func__)
+            model._original_forward = model.forward
+            model.forward = MethodType(convert_outputs_to_fp32(wrapped), model)
+            return model
+
         with torch.no_grad():
-            self.assertEqual(model(input_ids()).logits.dtype, torch.float32)  # the hook runs outside the autocast
-            with mock.patch.dict(AcceleratorState._shared_state, {"_mixed_precision": "fp16"}):
-                with self.assertRaises(TrainedPrecisionRiskError) as cm:
-                    model(input_ids())
-        self.assertIn("under accelerate's fp16 mixed precision", str(cm.exception))
+            with self.assertRaises(TrainedPrecisionRiskError) as cm:
+                prepared("bf16")(input_ids())
+            healthy = prepared("healthy")(input_ids()).logits
+        self.assertIn("under fp16 autocast", str(cm.exception))  # the check runs inside the wrapper's autocast
+        self.assertEqual(healthy.dtype, torch.float32)
+        self.assertTrue(torch.isfinite(healthy).all())
 
     @require_peft
     def test_error_mode_raises_through_a_peft_lora_wrapper(self):
@@ -226,7 +228,6 @@ class SentinelCallFormsTest(TestCasePlus):
         base = self.load("unknown", dtype=torch.float16, trained_precision_check="error")
         lora = LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True, task_type="CAUSAL_LM")
         model = get_peft_model(base, lora)
-        self.assertFalse(has_sentinel(model))  # the wrapper carries none: its base model's hook covers it
         for call in (model, lambda ids: model.generate(input_ids=ids[:, :PROMPT], max_new_tokens=2, pad_token_id=0)):
             with self.assertRaisesRegex(TrainedPrecisionRiskError, f"{OVERFLOWED} '{self.paths['unknown']}'"):
                 call(input_ids())
@@ -237,14 +238,16 @@ class SentinelCallFormsTest(TestCasePlus):
             outer.register_forward_pre_hook(lambda module, args: inner(*args))  # e.g. a reward model inside
             self.assert_raises_overflow(outer)  # the inner model's output is discarded, and still checked
 
-    def test_a_nested_forward_is_checked_once_by_the_outermost_model(self):
+    def test_each_forward_checks_its_own_outputs_once(self):
         with mockenv_context(**{ENV_VAR: "error"}):
             model = self.load("healthy")
-            with mock.patch.object(FiniteSentinel, "check", autospec=True) as check:
-                self.under_autocast(model)
-                for fullgraph in (True, False):  # without it, the model's own hooks run eagerly around the graph
-                    self.under_autocast(torch.compile(model, backend="eager", fullgraph=fullgraph))
-            self.assertEqual([call.args[1] for call in check.call_args_list], [model] * 3)
+            with mock.patch.object(sentinel, "_finite", wraps=sentinel._finite) as total:
+                self.under_autocast(model)  # the head, and the base model inside it
+                self.assertEqual(total.call_count, 2)
+                total.reset_mock()
+                with torch.no_grad():
+                    model(input_ids())  # fp32, no autocast: nothing is read
+                self.assertEqual(total.call_count, 0)
 
     def test_a_forward_that_raised_does_not_leave_the_next_one_unchecked(self):
         with mockenv_context(**{ENV_VAR: "error"}):
@@ -253,8 +256,9 @@ class SentinelCallFormsTest(TestCasePlus):
                 model.transformer(input_ids=torch.full((1, 4), 10_000))  # fails inside the base model's forward
             self.assert_raises_overflow(model)
 
-    def test_each_sub_model_of_a_composite_model_carries_it(self):
+    def test_every_model_class_in_a_composite_model_is_checked(self):
         from transformers import EncoderDecoderModel, GPT2Config
+        from transformers.modeling_utils import PreTrainedModel
 
         small = {"vocab_size": 64, "n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32}
         encoder, decoder = (
@@ -262,12 +266,16 @@ class SentinelCallFormsTest(TestCasePlus):
             GPT2LMHeadModel(GPT2Config(**small, add_cross_attention=True, is_decoder=True)),
         )
         model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
-        model.config.trained_precision = "fp16"
-        path = self.get_auto_remove_tmp_dir()
-        model.save_pretrained(path)
-        loaded = EncoderDecoderModel.from_pretrained(path, trained_precision_check="error")
-        hooked = [name for name, module in loaded.named_modules() if has_sentinel(module)]
-        self.assertEqual(hooked, ["", "encoder", "decoder", "decoder.transformer"])
+        models = [module for module in model.modules() if isinstance(module, PreTrainedModel)]
+        self.assertEqual(len(models), 4)
+        self.assertTrue(all(getattr(type(m).forward, "_trained_precision_guarded", False) for m in models))
+        with torch.no_grad():
+            model.encoder.h[0].mlp.c_fc.weight.mul_(1e6)  # the encoder's output leaves fp16's range
+        with mockenv_context(**{ENV_VAR: "error"}), torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, "GPT2Model"):
+                model.get_encoder()(input_ids()[:, :8])
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, "GPT2Model"):
+                model(input_ids=input_ids()[:, :8], decoder_input_ids=input_ids()[:, :8])
 
 
 if __name__ == "__main__":

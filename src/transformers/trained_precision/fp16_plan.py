@@ -70,7 +70,7 @@ from .evidence import (
     weights_subject,
 )
 from .resolver import bind_persisted_reference
-from .sentinel import LIVE_SENTINELS, note_runtime
+from .sentinel import note_cast, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
 
@@ -575,8 +575,8 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     and name, so a cast that replaces the parameter objects
     (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
 
-    Every cast of a model runs it, so a cast with nothing to decide costs a few microseconds: when no model in the
-    process carries the sentinel and the model's config records nothing that can be judged, applied or watched
+    Every cast of a model runs it, so a cast with nothing to decide costs a few microseconds: when the model's config
+    records nothing that can be judged, applied or watched
     ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
     plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
 
@@ -589,9 +589,10 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     Returns:
         What `apply(fn, recurse)` returns (the model).
     """
+    note_cast()  # whether the weights are fp16 is read again at the next forward
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
         return apply(fn, recurse)
-    if not LIVE_SENTINELS and nothing_to_check(model):
+    if nothing_to_check(model):
         return apply_unchecked(apply, fn, recurse)  # what the full scope would decide, for any dtype: nothing
     with _checked_cast_scope(model, fn):
         return apply(fn, recurse)
