@@ -43,8 +43,13 @@ if is_torch_available():
         GPT2Config,
         GPT2DoubleHeadsModel,
         GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForQuestionAnswering,
+        LlamaForSequenceClassification,
+        LlamaForTokenClassification,
     )
     from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.sentinel import _DeviceFlag
     from transformers.trained_precision.testing_utils import TINY_GPT2, plant_fp16_overflow, tiny_gpt2
 
 SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
@@ -181,6 +186,46 @@ class SentinelClientsTest(TestCasePlus):
             self.assert_raises_overflow(lambda: tiny_bert(BertModel, True).half().forward(input_ids()))
             output = self.assert_silent(lambda: tiny_bert(BertModel, False).half().forward(input_ids()))
             self.assertTrue(torch.isfinite(output.last_hidden_state).all())
+
+    def test_heads_whose_forward_comes_from_a_mixin_are_checked(self):
+        # upstream's GenericForSequenceClassification and its siblings, first in the bases of about a hundred head
+        # classes (Llama, Qwen2, Mistral, ...), are not model classes: their forward is wrapped on each head class
+        config = LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            pad_token_id=0,
+        )
+        heads = {
+            LlamaForSequenceClassification: "score",
+            LlamaForQuestionAnswering: "qa_outputs",
+            LlamaForTokenClassification: "score",
+        }
+        with mockenv_context(**{ENV_VAR: "error"}):
+            for cls, head in heads.items():
+                torch.manual_seed(0)
+                healthy, planted = cls(config).eval(), cls(config).eval()
+                with torch.no_grad():
+                    getattr(planted, head).weight.mul_(1e8)  # only the head's output leaves fp16's range
+                self.assertTrue(all(torch.isfinite(v).all() for v in floating_outputs(planted(input_ids()))))
+                planted.half(), healthy.half()
+                self.assert_raises_overflow(planted, input_ids())
+                self.assert_raises_overflow(planted.forward, input_ids())
+                self.assert_silent(healthy.forward, input_ids())
+
+    def test_the_accelerator_flag_survives_an_inference_mode_forward(self):
+        # the deferred read's accumulator and host buffer, first used under `torch.inference_mode()` (as
+        # sentence-transformers' `encode` runs) and then by a plain forward, must not be inference tensors
+        flag = _DeviceFlag()
+        with torch.inference_mode():
+            self.assertFalse(flag.overflowed(torch.tensor(1.0), "fp16 weights"))
+        self.assertFalse(flag.overflowed(torch.tensor(2.0), "fp16 weights"))
+        self.assertFalse(flag.overflowed(torch.tensor(float("inf")), "fp16 weights"))
+        self.assertTrue(flag.flush())
+        self.assertFalse(flag.flush())
 
     def test_the_signature_of_forward_is_the_models_own(self):
         for cls in (GPT2LMHeadModel, BertModel, BertForQuestionAnswering):

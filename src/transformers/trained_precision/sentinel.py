@@ -124,13 +124,16 @@ _NOT_DATA = ("mask",)
 
 def guard_forward(cls) -> None:
     """
-    Wraps the `forward` that `cls` defines itself (not an inherited one, already wrapped) in the check. Called by
-    `PreTrainedModel.__init_subclass__` for every model class.
+    Wraps the `forward` that `cls` resolves in the check, unless it is already wrapped (one a model class it inherits
+    from defined). Called by `PreTrainedModel.__init_subclass__` for every model class.
     """
-    forward = cls.__dict__.get("forward")
-    if not callable(forward) or getattr(forward, _GUARDED, False):
-        return
+    # the forward `cls` resolves, its own or a mixin's (upstream's `GenericForSequenceClassification` and its siblings
+    # come before `PreTrainedModel` in the bases of about a hundred head classes, and are not model classes themselves)
     import torch
+
+    forward = getattr(cls, "forward", None)
+    if not callable(forward) or getattr(forward, _GUARDED, False) or forward is torch.nn.Module.forward:
+        return
 
     _register_compiled_check()
     is_compiling, any_autocast = torch.compiler.is_compiling, torch._C._is_any_autocast_enabled
@@ -367,22 +370,26 @@ class _DeviceFlag:
         overflowed = False
         if self.device is not None and total.device != self.device:
             overflowed = self.flush()  # the model moved: read what the old device holds (rare, synchronises)
-        self.pending = total if self.pending is None else self.pending.add_(total)
+        # out of place, and the host buffer made outside inference mode: a forward under `torch.inference_mode()`
+        # (sentence-transformers' `encode`) followed by a plain one must not update an inference tensor in place
+        self.pending = total if self.pending is None else self.pending + total
         self.device, self.why = total.device, self.why or why
-        if self.event is not None:
-            if not self.event.query():
+        event = self.event
+        if event is not None:
+            if not event.query():
                 return overflowed  # the latest copy has not landed: look again at the next forward
             overflowed = overflowed or not math.isfinite(self.host.item())
             self.event = None
         try:
             event = torch.Event(device=total.device)
+            if self.host is None:
+                with torch.inference_mode(False):
+                    self.host = torch.empty((), dtype=torch.float32, pin_memory=torch.cuda.is_available())
+            self.host.copy_(self.pending, non_blocking=True)
+            event.record()
         except (RuntimeError, TypeError, ValueError):  # no events on this device: read once every SYNC_EVERY forwards
             self.unread += 1
             return (self.unread >= SYNC_EVERY and self.flush()) or overflowed
-        if self.host is None:
-            self.host = torch.empty((), dtype=torch.float32, pin_memory=torch.cuda.is_available())
-        self.host.copy_(self.pending, non_blocking=True)
-        event.record()
         self.event, self.pending = event, None
         return overflowed
 
