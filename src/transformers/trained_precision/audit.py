@@ -12,15 +12,12 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The activation audit: measure how large a model's activations get, and whether fp16 can hold them.
+The activation audit: how large a model's activations get, and whether fp16 (max 65504) can hold them.
 
-The model runs a calibration forward in fp32 (where nothing overflows) while [`ActivationRecorder`] keeps, for every
-module, the largest |value| among its floating-point inputs (positional and keyword) and outputs. A module whose values
-pass fp16's largest finite value, 65504, would turn them into `inf` in fp16. The audit names the first module, in
-execution order, where that happens: the place the overflow starts, not the parents it propagates through.
-
-Upstream's `DebugUnderflowOverflow` is a nan/inf tripwire that prints text; this keeps the numbers, sees keyword
-inputs, reads `ModelOutput`s, skips integer inputs (token ids) and removes its hooks afterwards.
+A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every module's largest |value| among its
+floating inputs (positional and keyword) and outputs; the audit names the first module, in execution order, that
+passes fp16's max: where the overflow starts, not the parents it propagates through. Unlike upstream's
+`DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers and reads `ModelOutput`s.
 
 ```py
 >>> from transformers.trained_precision import ActivationRecorder, audit_activations
@@ -86,18 +83,13 @@ def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
 
 class ActivationRecorder:
     """
-    Records the largest |activation| of every module of a model during the forward passes run inside it.
+    Records the largest |activation| of every module of `model` (names prefixed by `prefix`) during the forwards run
+    inside it, with hooks that see keyword inputs and are removed on exit.
 
-    Hooks are registered with `with_kwargs=True` (so keyword inputs such as `hidden_states=` are seen) and removed on
-    exit. Each tensor costs one `torch.aminmax` (a single fused pass, several times faster than `abs().amax()` on the
-    CPU), once per pass even when it is the output of one module and the input of the next. The results stay tensors
-    during the forward (no host sync per module) and are read once per [`collect`]. Additive attention masks are not
-    activations: keyword inputs whose name contains "mask" are skipped, and an extreme equal to the dtype's largest
-    finite value (the `torch.finfo(dtype).min` that masks add to attention scores) is left out of a tensor's range.
-
-    Args:
-        model (`torch.nn.Module`): the model to watch.
-        prefix (`str`, *optional*): prepended to module names.
+    Each tensor costs one `torch.aminmax` (several times faster than `abs().amax()` on the CPU), once per pass even
+    when one module's output is the next one's input; the results stay on the device until [`collect`]. Additive
+    attention masks are not activations: keyword inputs named `*mask*` are skipped, and an extreme equal to the
+    dtype's largest finite value (the `finfo.min` masks add to scores) is left out.
 
     Example:
 
@@ -216,13 +208,8 @@ class ActivationRecorder:
 @dataclasses.dataclass
 class ModuleRange:
     """
-    One module's measured range.
-
-    Args:
-        name (`str`): the qualified module name (`"(model)"` for the model itself).
-        max_abs (`float`): the largest |output| (`nan` when an output was NaN).
-        max_input (`float`, *optional*): the largest |floating input|, positional or keyword.
-        calls (`int`): how many times the module ran.
+    One module's measured range: its name (`"(model)"` for the model), largest |output| (`nan` once an output was
+    NaN) and |floating input|, and how many times it ran.
     """
 
     name: str
@@ -267,13 +254,11 @@ class ActivationAudit:
     Args:
         modules (`list[ModuleRange]`): every module that produced a floating output, largest first.
         first_overflow (`tuple[str, str, float]`, *optional*): `(module, "input" or "output", value)` where a value
-            first passed fp16's max, in execution order; `value` is that module's largest |input| or |output| over
-            every sample, the number the module table and the verdict give.
+            first passed fp16's max, in execution order; `value` is that module's largest over every sample.
         nonfinite (`list[str]`): modules whose output was already inf/NaN in fp32.
-        samples (`int`): calibration sequences run.
-        tokens (`int`): tokens in them.
-        input_source (`str`): `"tokenizer"` (built-in texts), `"texts"` (the caller's), `"random"` (random token
-            ids: the checkpoint has no tokenizer) or `"inputs"` (tensors the caller passed).
+        samples (`int`), tokens (`int`): the calibration sequences run, and their tokens.
+        input_source (`str`): `"tokenizer"` (built-in texts), `"texts"` (the caller's), `"random"` (token ids: no
+            tokenizer) or `"inputs"` (the caller's tensors).
     """
 
     modules: list[ModuleRange]
@@ -316,11 +301,7 @@ class ActivationAudit:
         return f"fits fp16: {self.range_for(FP16)}"
 
     def range_for(self, runtime: str) -> str:
-        """
-        What the measurement says about `runtime` ("fp32", "bf16", "fp16") in its own terms: why it does not fit
-        ([`problem_for`]), else the largest activation against that dtype's largest value. The verdict of each
-        runtime quotes this, so the bf16 verdict speaks of bf16's range, not of fp16's.
-        """
+        """What the measurement says of `runtime`, in its own range: [`problem_for`], else the largest activation."""
         problem = self.problem_for(runtime)
         if problem is not None:
             return problem
@@ -426,16 +407,15 @@ def calibration_inputs(
     import torch
 
     if tokenizer is not None:
-        source = "tokenizer" if texts is None else "texts"
-        batches = []
-        for text in texts if texts is not None else DEFAULT_TEXTS:
-            encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
-            if encoded["input_ids"].shape[-1] == 0:
-                continue
-            batches.append({k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask")})
+        encoded = (
+            tokenizer(text, return_tensors="pt", truncation=True, max_length=max_length)
+            for text in (texts if texts is not None else DEFAULT_TEXTS)
+        )
+        keys = ("input_ids", "attention_mask")
+        batches = [{k: e[k] for k in keys if k in e} for e in encoded if e["input_ids"].shape[-1]]
         if not batches:
             raise ValueError("The calibration texts are empty after tokenization.")
-        return batches, source
+        return batches, "tokenizer" if texts is None else "texts"
     if texts is not None:
         raise ValueError("Calibration texts need a tokenizer, and this checkpoint has none: omit the texts.")
     try:
@@ -448,14 +428,8 @@ def calibration_inputs(
             f"{type(model).__name__} takes no token ids (no input embeddings): the audit runs on text models only."
         )
     generator = torch.Generator().manual_seed(seed)
-    length = max(2, max_length // 2)
-    batches = [
-        {"input_ids": torch.randint(0, vocab, (1, length), generator=generator), "attention_mask": None}
-        for _ in range(num_random)
-    ]
-    for batch in batches:
-        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
-    return batches, "random"
+    ids = [torch.randint(0, vocab, (1, max(2, max_length // 2)), generator=generator) for _ in range(num_random)]
+    return [{"input_ids": i, "attention_mask": torch.ones_like(i)} for i in ids], "random"
 
 
 def audit_activations(
@@ -467,20 +441,9 @@ def audit_activations(
     seed: int = 0,
 ) -> ActivationAudit:
     """
-    Runs calibration forwards on `model` (in its current dtype and device: fp32 gives the true ranges) and measures
-    the largest |activation| of every module.
-
-    Args:
-        model (`PreTrainedModel` or `torch.nn.Module`): the model. It is put in eval mode for the audit.
-        inputs (`list[dict]`, *optional*): ready-made forward kwargs, one dict per pass. Default: built from
-            `tokenizer` and `texts`, or random token ids ([`calibration_inputs`]).
-        tokenizer (*optional*): tokenizes `texts`.
-        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
-        max_length (`int`, *optional*, defaults to 128): tokens per text.
-        seed (`int`, *optional*, defaults to 0): for random token ids.
-
-    Returns:
-        [`ActivationAudit`].
+    Runs calibration forwards on `model` (in eval mode, in its current dtype and device: fp32 gives the true ranges)
+    and measures every module's largest |activation|. `inputs` are forward kwargs, one dict per pass; by default they
+    are built from `tokenizer`, `texts`, `max_length` and `seed` ([`calibration_inputs`]).
     """
     import torch
 
@@ -521,10 +484,7 @@ def audit_activations(
 
 
 def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], list[str]]:
-    """
-    Every module's range, largest first (the non-finite ones before all others), and the names of the non-finite
-    ones.
-    """
+    """Every module's range, largest first (non-finite ones first of all), and the names of the non-finite ones."""
     modules = [
         ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
         for name, value in recorder.output_max.items()
@@ -538,15 +498,9 @@ def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], li
 
 #: Files whose presence means a checkpoint directory ships a tokenizer. (Without them, v5 can build a blank
 #: tokenizer from the config alone, which maps every word to the unknown token: useless for calibration.)
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "spiece.model",
-    "tokenizer.model",
-    "sentencepiece.bpe.model",
+TOKENIZER_FILES = tuple(
+    "tokenizer.json tokenizer_config.json vocab.txt vocab.json merges.txt spiece.model tokenizer.model "
+    "sentencepiece.bpe.model".split()
 )
 
 
@@ -572,10 +526,7 @@ def registered_model_class_names() -> frozenset[str]:
 
 
 def _model_class(config):
-    """
-    The class `config.json`'s `architectures` names, looked up only among the registered model classes (a config is
-    data: its strings never pick an arbitrary attribute of `transformers`); else `AutoModel`.
-    """
+    """The registered model class `architectures` names (never any other attribute of `transformers`), else `AutoModel`."""
     import transformers
 
     registered = registered_model_class_names()
@@ -591,11 +542,8 @@ def check_stored_weights(
     path_or_id: str, local_files_only: bool = True, cache_dir: str | os.PathLike | None = None
 ) -> None:
     """
-    The report's check of a checkpoint's stored weights ([`~trained_precision.storage.read_storage`]: the index, every
-    shard present, every safetensors header against its file's size), run before the model is built: a truncated or
-    malformed file fails at once, naming the file, the tensor and the byte, instead of after the model class is
-    imported and built. `path_or_id` is a checkpoint directory, or a Hub id checked in its cached snapshot when
-    nothing may be downloaded; a Hub id that will be downloaded is left to the download.
+    [`~trained_precision.storage.read_storage`]'s check of a checkpoint directory (or, when nothing may be downloaded,
+    a Hub id's cached snapshot) before the model is built: a truncated or malformed file fails at once, named.
 
     Raises:
         [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
@@ -619,12 +567,9 @@ def load_audit_model(
     cache_dir: str | os.PathLike | None = None,
 ):
     """
-    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
-    tokenizer, when it has a usable one (else `None`: the calibration uses random token ids). The arguments are those
-    of [`audit_checkpoint`]; the fp16 plan loads its checkpoints the same way.
-
-    Returns:
-        `tuple`: the model and the tokenizer (or `None`).
+    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) and its
+    tokenizer (`None` without a usable one: the calibration uses random token ids), with [`audit_checkpoint`]'s
+    arguments; the fp16 plan loads the same way.
 
     Raises:
         [`CheckpointInspectionError`]: when the model cannot be loaded.
@@ -669,18 +614,8 @@ def audit_checkpoint(
     cache_dir: str | os.PathLike | None = None,
 ) -> ActivationAudit:
     """
-    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) with its
-    tokenizer, when it has one, and runs [`audit_activations`].
-
-    Args:
-        path_or_id (`str` or `os.PathLike`): a checkpoint directory or a Hub id.
-        texts (`list[str]`, *optional*): calibration texts (default: a few built-in samples).
-        max_length (`int`, *optional*, defaults to 128): tokens per calibration text.
-        seed (`int`, *optional*, defaults to 0): for random token ids, when the checkpoint has no tokenizer.
-        local_files_only (`bool`, *optional*, defaults to `True`): never download; `False` lets a Hub id download.
-        use_safetensors (`bool`, *optional*, defaults to `True`): load safetensors weights only; `False` also loads
-            pickled weights, which can run code.
-        cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache root.
+    [`audit_activations`] of a checkpoint directory or Hub id loaded by [`load_audit_model`]. `local_files_only=False`
+    lets a Hub id download; `use_safetensors=False` also loads pickled weights, which can run code.
 
     Raises:
         [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.

@@ -15,19 +15,19 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-[`precision`] is a leaf command, which works with both the typer app of huggingface_hub 1.x and the click group of 2.x:
-registered with [`PRECISION_COMMAND_SETTINGS`], it hands the arguments as typed to [`main`], which parses them, so the console
-script and `python -m transformers.trained_precision` (the command without the rest of the `transformers` CLI, whose
-`serve` command imports torch) answer every input alike. Heavy imports stay inside the handlers: the report reads file headers only and never imports torch.
+[`precision`], registered with [`PRECISION_COMMAND_SETTINGS`] (huggingface_hub 1.x's typer app or 2.x's click group),
+hands its arguments as typed to [`main`], so the console script and `python -m transformers.trained_precision` answer
+every input alike. Heavy imports stay in the handlers: the report never imports torch.
 
-The exit codes are one contract for every subcommand (`HELP` lists them) and [`run_command`] keeps it: each
-subcommand is a handler `(args, options, out) -> exit code` in `SUBCOMMANDS`; a failure it expects is a
-[`CommandError`], anything else becomes one line (or one JSON error document) and exit 70, never 1 (risky). With
-`--json` (or `--format json`, the `hf` CLI's spelling), stdout holds exactly one JSON document, usage errors
-included. No `from __future__ import annotations` here: typer reads the `Annotated` hints at runtime.
+The exit codes (`HELP`) are one contract that [`run_command`] keeps: each subcommand of `SUBCOMMANDS` is a handler
+`(args, options, out) -> exit code`; an expected failure is a [`CommandError`], anything else one line (or one JSON
+error document) and exit 70, never 1 (risky). With `--json` (or `--format json`, the `hf` CLI's spelling), stdout holds
+exactly one JSON document, usage errors included.
 """
 
+import collections
 import dataclasses
+import inspect
 import json
 import os
 import sys
@@ -113,10 +113,6 @@ class _Output:
         self.printed_document = True
         print(json.dumps(payload, indent=2, default=str))
 
-    def fail(self, message: str, code: int = EXIT_BAD_INPUT):
-        """Stops the handler with a [`CommandError`]: [`run_command`] reports it, once, and exits with `code`."""
-        raise CommandError(message, code)
-
     def error(self, message: str, code: int, **extra) -> None:
         """Reports a failure: the error document under `--json` (unless the result is out already), else stderr."""
         if self.json and not self.printed_document:
@@ -125,26 +121,49 @@ class _Output:
             print(f"Error: {message}", file=sys.stderr)
 
 
+def _option(default, help: str):
+    """An [`Options`] field: its default, and its line in `--help`."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass
 class Options:
-    """Every option of `transformers precision`; each subcommand takes some of them ([`Subcommand.options`])."""
+    """Every option of `transformers precision` and its help; each subcommand takes some of them ([`Subcommand`])."""
 
-    dtype: str | None = None
-    audit: bool = False
-    download: bool = False
-    allow_pickle: bool = False
-    top: int = 10
-    revision: str | None = None
-    cache_dir: str | None = None
-    precision: str | None = None
-    from_registry: bool = False
-    model_id: str | None = None
-    force: bool = False
-    dry_run: bool = False
-    write: bool = False
-    texts: str | None = None
-    headroom: float | None = None
-    max_length: int | None = None
+    dtype: str | None = _option(
+        None, "The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."
+    )
+    audit: bool = _option(
+        False,
+        "Load the model in fp32 on the CPU, run a calibration forward and measure every module's max |activation| "
+        "against fp16's 65504. Needs torch.",
+    )
+    download: bool = _option(False, "With --audit: let it download the weights of an uncached Hub id.")
+    allow_pickle: bool = _option(
+        False, "With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
+    )
+    top: int = _option(10, "With --audit: how many modules to list.")
+    revision: str | None = _option(None, "The Hub revision, for a Hub id only.")
+    cache_dir: str | None = _option(
+        None, "The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."
+    )
+    precision: str | None = _option(None, "`set`: the value to write: fp32, bf16, fp16, or unknown (removes it).")
+    from_registry: bool = _option(False, "`set`: write the registry's value for each checkpoint's Hub id.")
+    model_id: str | None = _option(None, "`set --from-registry`: the Hub id of local checkpoints outside the cache.")
+    force: bool = _option(
+        False, "`set`: replace or remove a value a config holds. `plan --write`: write into a Hub cache snapshot."
+    )
+    dry_run: bool = _option(False, "`set`: print the diffs, change nothing.")
+    write: bool = _option(False, "`plan`: store the validated plan in the checkpoint's config.json.")
+    texts: str | None = _option(
+        None, "With --audit, and `plan`: a UTF-8 file of calibration texts (one per paragraph, or per line)."
+    )
+    headroom: float | None = _option(None, "`plan`: keep values this many times below fp16's max 65504 (default 2).")
+    max_length: int | None = _option(
+        None,
+        "`plan`: the longest input to calibrate and validate on (default: the model's length limit, at most 2048 "
+        "tokens); the plan is evidence up to that length only.",
+    )
 
     def given(self) -> list[str]:
         """The options set to something other than their default."""
@@ -180,147 +199,53 @@ def _read_texts(path: str) -> list[str]:
     return blocks
 
 
-# The parameters of `precision`, which the CLI frameworks read at runtime (huggingface_hub 1.x's typer app, 2.x's
-# click group).
-_PathsArgument = Annotated[
-    list[str],
-    typer.Argument(
-        help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to write.",
-        show_default=False,
-    ),
-]
-_DtypeOption = Annotated[
-    str | None,
-    typer.Option(help="The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."),
-]
-_AuditOption = Annotated[
-    bool,
-    typer.Option(
-        "--audit",
-        help="Load the model in fp32 on the CPU, run a calibration forward and measure every module's max "
-        "|activation| against fp16's 65504. Needs torch.",
-    ),
-]
-_DownloadOption = Annotated[
-    bool, typer.Option("--download", help="With --audit: let it download the weights of an uncached Hub id.")
-]
-_AllowPickleOption = Annotated[
-    bool,
-    typer.Option(
-        "--allow-pickle", help="With --audit: load pickled (.bin) weights, which can run code. Trusted files only."
-    ),
-]
-_TextOption = Annotated[str | None, typer.Option("--text", hidden=True, help="The former name of --texts.")]
-_TopOption = Annotated[int, typer.Option(help="With --audit: how many modules to list.")]
-_OutputFormatOption = Annotated[str, typer.Option("--format", help="Output format: text or json.")]
-_JsonOutputOption = Annotated[
-    bool, typer.Option("--json", help="Print the report (or the error) as JSON (same as --format json).")
-]
-_RevisionOption = Annotated[str | None, typer.Option(help="The Hub revision, for a Hub id only.")]
-_CacheDirOption = Annotated[
-    str | None,
-    typer.Option("--cache-dir", help="The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."),
-]
-_PrecisionValueOption = Annotated[
-    str | None,
-    typer.Option("--precision", help="`set`: the value to write: fp32, bf16, fp16, or unknown (removes it)."),
-]
-_FromRegistryOption = Annotated[
-    bool, typer.Option("--from-registry", help="`set`: write the registry's value for each checkpoint's Hub id.")
-]
-_ModelIdOption = Annotated[
-    str | None,
-    typer.Option("--model-id", help="`set --from-registry`: the Hub id of local checkpoints outside the cache."),
-]
-_ForceOption = Annotated[
-    bool,
-    typer.Option(
-        "--force",
-        help="`set`: replace or remove a value a config holds. `plan --write`: write into a Hub cache snapshot.",
-    ),
-]
-_DryRunOption = Annotated[bool, typer.Option("--dry-run", help="`set`: print the diffs, change nothing.")]
-_WriteOption = Annotated[
-    bool, typer.Option("--write", help="`plan`: store the validated plan in the checkpoint's config.json.")
-]
-_TextsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--texts",
-        help="With --audit, and `plan`: a UTF-8 file of calibration texts (one per paragraph, or per line).",
-    ),
-]
-_HeadroomOption = Annotated[
-    float | None,
-    typer.Option(help="`plan`: keep values this many times below fp16's max 65504 (default 2)."),
-]
-_MaxLengthOption = Annotated[
-    int | None,
-    typer.Option(
-        "--max-length",
-        help="`plan`: the longest input to calibrate and validate on (default: the model's length limit, at most "
-        "2048 tokens); the plan is evidence up to that length only.",
-    ),
-]
-
-
-def _precision(
-    args: _PathsArgument,
-    dtype: _DtypeOption = None,
-    audit: _AuditOption = False,
-    download: _DownloadOption = False,
-    allow_pickle: _AllowPickleOption = False,
-    text: _TextOption = None,
-    top: _TopOption = 10,
-    output_format: _OutputFormatOption = "text",
-    json_output: _JsonOutputOption = False,
-    revision: _RevisionOption = None,
-    cache_dir: _CacheDirOption = None,
-    precision_value: _PrecisionValueOption = None,
-    from_registry: _FromRegistryOption = False,
-    model_id: _ModelIdOption = None,
-    force: _ForceOption = False,
-    dry_run: _DryRunOption = False,
-    write: _WriteOption = False,
-    texts: _TextsOption = None,
-    headroom: _HeadroomOption = None,
-    max_length: _MaxLengthOption = None,
-):
+def _precision(args: list[str], text=None, output_format="text", json_output=False, **options):
+    # typer's callback in [`main`]; its parameters are `_precision.__signature__`, below
     try:
-        texts = _one_texts_file(texts, text)
+        options["texts"] = _one_texts_file(options["texts"], text)
     except CommandError as e:
         _Output(json_output or output_format == "json").error(str(e), e.exit_code)
         raise SystemExit(e.exit_code) from None
-    options = Options(
-        dtype=dtype,
-        audit=audit,
-        download=download,
-        allow_pickle=allow_pickle,
-        top=top,
-        revision=revision,
-        cache_dir=cache_dir,
-        precision=precision_value,
-        from_registry=from_registry,
-        model_id=model_id,
-        force=force,
-        dry_run=dry_run,
-        write=write,
-        texts=texts,
-        headroom=headroom,
-        max_length=max_length,
-    )
-    code = run_command(args, options, json_output=json_output, output_format=output_format)
+    code = run_command(args, Options(**options), json_output=json_output, output_format=output_format)
     if code:
         # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
         raise SystemExit(code)
 
 
-_precision.__doc__ = HELP
+def _typer_parameter(name: str, annotation, default, help: str, flag: str | None = None, **kwargs):
+    option = typer.Option(flag or _flag(name), help=help, **kwargs)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, option]
+    )
 
-#: How the `transformers` console script registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`. The
-#: command takes its arguments as they were typed (`--help` included) and parses them itself, so the console script
-#: and `python -m transformers.trained_precision` give the same output and exit code for every input, a usage error
-#: under `--json` included (one JSON document, not the CLI framework's usage text).
+
+# The paths, every [`Options`] field, and the options of the output (and `--texts`'s former name).
+_precision.__signature__ = inspect.Signature(
+    [
+        inspect.Parameter(
+            "args",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=Annotated[
+                list[str],
+                typer.Argument(
+                    help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to "
+                    "write.",
+                    show_default=False,
+                ),
+            ],
+        ),
+        *(_typer_parameter(f.name, f.type, f.default, f.metadata["help"]) for f in dataclasses.fields(Options)),
+        _typer_parameter("text", str | None, None, "The former name of --texts.", hidden=True),
+        _typer_parameter("output_format", str, "text", "Output format: text or json.", "--format"),
+        _typer_parameter(
+            "json_output", bool, False, "Print the report (or the error) as JSON (same as --format json).", "--json"
+        ),
+    ]
+)
+
+
+#: How the `transformers` console script registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`:
+#: it takes the arguments as typed (`--help` included) and [`main`] parses them, as `python -m` does.
 PRECISION_COMMAND_SETTINGS = {
     "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True, "allow_interspersed_args": False},
     "add_help_option": False,
@@ -344,9 +269,8 @@ def _one_texts_file(texts: str | None, text: str | None) -> str | None:
 
 def run_command(args: list[str], options: Options, *, json_output: bool = False, output_format: str = "text") -> int:
     """
-    Runs `transformers precision ARGS...` and returns its exit code (see `HELP`). This is the command's boundary:
-    whatever goes wrong below it becomes one line (or one JSON error document), never a traceback and never exit 1,
-    which means "risky".
+    Runs `transformers precision ARGS...` and returns its exit code (`HELP`): whatever goes wrong below becomes one
+    line (or one JSON error document), never a traceback and never exit 1 ("risky").
     """
     out = _Output(json_output or output_format == "json")
     try:
@@ -398,11 +322,6 @@ def _internal_error_message(error: BaseException) -> str:
         f"verdict about the checkpoint: please report it at {ISSUES_URL} with the command you ran "
         "(TRANSFORMERS_VERBOSITY=debug prints the traceback)."
     )
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# subcommands: each one a function (args, options, out) -> exit code
-# ------------------------------------------------------------------------------------------------------------------
 
 
 def _run_report(args: list[str], options: Options, out: _Output) -> int:
@@ -607,11 +526,9 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             code = EXIT_NOT_DONE
         results.extend(found)
     if out.json:
-        out.document({"results": [_set_result_dict(r) for r in results], "exit_code": code})
+        out.document({"results": [dataclasses.asdict(r) for r in results], "exit_code": code})
     else:
-        counts = {}
-        for r in results:
-            counts[r.status] = counts.get(r.status, 0) + 1
+        counts = collections.Counter(r.status for r in results)
         print(", ".join(f"{n} {status}" for status, n in counts.items()) or "no checkpoints found")
     return code
 
@@ -661,18 +578,6 @@ def _set_path(path: str, cache_dir: str | None) -> str:
     return snapshot
 
 
-def _set_result_dict(result) -> dict:
-    """One checkpoint's result of `set`, in its `--json` document."""
-    return {
-        "path": result.path,
-        "status": result.status,
-        "message": result.message,
-        "model_id": result.model_id,
-        "precision": result.precision,
-        "diff": result.diff,
-    }
-
-
 _REPORT_OPTIONS = frozenset({"dtype", "audit", "download", "allow_pickle", "texts", "top", "revision", "cache_dir"})
 
 #: Subcommand name -> handler and the options it takes. A new subcommand is one entry here and one function.
@@ -705,9 +610,8 @@ def _usage_errors() -> tuple[type, ...]:
 
 def main(argv: list[str] | None = None) -> None:
     """
-    `python -m transformers.trained_precision` and the `transformers precision` console script: the command on its
-    own, without the rest of the `transformers` CLI's imports. A usage error (an unknown option, a malformed value) is
-    exit 2, as a JSON error document with `--json`.
+    `python -m transformers.trained_precision` and the `transformers precision` console script, without the rest of
+    the `transformers` CLI's imports. A usage error is exit 2 (a JSON error document with `--json`).
     """
     import click
 

@@ -13,18 +13,12 @@
 # limitations under the License.
 """
 Writing `trained_precision` into existing `config.json` files: local checkpoints and Hugging Face cache snapshots.
-[`set_config_field`] is the one edit, also used by the repo's `utils/` script that proposes the field on the Hub.
 
-The edit is textual: one `"trained_precision": "..."` member is inserted (at its sorted place when the keys are
-sorted, else last), with the file's own indentation and separators, so that nothing else in the file changes. Files are
-replaced atomically (a temporary file in the same directory, then `os.replace`) with the original's permission bits.
-
-A cache snapshot's `config.json` is a symlink into `blobs/`, and a blob is named after the Hub's hash of its content
-and may be shared by several revisions. The blob is therefore never modified: the snapshot's link is replaced by a
-regular file (the layout `huggingface_hub` itself uses where symlinks are unavailable). Other revisions, and a later
-re-download, keep the blob as the Hub serves it.
-
-This module only needs the standard library; `tqdm` and `huggingface_hub` are imported where they are used.
+[`set_config_field`] is the one edit (also used by `utils/open_trained_precision_prs.py`): textual, one member inserted
+with the file's own layout (at its sorted place when the keys are sorted, else last), nothing else changed. Files are
+replaced atomically with their permission bits. A cache snapshot's `config.json` is a link to a content-named blob that
+other revisions may share: the link is replaced by a regular file (`huggingface_hub`'s layout without symlinks) and
+the blob is never modified.
 """
 
 from __future__ import annotations
@@ -62,15 +56,9 @@ class ConfigEditError(ValueError):
 @dataclasses.dataclass
 class PopulateResult:
     """
-    What happened to one checkpoint.
-
-    Args:
-        path (`str`): the `config.json` (or the path the user gave when no `config.json` was found).
-        status (`str`): one of `"written"`, `"would write"`, `"unchanged"`, `"skipped"`, `"error"`.
-        message (`str`): one sentence for the user.
-        model_id (`str`, *optional*): the Hub id the precision was looked up for.
-        precision (`str`, *optional*): the value written (or that would be written).
-        diff (`str`): the unified diff of the change (empty when nothing changes).
+    What happened to one checkpoint: its `config.json` (or the path given), a status (`WRITTEN`, `WOULD_WRITE`,
+    `UNCHANGED`, `SKIPPED`, `ERROR`), one sentence for the user, the Hub id looked up, the value written (or that
+    would be) and the unified diff of the change.
     """
 
     path: str
@@ -98,10 +86,6 @@ class CheckpointTarget:
     in_cache: bool = False
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Editing the JSON text
-# ----------------------------------------------------------------------------------------------------------------
-
 _WS = re.compile(r"[ \t\n\r]*")
 
 
@@ -125,22 +109,18 @@ def _top_level_members(text: str) -> tuple[list[_Member], int, int]:
     while True:
         leading_start = pos
         pos = _WS.match(text, pos).end()
-        if text[pos] == "}":
+        if text[pos] == "}":  # `{}` only: JSON allows no trailing comma
             return members, open_brace, pos
         key_start = pos
-        key, pos = json.decoder.scanstring(text, pos + 1)
-        key_end = pos
-        pos = _WS.match(text, pos).end() + 1  # the ":"
-        pos = _WS.match(text, pos).end()
-        value_start = pos
-        _, value_end = decoder.raw_decode(text, pos)
+        key, key_end = json.decoder.scanstring(text, pos + 1)
+        value_start = _WS.match(text, _WS.match(text, key_end).end() + 1).end()  # past the ":"
+        _, value_end = decoder.raw_decode(text, value_start)
         members.append(
             _Member(key, key_start, value_start, value_end, text[leading_start:key_start], text[key_end:value_start])
         )
-        pos = _WS.match(text, value_end).end()
-        if text[pos] == "}":
-            return members, open_brace, pos
-        pos += 1  # the ","
+        pos = _WS.match(text, value_end).end() + 1  # past the "," or the "}"
+        if text[pos - 1] == "}":
+            return members, open_brace, pos - 1
 
 
 def _sub_config_members(text: str) -> list[_Member]:
@@ -158,20 +138,18 @@ def config_sub_config_keys(text: str) -> list[str]:
 def set_config_field(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
     """
     Returns `text` (a `config.json`) with `"trained_precision": value` in the config and in every sub-config of a
-    composite model (`encoder`/`decoder`, `text_config`/`vision_config`, ..., the ones loading checks and the Trainer
-    stamps), changing nothing else. A conflict anywhere (without `force`) changes nothing and names the sub-config.
+    composite model (the ones loading checks and the Trainer stamps), changing nothing else; `text` itself when every
+    config already says `value`. Another spelling of `value` (`"bfloat16"`, which loads as unknown) is rewritten.
 
     Args:
         text (`str`): the file's content.
         value (`str`): a canonical precision (`"fp32"`, `"bf16"`, `"fp16"`, or `"unknown"` to remove the field).
-        force (`bool`, *optional*, defaults to `False`): replace a different value the file already holds.
+        force (`bool`, *optional*, defaults to `False`): replace (or remove) a different value the file holds.
         source (`str`, *optional*): where `value` comes from, quoted in the conflict message.
 
-    Returns:
-        `str`: the new text; `text` itself when every config already says `value` (in any accepted spelling).
-
     Raises:
-        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
+        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`
+            (nothing changes; the message names the sub-config).
     """
     _parse_object(text)
     return _set_everywhere(text, value, force=force, source=source, where="")
@@ -205,28 +183,13 @@ def _set_everywhere(text: str, value: str, *, force: bool, source: str | None, w
 
 
 def _set_one(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
-    """
-    Returns `text` (one JSON object: a config or a sub-config) with `"trained_precision": value`, changing nothing else.
-
-    Args:
-        text (`str`): the file's content.
-        value (`str`): a canonical precision (`"fp32"`, `"bf16"` or `"fp16"`).
-        force (`bool`, *optional*, defaults to `False`): replace a different value the file already holds.
-        source (`str`, *optional*): where `value` comes from, quoted in the conflict message.
-
-    Returns:
-        `str`: the new text; `text` itself when the file already says `value`. Another spelling of `value`
-        (`"bfloat16"`), which loading reads as `"unknown"`, is replaced by `value`.
-
-    Raises:
-        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
-    """
+    """[`set_config_field`] for one JSON object (a config or a sub-config), not its sub-configs."""
     data = _parse_object(text)
     key_json, value_json = json.dumps(FIELD), json.dumps(value)
     members, open_brace, close_brace = _top_level_members(text)
-    existing = [m for m in members if m.key == FIELD]
     if value == UNKNOWN:
         return _remove_field(text, data, members, open_brace, close_brace, force=force)
+    existing = [m for m in members if m.key == FIELD]
     if existing:
         current = data[FIELD]
         if current == value:
@@ -249,10 +212,13 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
         expected = [FIELD]
     else:
         new_text, expected = _insert_field(text, data, members, key_json, value_json)
+    return _round_tripped(new_text, data, expected)
 
-    # The edit must be exactly "the same object plus the field".
+
+def _round_tripped(new_text: str, data: dict, keys: list[str]) -> str:
+    """`new_text`, once it parses to `data` but for the field, with exactly `keys` in order."""
     new_data = json.loads(new_text)
-    if list(new_data) != expected or {k: v for k, v in new_data.items() if k != FIELD} != {
+    if list(new_data) != keys or {k: v for k, v in new_data.items() if k != FIELD} != {
         k: v for k, v in data.items() if k != FIELD
     }:
         raise ConfigEditError("internal error: the edited JSON does not round-trip; nothing modified")
@@ -260,10 +226,7 @@ def _set_one(text: str, value: str, *, force: bool = False, source: str | None =
 
 
 def _insert_field(text: str, data: dict, members: list[_Member], key_json: str, value_json: str) -> tuple[str, list]:
-    """
-    `text` with the field added as its members are laid out: in key order when the keys are sorted, else last; and
-    the keys the result must have, in order.
-    """
+    """`text` with the field added (in key order when the keys are sorted, else last), and its keys in order."""
     keys = [m.key for m in members]
     later = [m for m in members if m.key > FIELD] if keys == sorted(keys) else []
     if later:
@@ -295,9 +258,7 @@ def _remove_field(
         else:
             text = text[: open_brace + 1] + text[close_brace:]
         members, open_brace, close_brace = _top_level_members(text)
-    if json.loads(text) != {k: v for k, v in data.items() if k != FIELD}:
-        raise ConfigEditError("internal error: the edited JSON does not round-trip; nothing modified")
-    return text
+    return _round_tripped(text, data, [k for k in data if k != FIELD])
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
@@ -307,16 +268,10 @@ def unified_diff(old: str, new: str, path: str) -> str:
 
 def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
     """
-    Replaces `path` with `text` atomically: a temporary file in the same directory, fsynced, then `os.replace`. If
-    anything fails (or the process is interrupted) before the replace, `path` is untouched and the temporary file is
-    removed. The new file keeps the permission bits and, where the process may set them, the owner and group of the
-    old one. A symlink at `path` is replaced by a regular file; its target is not written (see [`populate_config`]
-    for when that is wanted).
-
-    Args:
-        path (`str` or `os.PathLike`): the file to replace.
-        text (`str`): the new content, written as UTF-8 with its newlines unchanged.
-        mode (`int`, *optional*): permission bits for the new file; by default those of the current `path`.
+    Replaces `path` (a symlink too: its target is not written) with `text` (UTF-8, newlines unchanged) atomically: a
+    fsynced temporary file in the same directory, then `os.replace`; on any failure or interruption before the
+    replace, `path` is untouched and the temporary file removed. The new file gets `mode` (default: the old file's
+    permission bits) and, where the process may set them, the old owner and group.
     """
     path = Path(path)
     old = os.stat(path)
@@ -339,20 +294,10 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = Non
         raise
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Local checkpoints and cache snapshots
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def _snapshots(repo_dir: Path, model_id: str | None) -> list[CheckpointTarget]:
     snapshots = repo_dir / "snapshots"
-    if not snapshots.is_dir():
-        return []
-    return [
-        CheckpointTarget(snap / CONFIG_NAME, model_id, in_cache=True)
-        for snap in sorted(snapshots.iterdir())
-        if snap.is_dir()
-    ]
+    found = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
+    return [CheckpointTarget(snap / CONFIG_NAME, model_id, in_cache=True) for snap in found if snap.is_dir()]
 
 
 def _is_cache_root(path: Path) -> bool:
@@ -361,13 +306,9 @@ def _is_cache_root(path: Path) -> bool:
 
 def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = None) -> list[CheckpointTarget]:
     """
-    Expands user paths into the `config.json` files to populate.
-
-    Each path may be a checkpoint directory, a `config.json`, a cache snapshot (`.../snapshots/<revision>`), a cache
-    repo folder (`models--org--name`, every snapshot), or a cache root holding `models--*` folders
-    (`~/.cache/huggingface/hub`, or its parent). Cache layouts tell the Hub id (legacy folders such as
-    `models--t5-base` give the canonical id); for other paths it is `model_id` or unknown. A path that does not exist
-    yields a target whose `config.json` is missing, reported by [`populate_config`].
+    Expands user paths (a checkpoint directory, a `config.json`, a cache snapshot, a cache repo folder `models--*`:
+    every snapshot, or a cache root `~/.cache/huggingface[/hub]`) into the `config.json` files to populate. The cache
+    layout tells the (canonical) Hub id; elsewhere it is `model_id`. A missing path yields a target with no config.
     """
     targets: list[CheckpointTarget] = []
     for raw in paths:
@@ -391,26 +332,10 @@ def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = 
     return targets
 
 
-def _read_only_reason(path: Path) -> str | None:
-    """Why `path` may not be modified, or `None`."""
-    try:
-        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-            return "on a read-only file system"
-    except (AttributeError, OSError):
-        pass
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    # os.access alone is not enough: it says yes to root even for a 0o444 file, whose owner meant "do not edit".
-    if not (mode & 0o222) or not os.access(path, os.W_OK):
-        return f"read-only (mode {mode:#o}); make it writable to change it"
-    return None
-
-
 def lock_path(path: str | os.PathLike) -> Path:
     """
-    The lock file that serializes writers of the config at `path`. It lies in `HF_HOME/trained_precision/locks/`,
-    never beside the config: a lock file left in a checkpoint (or a Hub cache snapshot) would be published by the next
-    `hf upload`. The name is the SHA-256 of the config's resolved location (its directory through every symlink, and
-    its own name), so two spellings of one file share a lock.
+    The lock file of the config at `path`: in `HF_HOME/trained_precision/locks/`, never beside the config (the next
+    `hf upload` would publish it), named by the SHA-256 of its resolved location, so two spellings share one lock.
     """
     import hashlib
 
@@ -442,25 +367,14 @@ def populate_config(
     in_cache: bool | None = None,
 ) -> PopulateResult:
     """
-    Writes `trained_precision` into one `config.json` (or, with `precision="unknown"` and `force=True`, removes it).
-    Never raises for a bad file: the result says what happened, and when it is an error nothing was modified.
+    Writes `trained_precision` into one `config.json` with [`set_config_field`] (`"unknown"` with `force` removes it);
+    never raises for a bad file: the result says what happened, and on an error nothing was modified.
 
-    Only the field changes: the rest of the text (indentation, key order, a UTF-8 byte-order mark) is kept, the file
-    is replaced atomically under a lock (so two writers do not lose each other's edit; its file lies outside the
-    checkpoint, see [`lock_path`]: nothing is left beside the config), and keeps its mode, owner and group. A Hub cache snapshot's `config.json` is a symlink to a content-named
-    blob that other revisions may share: that link is replaced by a regular file and the blob is left alone. A user's
-    own symlink is written through when its target lies inside the checkpoint; one that resolves outside it is
-    refused, as the report refuses to read it (see [`link_outside_checkpoint`]), `force` or not.
-
-    Args:
-        config_path (`str` or `os.PathLike`): the `config.json` (a regular file or a symlink).
-        precision (`str`): the value; any spelling [`normalize_precision`] accepts. `"unknown"` removes the field
-            (with `force=True`).
-        force (`bool`, *optional*, defaults to `False`): replace (or remove) a different value the file already holds.
-        dry_run (`bool`, *optional*, defaults to `False`): only compute the diff.
-        source (`str`, *optional*): where the value comes from (quoted in messages).
-        model_id (`str`, *optional*): the Hub id, for the result.
-        in_cache (`bool`, *optional*): whether the file lies in a Hub cache snapshot; by default the path tells.
+    The text keeps everything else (a UTF-8 byte-order mark too); the file is replaced atomically under [`lock_path`]'s
+    lock and keeps its mode, owner and group. A cache snapshot's link is replaced by a regular file (the blob is left
+    alone); a user's own link is written through when it resolves inside the checkpoint, else refused, `force` or not
+    ([`link_outside_checkpoint`]). `in_cache` says whether the file lies in a Hub cache snapshot (default: the path
+    tells); `source` (where the value comes from) is quoted in messages; `dry_run` only computes the diff.
     """
     path = Path(config_path)
     shown = str(path)
@@ -491,10 +405,7 @@ def populate_config(
 
 
 def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | None]:
-    """
-    The file that writing `path` replaces (the cache's link itself, or the target of a user's own link), and why it
-    cannot be written (`None` when it can).
-    """
+    """The file that writing `path` replaces, and why it cannot be written (`None` when it can)."""
     if not path.parent.exists():
         return path, f"{path.parent} does not exist"
     if not os.path.lexists(path):
@@ -510,9 +421,13 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
         return path, outside
     # the file to replace: the cache's link itself, or the target of a user's own link
     target = path if in_cache or not path.is_symlink() else Path(os.path.realpath(path))
-    reason = _read_only_reason(target)
-    if reason is not None:
-        return target, reason
+    with contextlib.suppress(AttributeError, OSError):
+        if os.statvfs(target.parent).f_flag & os.ST_RDONLY:
+            return target, "on a read-only file system"
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    # os.access alone is not enough: it says yes to root even for a 0o444 file, whose owner meant "do not edit".
+    if not (mode & 0o222) or not os.access(target, os.W_OK):
+        return target, f"read-only (mode {mode:#o}); make it writable to change it"
     if not os.access(target.parent, os.W_OK | os.X_OK):
         return target, f"its directory {target.parent} is not writable"
     return target, None
@@ -520,10 +435,9 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
 
 def link_outside_checkpoint(path: str | os.PathLike) -> str | None:
     """
-    Why a checkpoint's file is not written: it is a link that resolves outside the checkpoint (its directory, or a Hub
-    cache repo folder for a snapshot), the file the report refuses to open ([`~trained_precision.storage.open_checkpoint_file`]);
-    `None` for a regular file or a link inside it. `set` and `plan --write` refuse such a link, with or without
-    `--force`: writing through it would change a file of someone else's (another checkpoint's config, any file).
+    Why `set` and `plan --write` refuse a checkpoint's file, `--force` or not: it is a link resolving outside the
+    checkpoint ([`~trained_precision.storage.checkpoint_root`]), which the report does not read either, and writing
+    through it would change someone else's file. `None` for a regular file or a link inside.
     """
     from .storage import checkpoint_root
 
@@ -592,21 +506,9 @@ def populate_checkpoints(
     on_result: Callable[[PopulateResult], None] | None = None,
 ) -> list[PopulateResult]:
     """
-    Writes `trained_precision` into the `config.json` of every checkpoint under `paths` (see [`find_checkpoints`]).
-
-    The value is `precision` when given; otherwise the registry row of the checkpoint's Hub id (known from the cache
-    layout, or `model_id` for a local directory). Checkpoints without a value are skipped, not guessed: a local
-    directory's name is not a Hub id.
-
-    Args:
-        paths (`Iterable[str | os.PathLike]`): checkpoint directories, `config.json` files or cache folders.
-        precision (`str`, *optional*): the value for every checkpoint, instead of the registry's.
-        model_id (`str`, *optional*): the Hub id of local checkpoints (cache snapshots know their own).
-        force (`bool`, *optional*, defaults to `False`): replace a different value a config already holds.
-        dry_run (`bool`, *optional*, defaults to `False`): compute diffs, modify nothing.
-        registry (`tuple[RegistryEntry, ...]`, *optional*): the table to look ids up in.
-        progress (`bool`, *optional*, defaults to `True`): show a `tqdm` progress bar (on a terminal).
-        on_result (`Callable`, *optional*): called with each result as it is produced.
+    [`populate_config`] for every checkpoint under `paths` ([`find_checkpoints`]), with `precision`, else the
+    `registry` row of its Hub id (from the cache layout, or `model_id` for a local directory); one without a value is
+    skipped, not guessed. `progress` shows a `tqdm` bar on a terminal; `on_result` is called with each result.
     """
     targets = find_checkpoints(paths, model_id)
     results = []

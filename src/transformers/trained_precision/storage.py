@@ -12,12 +12,11 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Reading what a checkpoint stores, without loading it: the safetensors header(s), with bounded reads.
+Reading what a checkpoint stores without loading it: its safetensors headers, with bounded reads.
 
-A safetensors file starts with its header length and a JSON header naming each tensor's dtype, shape and byte range;
-[`read_storage`] sums those over a checkpoint directory (a single file, or the shards its index lists). Only regular
-files that resolve inside the checkpoint are opened ([`open_checkpoint_file`]), and no open can block (a FIFO named
-`model.safetensors` is refused, not waited on); pickled weights are reported as present and never opened.
+[`read_storage`] sums the headers of a checkpoint directory (a single file, or the shards its index lists). Only
+regular files that resolve inside the checkpoint are opened, and no open can block (a FIFO named `model.safetensors`
+is refused, not waited on); pickled weights are reported as present and never opened.
 """
 
 from __future__ import annotations
@@ -48,10 +47,7 @@ class SafetensorsHeaderError(CheckpointInspectionError):
 
 
 def checkpoint_root(directory: str | os.PathLike) -> str:
-    """
-    The folder a checkpoint's files must resolve inside: the directory itself, or for a Hub cache snapshot its repo
-    folder (`models--{org}--{name}`), whose `blobs/` the snapshot's links point to.
-    """
+    """The folder a checkpoint's files must resolve inside: the directory, or a Hub cache snapshot's repo folder."""
     snapshot = cache_snapshot_of(directory)
     if snapshot is not None:
         return os.path.dirname(os.path.dirname(snapshot.snapshot_dir))
@@ -60,14 +56,8 @@ def checkpoint_root(directory: str | os.PathLike) -> str:
 
 def open_checkpoint_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> IO[bytes]:
     """
-    Opens a file of a checkpoint for reading (binary), refusing what is not the checkpoint's to read: a path that
-    resolves outside `root` (a symlink pointing out of the checkpoint), and anything but a regular file (a FIFO, a
-    device, a directory). The open never blocks: it is non-blocking, and the file type is checked on the open file.
-
-    Args:
-        path (`str` or `os.PathLike`): the file.
-        root (`str` or `os.PathLike`, *optional*): the folder the file must resolve inside ([`checkpoint_root`]);
-            by default the file's own directory.
+    Opens a checkpoint's file (binary, non-blocking) unless it resolves outside `root` (default: its own directory;
+    see [`checkpoint_root`]) or is not a regular file (a FIFO, a device, a directory).
 
     Raises:
         [`CheckpointInspectionError`]: for a file outside `root` or not regular; `OSError` when it cannot be opened.
@@ -97,20 +87,9 @@ def read_safetensors_header(
     path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES, root: str | os.PathLike | None = None
 ) -> dict[str, Any]:
     """
-    Reads the JSON header of a safetensors file, and only the header: at most `8 + max_header_bytes` bytes.
-
-    The file starts with a little-endian `uint64` header length N, then N bytes of JSON mapping each tensor name to
-    `{"dtype", "shape", "data_offsets"}` (plus an optional `"__metadata__"`). The header is checked against the file
-    size, so a truncated download is reported here rather than when the weights are loaded.
-
-    Args:
-        path (`str` or `os.PathLike`): the `.safetensors` file.
-        max_header_bytes (`int`, *optional*, defaults to 100 MB): refuse longer headers without reading them.
-        root (`str` or `os.PathLike`, *optional*): the folder the file must resolve inside (see
-            [`open_checkpoint_file`]); by default its own directory.
-
-    Returns:
-        `dict`: the parsed header.
+    Reads the JSON header of a safetensors file (a little-endian `uint64` length, then that many bytes of JSON), at
+    most `8 + max_header_bytes` bytes, and checks it against the file's size, so that a truncated download is
+    reported here rather than when the weights are loaded. `root` is as in [`open_checkpoint_file`].
 
     Raises:
         [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
@@ -144,11 +123,9 @@ def read_safetensors_header(
         raise SafetensorsHeaderError(f"{path} has a malformed header (not UTF-8 JSON): {e}") from e
     if not isinstance(header, dict):
         raise SafetensorsHeaderError(f"{path} has a malformed header: a JSON object was expected.")
-    data_size = size - 8 - length
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        _check_tensor_entry(path, name, info, data_size)
+        if name != "__metadata__":
+            _check_tensor_entry(path, name, info, size - 8 - length)
     return header
 
 
@@ -219,8 +196,8 @@ def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False)
 
 def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> StorageSummary:
     """
-    Summarizes the safetensors weights of a checkpoint directory: a single `model.safetensors`, or the shards listed
-    by `model.safetensors.index.json`. Pickled weights are reported as present but never opened.
+    Summarizes the safetensors weights of a checkpoint directory: a single `model.safetensors`, the shards listed by
+    `model.safetensors.index.json`, or the `*.safetensors` files present. Pickled weights are never opened.
 
     Raises:
         [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
@@ -228,68 +205,58 @@ def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> St
     root = checkpoint_root(directory)
     index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
     if os.path.lexists(index_path):
-        try:
-            with open_checkpoint_file(index_path, root) as f:
-                index = json.loads(f.read().decode("utf-8"))
-            files = sorted(set(index["weight_map"].values()))
-        except CheckpointInspectionError:
-            raise
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointInspectionError(
-                f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
-                f"expected ({type(e).__name__}: {e})."
-            ) from e
-        bad = [name for name in files if not _is_plain_file_name(name)]
-        if bad:
-            raise CheckpointInspectionError(
-                f"{index_path} is malformed: shard names must be plain file names inside the checkpoint directory, "
-                f"got {', '.join(repr(name) for name in bad[:5])}. Nothing outside the checkpoint is opened."
-            )
-        missing = [name for name in files if not os.path.lexists(os.path.join(directory, name))]
-        if missing:
-            raise CheckpointInspectionError(
-                f"{index_path} lists shard(s) missing from {directory}: {', '.join(missing)}."
-            )
-        headers = {
-            name: read_safetensors_header(os.path.join(directory, name), max_header_bytes, root) for name in files
-        }
-        return summarize_headers(headers, sharded=True)
-    single = os.path.join(directory, SAFE_WEIGHTS_NAME)
-    if os.path.lexists(single):
-        return summarize_headers({SAFE_WEIGHTS_NAME: read_safetensors_header(single, max_header_bytes, root)})
-    others = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
-    if others:
-        headers = {
-            name: read_safetensors_header(os.path.join(directory, name), max_header_bytes, root) for name in others
-        }
-        return summarize_headers(headers, sharded=len(others) > 1)
+        files, sharded = _index_shards(directory, index_path, root), True
+    elif os.path.lexists(os.path.join(directory, SAFE_WEIGHTS_NAME)):
+        files, sharded = [SAFE_WEIGHTS_NAME], False
+    else:
+        files = sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
+        sharded = len(files) > 1
+    if files or sharded:  # an index without shards is still safetensors
+        headers = {n: read_safetensors_header(os.path.join(directory, n), max_header_bytes, root) for n in files}
+        return summarize_headers(headers, sharded=sharded)
     pickled = [n for n in (WEIGHTS_NAME, WEIGHTS_INDEX_NAME) if os.path.lexists(os.path.join(directory, n))]
-    if pickled:
-        return StorageSummary(format="pickle", files=pickled)
-    return StorageSummary(format="none")
+    return StorageSummary(format="pickle", files=pickled) if pickled else StorageSummary(format="none")
+
+
+def _index_shards(directory: str, index_path: str, root: str) -> list[str]:
+    """The shard files a safetensors index lists, each a plain file name present in `directory`."""
+    try:
+        with open_checkpoint_file(index_path, root) as f:
+            files = sorted(set(json.loads(f.read().decode("utf-8"))["weight_map"].values()))
+    except CheckpointInspectionError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointInspectionError(
+            f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
+            f"expected ({type(e).__name__}: {e})."
+        ) from e
+    # a plain file name: no directories, `..`, or absolute path
+    bad = [
+        n
+        for n in files
+        if not isinstance(n, str) or n in ("", ".", "..") or os.path.basename(n) != n or set(n) & set("/\\\0")
+    ]
+    if bad:
+        raise CheckpointInspectionError(
+            f"{index_path} is malformed: shard names must be plain file names inside the checkpoint directory, "
+            f"got {', '.join(repr(name) for name in bad[:5])}. Nothing outside the checkpoint is opened."
+        )
+    missing = [name for name in files if not os.path.lexists(os.path.join(directory, name))]
+    if missing:
+        raise CheckpointInspectionError(f"{index_path} lists shard(s) missing from {directory}: {', '.join(missing)}.")
+    return files
 
 
 def storage_from_hub_metadata(metadata: Any) -> StorageSummary:
     """Converts `huggingface_hub.get_safetensors_metadata`'s answer (headers read with HTTP range requests)."""
-    headers = {}
-    for filename, file_metadata in metadata.files_metadata.items():
-        headers[filename] = {
+    headers = {
+        filename: {
             name: {"dtype": info.dtype, "shape": list(info.shape), "data_offsets": list(info.data_offsets)}
             for name, info in file_metadata.tensors.items()
         }
+        for filename, file_metadata in metadata.files_metadata.items()
+    }
     return summarize_headers(headers, sharded=metadata.sharded)
-
-
-def _is_plain_file_name(name: Any) -> bool:
-    """A shard name an index may list: a file name, without directories, `..`, or an absolute path."""
-    return (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and os.path.basename(name) == name
-        and "/" not in name
-        and "\\" not in name
-        and "\0" not in name
-    )
 
 
 __all__ = [
