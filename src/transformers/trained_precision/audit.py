@@ -18,13 +18,6 @@ A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every modu
 floating inputs (positional and keyword) and outputs; the audit names the first module, in execution order, that
 passes fp16's max: where the overflow starts, not the parents it propagates through. Unlike upstream's
 `DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers and reads `ModelOutput`s.
-
-```py
->>> from transformers.trained_precision import ActivationRecorder, audit_activations
->>> audit = audit_activations(model, tokenizer=tokenizer)       # a model already in memory
->>> print(audit.verdict)
-overflows fp16 at `encoder.block.1.layer.1.DenseReluDense.wo` (max 1.23e+05; fp16 max 65504)
-```
 """
 
 from __future__ import annotations
@@ -61,8 +54,6 @@ DEFAULT_TEXTS = (
     "Les modèles de langue apprennent des régularités statistiques; 機械学習は大量のデータを必要とします。",
 )
 
-_MODEL_NAME = "(model)"
-
 
 def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
     """Appends to `found` the non-empty floating-point tensors in `value` (a tensor, tuple, list, dict, ModelOutput)."""
@@ -84,34 +75,25 @@ def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
 class ActivationRecorder:
     """
     Records the largest |activation| of every module of `model` (names prefixed by `prefix`) during the forwards run
-    inside it, with hooks that see keyword inputs and are removed on exit.
+    inside `with ActivationRecorder(model) as recorder:`, into `recorder.output_max`, `input_max` and `calls` by
+    module name, with hooks that see keyword inputs and are removed on exit.
 
     Each tensor costs one `torch.aminmax` (several times faster than `abs().amax()` on the CPU), once per pass even
     when one module's output is the next one's input; the results stay on the device until [`collect`]. Additive
     attention masks are not activations: keyword inputs named `*mask*` are skipped, and an extreme equal to the
     dtype's largest finite value (the `finfo.min` masks add to scores) is left out.
-
-    Example:
-
-    ```py
-    >>> with ActivationRecorder(model) as recorder:
-    ...     model(**inputs)
-    >>> recorder.output_max["encoder.block.0.layer.1.DenseReluDense.wo"]  # also: recorder.input_max, recorder.calls
-    ```
     """
 
     def __init__(self, model, prefix: str = ""):
         self.model = model
-        self.names = [f"{prefix}{name}" if name else _MODEL_NAME for name, _ in model.named_modules()]
+        self.names = [f"{prefix}{name}" if name else "(model)" for name, _ in model.named_modules()]
         self._handles = []
         # (module index, 0 input / 1 output / None for the call itself, position in _minima/_maxima)
         self._events: list[tuple[int, int | None, int | None]] = []
         # id(tensor) -> (weakref, version, position): a tensor passed on from module to module (and unchanged, per
         # its version counter) is measured once per pass
         self._seen: dict[int, tuple[Any, int, int]] = {}
-        self._minima: list[Any] = []
-        self._maxima: list[Any] = []
-        self._limits: list[float] = []
+        self._minima, self._maxima, self._limits = [], [], []  # per measured tensor
         self.input_max: dict[str, float] = {}
         self.output_max: dict[str, float] = {}
         self.calls: dict[str, int] = {}
@@ -167,8 +149,8 @@ class ActivationRecorder:
 
     def collect(self) -> list[tuple[str, str, float]]:
         """
-        Reads the maxima recorded since the last call into `input_max`/`output_max`/`calls`, and returns the values
-        of these passes in firing order as `(module name, "input" or "output", max |value|)`, one per tensor.
+        Adds the passes since the last call to `input_max`/`output_max`/`calls`; returns their values in firing order,
+        `(module name, "input" or "output", max |value|)` per tensor.
         """
         import torch
 
@@ -197,11 +179,8 @@ class ActivationRecorder:
             if previous is None or not number <= previous:  # keeps NaN once seen
                 table[name] = number
             ordered.append((name, "output" if kind else "input", number))
-        self._events.clear()
-        self._minima.clear()
-        self._maxima.clear()
-        self._limits.clear()
-        self._seen.clear()
+        for recorded in (self._events, self._minima, self._maxima, self._limits, self._seen):
+            recorded.clear()
         return ordered
 
 
@@ -220,9 +199,7 @@ class ModuleRange:
     @property
     def headroom(self) -> float:
         """fp16's max over the measured max: above 1 it fits, below 1 it overflows."""
-        if math.isnan(self.max_abs):
-            return 0.0
-        return math.inf if self.max_abs == 0 else FP16_MAX / self.max_abs
+        return 0.0 if math.isnan(self.max_abs) else math.inf if self.max_abs == 0 else FP16_MAX / self.max_abs
 
     @property
     def overflows_fp16(self) -> bool:
@@ -249,16 +226,10 @@ def _json_float(value: float | None):
 @dataclasses.dataclass
 class ActivationAudit:
     """
-    The result of [`audit_activations`].
-
-    Args:
-        modules (`list[ModuleRange]`): every module that produced a floating output, largest first.
-        first_overflow (`tuple[str, str, float]`, *optional*): `(module, "input" or "output", value)` where a value
-            first passed fp16's max, in execution order; `value` is that module's largest over every sample.
-        nonfinite (`list[str]`): modules whose output was already inf/NaN in fp32.
-        samples (`int`), tokens (`int`): the calibration sequences run, and their tokens.
-        input_source (`str`): `"tokenizer"` (built-in texts), `"texts"` (the caller's), `"random"` (token ids: no
-            tokenizer) or `"inputs"` (the caller's tensors).
+    The result of [`audit_activations`]: every module with a floating output, largest first; where a value first
+    passed fp16's max in execution order, `(module, "input" or "output", its largest over every sample)`; the modules
+    already inf/NaN in fp32; the sequences and tokens run, and their source: `"tokenizer"` (built-in texts), `"texts"`
+    (the caller's), `"random"` (token ids: no tokenizer) or `"inputs"` (the caller's tensors).
     """
 
     modules: list[ModuleRange]
@@ -316,16 +287,11 @@ class ActivationAudit:
 
     def problem_for(self, runtime: str) -> str | None:
         """Why the measured activations do not fit `runtime` ("fp32", "bf16", "fp16"), or `None` when they do."""
-        if self.nonfinite:
-            return self.verdict
-        if runtime == FP16 and self.first_overflow is not None:
+        if self.nonfinite or (runtime == FP16 and self.first_overflow is not None):
             return self.verdict
         if runtime == BF16 and self.max_abs > BF16_MAX:
             return f"an activation of {self.max_abs:.3g} exceeds bf16's max at `{self.modules[0].name}`"
         return None
-
-    def top(self, k: int = 10) -> list[ModuleRange]:
-        return self.modules[:k]
 
     def to_dict(self, top_k: int = 10) -> dict[str, Any]:
         first = None
@@ -345,7 +311,7 @@ class ActivationAudit:
             "first_overflow": first,
             "nonfinite": list(self.nonfinite),
             "verdict": self.verdict,
-            "top_modules": [m.to_dict() for m in self.top(top_k)],
+            "top_modules": [m.to_dict() for m in self.modules[:top_k]],
             "modules_recorded": len(self.modules),
         }
 
@@ -360,7 +326,7 @@ class ActivationAudit:
         if self.parameters or self.buffers:
             lines.append(f"  loaded model: {self.parameters:,} parameters, {self.buffers:,} buffer values")
         lines.append(f"  {'module':<60} {'max |out|':>10} {'fp16 headroom':>14}")
-        for m in self.top(top_k):
+        for m in self.modules[:top_k]:
             flag = "  OVERFLOW" if m.overflows_fp16 else ""
             lines.append(f"  {m.name:<60} {m.max_abs:>10.3g} {m.headroom:>13.3g}x{flag}")
         lines.append(f"  verdict: {self.verdict}")
@@ -391,18 +357,12 @@ def _forward_kwargs(model, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def calibration_inputs(
-    model,
-    tokenizer=None,
-    texts: list[str] | None = None,
-    max_length: int = 128,
-    num_random: int = 4,
-    seed: int = 0,
+    model, tokenizer=None, texts: list[str] | None = None, max_length: int = 128, num_random: int = 4, seed: int = 0
 ) -> tuple[list[dict[str, Any]], str]:
     """
-    The calibration batches (one sequence each, so no padding enters the statistics) and where they come from.
-
-    With a tokenizer: `texts` (default [`DEFAULT_TEXTS`]) truncated to `max_length` tokens. Without one: `num_random`
-    sequences of `max_length // 2` random token ids drawn from the embedding's vocabulary with a fixed `seed`.
+    The calibration batches, one sequence each (no padding enters the statistics), and their source: `texts` (default
+    [`DEFAULT_TEXTS`]) truncated to `max_length` tokens, or without a tokenizer `num_random` sequences of
+    `max_length // 2` random token ids from the embedding's vocabulary, drawn with `seed`.
     """
     import torch
 
@@ -447,10 +407,9 @@ def audit_activations(
     """
     import torch
 
+    source = "inputs"
     if inputs is None:
         inputs, source = calibration_inputs(model, tokenizer, texts, max_length=max_length, seed=seed)
-    else:
-        source = "inputs"
     was_training = model.training
     model.eval()
     first_overflow = None
@@ -473,14 +432,7 @@ def audit_activations(
         name, kind, value = first_overflow
         largest = (recorder.output_max if kind == "output" else recorder.input_max).get(name)
         first_overflow = (name, kind, value if largest is None or math.isnan(largest) else max(value, largest))
-    return ActivationAudit(
-        modules=modules,
-        first_overflow=first_overflow,
-        nonfinite=nonfinite,
-        samples=len(inputs),
-        tokens=tokens,
-        input_source=source,
-    )
+    return ActivationAudit(modules, first_overflow, nonfinite, len(inputs), tokens, source)
 
 
 def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], list[str]]:
@@ -489,11 +441,8 @@ def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], li
         ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
         for name, value in recorder.output_max.items()
     ]
-    modules.sort(key=lambda m: -math.inf if math.isnan(m.max_abs) else -m.max_abs)
-    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
-    if nonfinite:
-        modules.sort(key=lambda m: math.isfinite(m.max_abs))
-    return modules, nonfinite
+    modules.sort(key=lambda m: (math.isfinite(m.max_abs), -math.inf if math.isnan(m.max_abs) else -m.max_abs))
+    return modules, [m.name for m in modules if not math.isfinite(m.max_abs)]
 
 
 #: Files whose presence means a checkpoint directory ships a tokenizer. (Without them, v5 can build a blank
@@ -531,10 +480,8 @@ def _model_class(config):
 
     registered = registered_model_class_names()
     for name in getattr(config, "architectures", None) or []:
-        if isinstance(name, str) and name in registered:
-            cls = getattr(transformers, name, None)
-            if cls is not None:
-                return cls
+        if isinstance(name, str) and name in registered and getattr(transformers, name, None) is not None:
+            return getattr(transformers, name)
     return transformers.AutoModel
 
 

@@ -38,22 +38,13 @@ from typing import Annotated
 import typer
 
 from ..utils import logging
-from .inspection import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERNAL_ERROR,
-    EXIT_NOT_DONE,
-    EXIT_RISKY,
-    EXIT_SAFE,
-    EXIT_UNKNOWN,
-)
+from .inspection import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_NOT_DONE, EXIT_RISKY, EXIT_SAFE, EXIT_UNKNOWN
 
 
 logger = logging.get_logger(__name__)
 
 #: Subcommand names; the report is the command without one (`transformers precision PATH_OR_ID`).
-REPORT = "report"
-SET = "set"
-PLAN = "plan"
+REPORT, SET, PLAN = "report", "set", "plan"
 
 #: Where an internal error asks to be reported.
 ISSUES_URL = "https://github.com/huggingface/transformers/issues"
@@ -98,10 +89,7 @@ class CommandError(Exception):
 
 
 class _Output:
-    """
-    Prints results as text, or with `--json` as exactly one JSON document on stdout: the result (which holds
-    `"exit_code"`) or, when the command fails before it has one, `{"error": ..., "exit_code": ...}`.
-    """
+    """Text, or with `--json` one JSON document on stdout: the result, or `{"error": ..., "exit_code": ...}`."""
 
     def __init__(self, json_output: bool):
         self.json = json_output
@@ -130,9 +118,7 @@ def _option(default, help: str):
 class Options:
     """Every option of `transformers precision` and its help; each subcommand takes some of them ([`Subcommand`])."""
 
-    dtype: str | None = _option(
-        None, "The runtime dtype you plan to use: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown."
-    )
+    dtype: str | None = _option(None, "The dtype you will run in: fp32, bf16 or fp16. Exit code 1 risky, 3 unknown.")
     audit: bool = _option(
         False,
         "Load the model in fp32 on the CPU, run a calibration forward and measure every module's max |activation| "
@@ -144,9 +130,7 @@ class Options:
     )
     top: int = _option(10, "With --audit: how many modules to list.")
     revision: str | None = _option(None, "The Hub revision, for a Hub id only.")
-    cache_dir: str | None = _option(
-        None, "The Hub cache to find Hub ids in (default: HF_HUB_CACHE, else HF_HOME/hub)."
-    )
+    cache_dir: str | None = _option(None, "The Hub cache holding Hub ids (default: HF_HUB_CACHE, else HF_HOME/hub).")
     precision: str | None = _option(None, "`set`: the value to write: fp32, bf16, fp16, or unknown (removes it).")
     from_registry: bool = _option(False, "`set`: write the registry's value for each checkpoint's Hub id.")
     model_id: str | None = _option(None, "`set --from-registry`: the Hub id of local checkpoints outside the cache.")
@@ -176,16 +160,16 @@ def _flag(option: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Subcommand:
-    """
-    One subcommand: `run(args, options, out)` returns the exit code; `options` names the [`Options`] it takes.
-    """
+    """One subcommand: `run(args, options, out)` returns the exit code; `options` names the [`Options`] it takes."""
 
     run: Callable[[list[str], Options, _Output], int]
     options: frozenset[str]
 
 
-def _read_texts(path: str) -> list[str]:
+def _read_texts(path: str | None) -> list[str] | None:
     """One calibration text per non-empty paragraph (blank-line separated); a file without blank lines: per line."""
+    if path is None:
+        return None
     try:
         with open(path, encoding="utf-8") as f:
             content = f.read()
@@ -200,12 +184,14 @@ def _read_texts(path: str) -> list[str]:
 
 
 def _precision(args: list[str], text=None, output_format="text", json_output=False, **options):
-    # typer's callback in [`main`]; its parameters are `_precision.__signature__`, below
-    try:
-        options["texts"] = _one_texts_file(options["texts"], text)
-    except CommandError as e:
-        _Output(json_output or output_format == "json").error(str(e), e.exit_code)
-        raise SystemExit(e.exit_code) from None
+    # typer's callback in [`main`]; its parameters are `_precision.__signature__`, below. `--text` is the former
+    # name of `--texts`, kept as a hidden alias.
+    texts = options["texts"]
+    if texts is not None and text is not None and texts != text:
+        message = f"--texts {texts} and --text {text}: --text is another name of --texts, give one file."
+        _Output(json_output or output_format == "json").error(message, EXIT_BAD_INPUT)
+        raise SystemExit(EXIT_BAD_INPUT)
+    options["texts"] = texts if texts is not None else text
     code = run_command(args, Options(**options), json_output=json_output, output_format=output_format)
     if code:
         # `typer.Exit` is not a click exit under huggingface_hub 2.x's click group: SystemExit works under both.
@@ -258,13 +244,6 @@ def precision(ctx: typer.Context):
 
 
 precision.__doc__ = HELP
-
-
-def _one_texts_file(texts: str | None, text: str | None) -> str | None:
-    """`--texts FILE`, also spelled `--text FILE` (its former name in the report, kept as a hidden alias)."""
-    if texts is not None and text is not None and texts != text:
-        raise CommandError(f"--texts {texts} and --text {text}: --text is another name of --texts, give one file.")
-    return texts if texts is not None else text
 
 
 def run_command(args: list[str], options: Options, *, json_output: bool = False, output_format: str = "text") -> int:
@@ -348,7 +327,7 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
         raise CommandError("--download and --allow-pickle only apply with --audit.")
     if options.top < 1:
         raise CommandError(f"--top must be a positive integer, got {options.top}.")
-    texts = _read_texts(options.texts) if options.texts is not None else None
+    texts = _read_texts(options.texts)
     adapter = is_adapter_directory(args[0])
     if adapter and (options.audit or options.revision is not None):
         raise CommandError(
@@ -387,7 +366,7 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             "(transformers precision plan PATH_OR_ID --dtype fp16 [--write])"
         )
     path_or_id = args[0]
-    headroom = _plan_headroom(options)
+    headroom, max_length = _plan_settings(options)
     config_path = _plan_config_path(path_or_id, options.cache_dir)
     if config_path is None and not options.download:
         raise CommandError(
@@ -404,13 +383,12 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             raise CommandError(str(e)) from e
     if options.write and config_path is not None:
         _check_plan_write(config_path, options.force)  # before the model is loaded and searched, not after
-    texts = _read_texts(options.texts) if options.texts is not None else None
     try:
         result = plan_checkpoint(
             path_or_id,
-            texts=texts,
+            texts=_read_texts(options.texts),
             headroom=headroom,
-            max_length=_plan_max_length(options),
+            max_length=max_length,
             local_files_only=not options.download,
             use_safetensors=not options.allow_pickle,
             cache_dir=options.cache_dir,
@@ -435,15 +413,8 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     return code
 
 
-def _plan_max_length(options: Options) -> int | None:
-    """`plan --max-length N`: at least 2 tokens (`None`: the model's own limit, at most the default)."""
-    if options.max_length is not None and options.max_length < 2:
-        raise CommandError(f"--max-length must be an integer >= 2, got {options.max_length}.")
-    return options.max_length
-
-
-def _plan_headroom(options: Options) -> float:
-    """`plan`'s headroom, once `--dtype` is checked to ask for fp16 (the only dtype a plan is made for)."""
+def _plan_settings(options: Options) -> tuple[float, int | None]:
+    """`plan`'s headroom and `--max-length` (`None`: the model's limit), once `--dtype` is checked to ask for fp16."""
     from .fp16_plan_search import DEFAULT_HEADROOM
     from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
 
@@ -458,7 +429,9 @@ def _plan_headroom(options: Options) -> float:
     headroom = DEFAULT_HEADROOM if options.headroom is None else options.headroom
     if not headroom >= 1 or headroom == float("inf"):
         raise CommandError(f"--headroom must be a number >= 1, got {headroom}.")
-    return headroom
+    if options.max_length is not None and options.max_length < 2:
+        raise CommandError(f"--max-length must be an integer >= 2, got {options.max_length}.")
+    return headroom, options.max_length
 
 
 def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
@@ -593,21 +566,6 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 }
 
 
-def _wants_json(argv: list[str]) -> bool:
-    return (
-        "--json" in argv
-        or "--format=json" in argv
-        or any(a == "--format" and b == "json" for a, b in zip(argv, argv[1:]))
-    )
-
-
-def _usage_errors() -> tuple[type, ...]:
-    """click's `UsageError`, and typer's own copy of it (typer >= 0.24 carries its own click)."""
-    import click
-
-    return (click.UsageError, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"))
-
-
 def main(argv: list[str] | None = None) -> None:
     """
     `python -m transformers.trained_precision` and the `transformers precision` console script, without the rest of
@@ -622,10 +580,12 @@ def main(argv: list[str] | None = None) -> None:
         context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
     )
     app.command(help=HELP)(_precision)
+    # click's `UsageError`, and typer's own copy of it (typer >= 0.24 carries its own click)
+    usage_errors = (click.UsageError, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"))
     try:
         code = app(args=argv, prog_name="transformers precision", standalone_mode=False)
-    except _usage_errors() as e:
-        if _wants_json(argv):
+    except usage_errors as e:
+        if "--json" in argv or "--format=json" in argv or ("--format", "json") in zip(argv, argv[1:]):
             _Output(True).error(e.format_message(), EXIT_BAD_INPUT)
         else:
             e.show()

@@ -42,11 +42,7 @@ from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_
 
 
 # Result statuses.
-WRITTEN = "written"
-WOULD_WRITE = "would write"
-UNCHANGED = "unchanged"
-SKIPPED = "skipped"
-ERROR = "error"
+WRITTEN, WOULD_WRITE, UNCHANGED, SKIPPED, ERROR = "written", "would write", "unchanged", "skipped", "error"
 
 
 class ConfigEditError(ValueError):
@@ -123,33 +119,17 @@ def _top_level_members(text: str) -> tuple[list[_Member], int, int]:
             return members, open_brace, pos - 1
 
 
-def _sub_config_members(text: str) -> list[_Member]:
-    """The members of the top-level object that are sub-configs (objects with a `model_type`), as loading sees them."""
-    data = json.loads(text)
-    keys = {key for key, _ in sub_config_items(data) if "." not in key}
-    return [m for m in _top_level_members(text)[0] if m.key in keys]
-
-
-def config_sub_config_keys(text: str) -> list[str]:
-    """The dotted keys of every sub-config in a `config.json`'s text (`["encoder", "decoder"]`), nested ones included."""
-    return [key for key, _ in sub_config_items(json.loads(text))]
-
-
 def set_config_field(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
     """
     Returns `text` (a `config.json`) with `"trained_precision": value` in the config and in every sub-config of a
     composite model (the ones loading checks and the Trainer stamps), changing nothing else; `text` itself when every
     config already says `value`. Another spelling of `value` (`"bfloat16"`, which loads as unknown) is rewritten.
 
-    Args:
-        text (`str`): the file's content.
-        value (`str`): a canonical precision (`"fp32"`, `"bf16"`, `"fp16"`, or `"unknown"` to remove the field).
-        force (`bool`, *optional*, defaults to `False`): replace (or remove) a different value the file holds.
-        source (`str`, *optional*): where `value` comes from, quoted in the conflict message.
+    `value` is a canonical precision (`"unknown"` removes the field); `force` replaces (or removes) a different value;
+    `source`, where `value` comes from, is quoted in a conflict's message.
 
     Raises:
-        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`
-            (nothing changes; the message names the sub-config).
+        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
     """
     _parse_object(text)
     return _set_everywhere(text, value, force=force, source=source, where="")
@@ -169,7 +149,9 @@ def _parse_object(text: str) -> dict:
 
 
 def _set_everywhere(text: str, value: str, *, force: bool, source: str | None, where: str) -> str:
-    for member in reversed(_sub_config_members(text)):  # from the end, so earlier offsets stay valid
+    # the direct sub-configs (objects with a `model_type`, as loading sees them), from the end: earlier offsets stay
+    subs = {key for key, _ in sub_config_items(json.loads(text)) if "." not in key}
+    for member in reversed([m for m in _top_level_members(text)[0] if m.key in subs]):
         path = f"{where}{member.key}"
         sub_text = text[member.value_start : member.value_end]
         new_sub = _set_everywhere(sub_text, value, force=force, source=source, where=f"{path}.")
@@ -334,8 +316,8 @@ def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = 
 
 def lock_path(path: str | os.PathLike) -> Path:
     """
-    The lock file of the config at `path`: in `HF_HOME/trained_precision/locks/`, never beside the config (the next
-    `hf upload` would publish it), named by the SHA-256 of its resolved location, so two spellings share one lock.
+    The lock file of the config at `path`, named by its resolved location's SHA-256 (two spellings share it), in
+    `HF_HOME/trained_precision/locks/`: one beside the config would be published by the next `hf upload`.
     """
     import hashlib
 
@@ -377,10 +359,9 @@ def populate_config(
     tells); `source` (where the value comes from) is quoted in messages; `dry_run` only computes the diff.
     """
     path = Path(config_path)
-    shown = str(path)
 
     def result(status, message, diff=""):
-        return PopulateResult(shown, status, message, model_id, precision, diff)
+        return PopulateResult(str(path), status, message, model_id, precision, diff)
 
     try:
         precision = normalize_precision(precision)
@@ -488,7 +469,7 @@ def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run:
     except OSError as e:
         return result(ERROR, f"cannot be replaced ({e.strerror}); nothing modified.")
     done = f"removed {FIELD}" if precision == UNKNOWN else f"set {FIELD}={precision!r}"
-    subs = config_sub_config_keys(new_body)
+    subs = [key for key, _ in sub_config_items(json.loads(new_body))]  # nested ones too: `encoder.text_config`
     if subs:
         done += f" in the config and its sub-configs {', '.join(subs)}"
     return result(WRITTEN, f"{done}{how}.", diff)
@@ -511,39 +492,32 @@ def populate_checkpoints(
     skipped, not guessed. `progress` shows a `tqdm` bar on a terminal; `on_result` is called with each result.
     """
     targets = find_checkpoints(paths, model_id)
-    results = []
-    iterator: Iterable[CheckpointTarget] = targets
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(targets, desc="Populating trained_precision", unit="checkpoint", disable=None)
-    for target in iterator:
-        results.append(_populate_target(target, precision, registry, force=force, dry_run=dry_run))
+        targets = tqdm(targets, desc="Populating trained_precision", unit="checkpoint", disable=None)
+    results = []
+    for target in targets:
+        entry = lookup(target.model_id, registry) if precision is None and target.model_id else None
+        if precision is None and entry is None:
+            why = (
+                "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
+                if target.model_id is None
+                else f"{target.model_id} is not in the registry: pass --precision to set it anyway"
+            )
+            result = PopulateResult(str(target.config_path), SKIPPED, f"{why}; nothing modified.", target.model_id)
+        else:
+            value, source = (precision, None) if entry is None else (entry.precision, entry.source)
+            result = populate_config(
+                target.config_path,
+                value,
+                force=force,
+                dry_run=dry_run,
+                source=source,
+                model_id=target.model_id,
+                in_cache=target.in_cache or None,
+            )
+        results.append(result)
         if on_result:
-            on_result(results[-1])
+            on_result(result)
     return results
-
-
-def _populate_target(
-    target: CheckpointTarget, precision: str | None, registry: tuple[RegistryEntry, ...], *, force: bool, dry_run: bool
-) -> PopulateResult:
-    """One checkpoint of [`populate_checkpoints`]: `precision`, else its registry row's, or skipped without one."""
-    value, source, target_id = precision, None, target.model_id
-    if value is None:
-        entry = lookup(target_id, registry) if target_id else None
-        if entry is None:
-            if target_id is None:
-                why = "no Hub id is known for a local directory: pass --model-id (a registry id) or --precision"
-            else:
-                why = f"{target_id} is not in the registry: pass --precision to set it anyway"
-            return PopulateResult(str(target.config_path), SKIPPED, f"{why}; nothing modified.", target_id)
-        value, source = entry.precision, entry.source
-    return populate_config(
-        target.config_path,
-        value,
-        force=force,
-        dry_run=dry_run,
-        source=source,
-        model_id=target_id,
-        in_cache=target.in_cache or None,
-    )

@@ -154,15 +154,9 @@ def _check_tensor_entry(path: str, name: str, info: Any, data_size: int) -> None
 @dataclasses.dataclass
 class StorageSummary:
     """
-    What the safetensors header(s) say about the stored weights.
-
-    Args:
-        format (`str`): `"safetensors"`, `"pickle"` (present but never opened) or `"none"`.
-        files (`list[str]`): the weight files, relative to the checkpoint directory.
-        sharded (`bool`): whether an index file listed them.
-        dtypes (`dict[str, int]`): torch dtype name -> number of stored elements in that dtype.
-        parameters (`int`): the number of stored elements (tied weights are stored, and counted, once).
-        bytes (`int`): the size of the tensor data.
+    What the safetensors headers say: the format (`"safetensors"`, `"pickle"`: present, never opened, or `"none"`),
+    the weight files (relative to the checkpoint), whether an index listed them, the stored elements per torch dtype
+    name, in all (tied weights are stored, and counted, once), and the bytes of tensor data.
     """
 
     format: str
@@ -171,11 +165,6 @@ class StorageSummary:
     dtypes: dict[str, int] = dataclasses.field(default_factory=dict)
     parameters: int = 0
     bytes: int = 0
-
-    @property
-    def main_dtype(self) -> str | None:
-        """The dtype that holds most elements."""
-        return max(self.dtypes, key=self.dtypes.get) if self.dtypes else None
 
 
 def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False) -> StorageSummary:
