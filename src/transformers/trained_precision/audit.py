@@ -78,10 +78,9 @@ class ActivationRecorder:
     inside `with ActivationRecorder(model) as recorder:`, into `recorder.output_max`, `input_max` and `calls` by
     module name, with hooks that see keyword inputs and are removed on exit.
 
-    Each tensor costs one `torch.aminmax` (several times faster than `abs().amax()` on the CPU), once per pass even
-    when one module's output is the next one's input; the results stay on the device until [`collect`]. Additive
-    attention masks are not activations: keyword inputs named `*mask*` are skipped, and an extreme equal to the
-    dtype's largest finite value (the `finfo.min` masks add to scores) is left out.
+    Each tensor costs one `torch.aminmax`, once per pass (one module's output is often the next one's input), read on
+    the host once per [`collect`]. Additive masks are not activations: keyword inputs named `*mask*` are skipped, and
+    an extreme equal to the dtype's largest finite value (the `finfo.min` masks add) is left out.
     """
 
     def __init__(self, model, prefix: str = ""):
@@ -117,12 +116,11 @@ class ActivationRecorder:
         """The index of `tensor`'s (min, max) in this pass's lists, computing them unless already known."""
         import torch
 
-        key = id(tensor)
         try:
             version = tensor._version
         except RuntimeError:  # inference tensors have no version counter: never reuse their values
             version = None
-        known = self._seen.get(key)
+        known = self._seen.get(id(tensor))
         if known is not None and version is not None and known[1] == version and known[0]() is tensor:
             return known[2]
         low, high = torch.aminmax(tensor.detach())
@@ -131,7 +129,7 @@ class ActivationRecorder:
         self._limits.append(torch.finfo(tensor.dtype).max)
         position = len(self._maxima) - 1
         if version is not None:
-            self._seen[key] = (weakref.ref(tensor), version, position)
+            self._seen[id(tensor)] = (weakref.ref(tensor), version, position)
         return position
 
     def _make_hook(self, index: int):
@@ -218,9 +216,7 @@ class ModuleRange:
 
 def _json_float(value: float | None):
     """JSON has no inf/nan: they are written as the strings "inf" and "nan"."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value if value is None or math.isfinite(value) else str(value)  # "inf", "-inf", "nan"
 
 
 @dataclasses.dataclass
@@ -445,8 +441,7 @@ def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], li
     return modules, [m.name for m in modules if not math.isfinite(m.max_abs)]
 
 
-#: Files whose presence means a checkpoint directory ships a tokenizer. (Without them, v5 can build a blank
-#: tokenizer from the config alone, which maps every word to the unknown token: useless for calibration.)
+#: Files that show a directory ships a tokenizer (without them, v5 builds a blank one mapping every word to unk).
 TOKENIZER_FILES = tuple(
     "tokenizer.json tokenizer_config.json vocab.txt vocab.json merges.txt spiece.model tokenizer.model "
     "sentencepiece.bpe.model".split()
@@ -495,13 +490,9 @@ def check_stored_weights(
     Raises:
         [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
     """
-    from ..utils import CONFIG_NAME
-    from .hub_ids import find_cached_snapshot, parse_hub_id
-    from .storage import read_storage
+    from .storage import local_checkpoint, read_storage
 
-    directory = path_or_id if os.path.isdir(path_or_id) else None
-    if directory is None and local_files_only and parse_hub_id(path_or_id) is not None:
-        directory = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
+    directory = local_checkpoint(path_or_id, cache_dir) if local_files_only or os.path.isdir(path_or_id) else None
     if directory is not None:
         read_storage(directory)
 
@@ -514,9 +505,8 @@ def load_audit_model(
     cache_dir: str | os.PathLike | None = None,
 ):
     """
-    Loads a checkpoint in fp32 on the CPU (the class its config's `architectures` names, else `AutoModel`) and its
-    tokenizer (`None` without a usable one: the calibration uses random token ids), with [`audit_checkpoint`]'s
-    arguments; the fp16 plan loads the same way.
+    Loads a checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
+    without a usable one: random token ids are used), for [`audit_checkpoint`] and the fp16 plan.
 
     Raises:
         [`CheckpointInspectionError`]: when the model cannot be loaded.

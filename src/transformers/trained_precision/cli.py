@@ -15,14 +15,11 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-[`precision`], registered with [`PRECISION_COMMAND_SETTINGS`] (huggingface_hub 1.x's typer app or 2.x's click group),
-hands its arguments as typed to [`main`], so the console script and `python -m transformers.trained_precision` answer
-every input alike. Heavy imports stay in the handlers: the report never imports torch.
-
-The exit codes (`HELP`) are one contract that [`run_command`] keeps: each subcommand of `SUBCOMMANDS` is a handler
-`(args, options, out) -> exit code`; an expected failure is a [`CommandError`], anything else one line (or one JSON
-error document) and exit 70, never 1 (risky). With `--json` (or `--format json`, the `hf` CLI's spelling), stdout holds
-exactly one JSON document, usage errors included.
+[`precision`] (registered with [`PRECISION_COMMAND_SETTINGS`] by huggingface_hub 1.x's typer app or 2.x's click group)
+and `python -m transformers.trained_precision` hand the arguments as typed to [`main`], so both answer every input
+alike. [`run_command`] keeps `HELP`'s exit codes for every handler of `SUBCOMMANDS`: an expected failure is a
+[`CommandError`], anything else one line and exit 70, never 1 (risky); with `--json` (or `--format json`) stdout holds
+exactly one JSON document, usage errors included. Heavy imports stay in the handlers: the report never imports torch.
 """
 
 import collections
@@ -37,8 +34,9 @@ from typing import Annotated
 
 import typer
 
-from ..utils import logging
+from ..utils import CONFIG_NAME, logging
 from .inspection import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_NOT_DONE, EXIT_RISKY, EXIT_SAFE, EXIT_UNKNOWN
+from .storage import local_checkpoint
 
 
 logger = logging.get_logger(__name__)
@@ -199,27 +197,18 @@ def _precision(args: list[str], text=None, output_format="text", json_output=Fal
 
 
 def _typer_parameter(name: str, annotation, default, help: str, flag: str | None = None, **kwargs):
-    option = typer.Option(flag or _flag(name), help=help, **kwargs)
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, option]
-    )
+    annotation = Annotated[annotation, typer.Option(flag or _flag(name), help=help, **kwargs)]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
+_PATHS = typer.Argument(
+    help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to write.",
+    show_default=False,
+)
 # The paths, every [`Options`] field, and the options of the output (and `--texts`'s former name).
 _precision.__signature__ = inspect.Signature(
     [
-        inspect.Parameter(
-            "args",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=Annotated[
-                list[str],
-                typer.Argument(
-                    help="A checkpoint directory (with config.json) or a Hub id; or `set` followed by the paths to "
-                    "write.",
-                    show_default=False,
-                ),
-            ],
-        ),
+        inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[list[str], _PATHS]),
         *(_typer_parameter(f.name, f.type, f.default, f.metadata["help"]) for f in dataclasses.fields(Options)),
         _typer_parameter("text", str | None, None, "The former name of --texts.", hidden=True),
         _typer_parameter("output_format", str, "text", "Output format: text or json.", "--format"),
@@ -436,15 +425,8 @@ def _plan_settings(options: Options) -> tuple[float, int | None]:
 
 def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
     """The `config.json` of a checkpoint directory, or of a Hub id's cached snapshot; `None` when neither."""
-    from ..utils import CONFIG_NAME
-    from .hub_ids import find_cached_snapshot, parse_hub_id
-
-    if os.path.isdir(path_or_id):
-        return os.path.join(path_or_id, CONFIG_NAME)
-    if parse_hub_id(path_or_id) is not None:
-        snapshot = find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
-        return os.path.join(snapshot, CONFIG_NAME) if snapshot is not None else None
-    return None
+    directory = local_checkpoint(path_or_id, cache_dir)
+    return os.path.join(directory, CONFIG_NAME) if directory is not None else None
 
 
 def _check_plan_write(config_path: str, force: bool) -> None:
@@ -482,8 +464,8 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             if options.dry_run and result.diff:
                 print(result.diff.rstrip("\n"))
 
-    # each path is a request: it is done when none of its checkpoints failed and at least one was written (or already
-    # said so, or would be, in a dry run). A cache swept whole skips repos without a registry row, as expected.
+    # a path is done when none of its checkpoints failed and one was written (or already so, or would be in a dry run);
+    # a whole cache skips repos without a registry row, as expected
     results, code = [], EXIT_SAFE
     for path in resolved:
         found = populate_checkpoints(
@@ -533,14 +515,11 @@ def _set_path(path: str, cache_dir: str | None) -> str:
     A path `set` writes into: every path must exist before anything is written; a Hub id that is not a local path
     names its cached snapshot (every spelling of the id is tried).
     """
-    from ..utils import CONFIG_NAME
-    from .hub_ids import find_cached_snapshot, parse_hub_id
+    from .hub_ids import parse_hub_id
 
     if os.path.lexists(os.path.expanduser(path)):
         return path
-    snapshot = None
-    if parse_hub_id(path) is not None:
-        snapshot = find_cached_snapshot(path, filename=CONFIG_NAME, cache_dir=cache_dir)
+    snapshot = local_checkpoint(path, cache_dir)
     if snapshot is None:
         raise CommandError(
             f"{path} is neither a local path nor a Hub id in the local cache: nothing was written. Download "

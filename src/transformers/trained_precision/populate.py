@@ -14,11 +14,9 @@
 """
 Writing `trained_precision` into existing `config.json` files: local checkpoints and Hugging Face cache snapshots.
 
-[`set_config_field`] is the one edit (also used by `utils/open_trained_precision_prs.py`): textual, one member inserted
-with the file's own layout (at its sorted place when the keys are sorted, else last), nothing else changed. Files are
-replaced atomically with their permission bits. A cache snapshot's `config.json` is a link to a content-named blob that
-other revisions may share: the link is replaced by a regular file (`huggingface_hub`'s layout without symlinks) and
-the blob is never modified.
+[`set_config_field`] is the one edit (also used by `utils/open_trained_precision_prs.py`): one member inserted in the
+file's own layout, nothing else changed. Files are replaced atomically. A cache snapshot's link to a content-named
+blob that other revisions may share is replaced by a regular file (`huggingface_hub`'s layout without symlinks).
 """
 
 from __future__ import annotations
@@ -52,9 +50,8 @@ class ConfigEditError(ValueError):
 @dataclasses.dataclass
 class PopulateResult:
     """
-    What happened to one checkpoint: its `config.json` (or the path given), a status (`WRITTEN`, `WOULD_WRITE`,
-    `UNCHANGED`, `SKIPPED`, `ERROR`), one sentence for the user, the Hub id looked up, the value written (or that
-    would be) and the unified diff of the change.
+    One checkpoint's outcome: its `config.json` (or the path given), a status (`WRITTEN`, ..., `ERROR`), a sentence for
+    the user, the Hub id looked up, the value written (or that would be) and the unified diff.
     """
 
     path: str
@@ -98,9 +95,8 @@ class _Member:
 def _top_level_members(text: str) -> tuple[list[_Member], int, int]:
     """The members of the top-level object of valid JSON `text`, with their exact spans; and the braces' offsets."""
     decoder = json.JSONDecoder()
-    pos = _WS.match(text, 0).end()
-    open_brace = pos
-    pos += 1
+    open_brace = _WS.match(text, 0).end()
+    pos = open_brace + 1
     members = []
     while True:
         leading_start = pos
@@ -349,14 +345,11 @@ def populate_config(
     in_cache: bool | None = None,
 ) -> PopulateResult:
     """
-    Writes `trained_precision` into one `config.json` with [`set_config_field`] (`"unknown"` with `force` removes it);
-    never raises for a bad file: the result says what happened, and on an error nothing was modified.
-
-    The text keeps everything else (a UTF-8 byte-order mark too); the file is replaced atomically under [`lock_path`]'s
-    lock and keeps its mode, owner and group. A cache snapshot's link is replaced by a regular file (the blob is left
-    alone); a user's own link is written through when it resolves inside the checkpoint, else refused, `force` or not
-    ([`link_outside_checkpoint`]). `in_cache` says whether the file lies in a Hub cache snapshot (default: the path
-    tells); `source` (where the value comes from) is quoted in messages; `dry_run` only computes the diff.
+    Writes `trained_precision` into one `config.json` with [`set_config_field`] (`"unknown"` with `force` removes it),
+    keeping a byte-order mark, replacing the file atomically under [`lock_path`]'s lock with its mode, owner and group.
+    A cache snapshot's link becomes a regular file; a user's own link is written through when it resolves inside the
+    checkpoint, else refused ([`link_outside_checkpoint`]). Never raises for a bad file: on an error nothing changed.
+    `in_cache`: the file lies in a Hub cache snapshot (default: the path tells); `dry_run` only computes the diff.
     """
     path = Path(config_path)
 
@@ -450,9 +443,8 @@ def _edit_locked(path: Path, target: Path, precision: str, force: bool, dry_run:
     except ConfigEditError as e:
         return result(ERROR, f"{e}; nothing modified.")
     if new_body == body:
-        if precision == UNKNOWN:
-            return result(UNCHANGED, f"has no {FIELD} to remove.")
-        return result(UNCHANGED, f"already says {FIELD}={precision!r}.")
+        message = f"has no {FIELD} to remove." if precision == UNKNOWN else f"already says {FIELD}={precision!r}."
+        return result(UNCHANGED, message)
     new_text = bom + new_body
 
     diff = unified_diff(text, new_text, str(path))

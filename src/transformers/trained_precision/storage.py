@@ -12,11 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Reading what a checkpoint stores without loading it: its safetensors headers, with bounded reads.
-
-[`read_storage`] sums the headers of a checkpoint directory (a single file, or the shards its index lists). Only
-regular files that resolve inside the checkpoint are opened, and no open can block (a FIFO named `model.safetensors`
-is refused, not waited on); pickled weights are reported as present and never opened.
+What a checkpoint stores, read without loading it: [`read_storage`] sums its safetensors headers, with bounded reads
+of regular files inside the checkpoint only, and opens that cannot block (a FIFO is refused, not waited on); pickled
+weights are reported as present and never opened.
 """
 
 from __future__ import annotations
@@ -29,8 +27,8 @@ import stat
 import struct
 from typing import IO, Any
 
-from ..utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
-from .hub_ids import cache_snapshot_of
+from ..utils import CONFIG_NAME, SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .vocabulary import SAFETENSORS_DTYPES
 
 
@@ -52,6 +50,15 @@ def checkpoint_root(directory: str | os.PathLike) -> str:
     if snapshot is not None:
         return os.path.dirname(os.path.dirname(snapshot.snapshot_dir))
     return os.fspath(directory)
+
+
+def local_checkpoint(path_or_id: str, cache_dir: str | os.PathLike | None = None) -> str | None:
+    """The directory `path_or_id` names, or a Hub id's cached snapshot (any spelling); `None` when neither."""
+    if os.path.isdir(path_or_id):
+        return path_or_id
+    if parse_hub_id(path_or_id) is None:
+        return None
+    return find_cached_snapshot(path_or_id, filename=CONFIG_NAME, cache_dir=cache_dir)
 
 
 def open_checkpoint_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> IO[bytes]:
@@ -87,13 +94,12 @@ def read_safetensors_header(
     path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES, root: str | os.PathLike | None = None
 ) -> dict[str, Any]:
     """
-    Reads the JSON header of a safetensors file (a little-endian `uint64` length, then that many bytes of JSON), at
-    most `8 + max_header_bytes` bytes, and checks it against the file's size, so that a truncated download is
-    reported here rather than when the weights are loaded. `root` is as in [`open_checkpoint_file`].
+    Reads a safetensors file's header (a little-endian `uint64` length, then that much JSON; at most
+    `8 + max_header_bytes` bytes), checked against the file's size: a truncated download fails here, not at load.
 
     Raises:
         [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
-        [`CheckpointInspectionError`]: for a file outside `root`, or not a regular file.
+        [`CheckpointInspectionError`]: for a file outside `root` ([`open_checkpoint_file`]), or not a regular file.
     """
     path = os.fspath(path)
     try:
