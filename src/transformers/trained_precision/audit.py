@@ -470,7 +470,7 @@ def registered_model_class_names() -> frozenset[str]:
 
 
 def _model_class(config):
-    """The registered model class `architectures` names (never any other attribute of `transformers`), else `AutoModel`."""
+    """The registered model class `architectures` names (never another attribute of `transformers`), or `AutoModel`."""
     import transformers
 
     registered = registered_model_class_names()

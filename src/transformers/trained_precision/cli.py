@@ -219,8 +219,8 @@ _precision.__signature__ = inspect.Signature(
 )
 
 
-#: How the `transformers` console script registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`:
-#: it takes the arguments as typed (`--help` included) and [`main`] parses them, as `python -m` does.
+#: How the `transformers` CLI registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`: it
+#: takes the arguments as typed (`--help` included) and [`main`] parses them, as `python -m` does.
 PRECISION_COMMAND_SETTINGS = {
     "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True, "allow_interspersed_args": False},
     "add_help_option": False,

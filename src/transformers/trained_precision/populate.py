@@ -145,7 +145,7 @@ def _parse_object(text: str) -> dict:
 
 
 def _set_everywhere(text: str, value: str, *, force: bool, source: str | None, where: str) -> str:
-    # the direct sub-configs (objects with a `model_type`, as loading sees them), from the end: earlier offsets stay
+    # the direct sub-configs (objects with a `model_type`, as loading sees them), last first: earlier offsets hold
     subs = {key for key, _ in sub_config_items(json.loads(text)) if "." not in key}
     for member in reversed([m for m in _top_level_members(text)[0] if m.key in subs]):
         path = f"{where}{member.key}"
