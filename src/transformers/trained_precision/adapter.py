@@ -14,18 +14,12 @@
 """
 The trained precision of a PEFT adapter (LoRA, QLoRA, ...): the run that trained it and the base it was trained on.
 
-An adapter directory has no `config.json`, so it carries an [`AdapterRun`] record as the `"trained_precision"` entry of
-the `__metadata__` of `adapter_model.safetensors`: it travels with the weights it describes (a copy, a Hub upload and
-every loader keep it; PEFT's loading ignores it), and a later `save_pretrained` of other weights writes a file without
-it, so a record never outlives its weights. It says what the run computed in (precision, autocast, the dtypes of the
-adapter and of the frozen base, a quantized base's settings), how the run ended (`status`, as
-`config.trained_precision_run` says it) and the base's lineage before the run.
-
-The [`Trainer`] writes it: [`~trained_precision.stamp.stamp_trained_precision`] starts it (before the base's config is
-stamped), [`finish_adapter_run`] closes it, and [`save_adapter_record`] adds it to every checkpoint and to `save_model`'s
-output. The answer for an adapter ([`adapter_precision_info`]) is the base's lineage, then the adapter's run, weighed
-against the base's evidence and the adapter's finished run, which is evidence only for the weights it ran with (an fp16
-mixed-precision run over bf16 base weights says nothing about fp16 weights).
+An adapter has no `config.json`, so an [`AdapterRun`] record is the `"trained_precision"` entry of the `__metadata__`
+of its `adapter_model.safetensors`: it travels with its weights (PEFT's loading ignores it) and a later save of other
+weights drops it. The [`Trainer`] writes it: [`~trained_precision.stamp.stamp_trained_precision`] starts it, before the
+base's config is stamped, [`finish_adapter_run`] closes it, [`save_adapter_record`] adds it to every save. The answer
+for an adapter ([`adapter_precision_info`]) is the base's lineage then the adapter's run, whose finished run is
+evidence only for the weights it ran with (fp16 autocast over bf16 base weights says nothing about fp16 weights).
 """
 
 from __future__ import annotations
@@ -121,7 +115,7 @@ class AdapterRun:
 
     @property
     def compute_precisions(self) -> tuple[str, ...]:
-        """The precisions the run's activations were computed in: the base's weights, the autocast, quantized matmuls."""
+        """The precisions of the run's activations: the base's weights, the autocast, quantized matmuls."""
         found = [dtype_to_precision(self.base_dtype) if self.base_dtype else UNKNOWN, self.mixed_precision]
         if self.base_quantization and self.base_quantization.get("compute_dtype"):
             found.append(dtype_to_precision(self.base_quantization["compute_dtype"]))
@@ -129,8 +123,8 @@ class AdapterRun:
 
     def run_record(self) -> RunRecord | None:
         """
-        This run as the [`~trained_precision.run_record.RunRecord`] every run is judged by: `"pure"` when the base's
-        weights were in the run's precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
+        This run as a [`~trained_precision.run_record.RunRecord`]: `"pure"` when the base's weights were in the run's
+        precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
         """
         if self.status is None:
             return None
@@ -139,9 +133,9 @@ class AdapterRun:
 
     def is_evidence_for(self, runtime: Any) -> bool:
         """
-        Whether this run is evidence that `runtime` works for base + adapter, by the rules of every finished run
-        ([`~trained_precision.run_record.RunRecord.proves`]): an autocast run over wider weights (fp16 mixed precision
-        over bf16 weights) kept the norms and the residual stream in the weights' dtype, and proves nothing.
+        Whether this run is evidence that `runtime` works for base + adapter (by
+        [`~trained_precision.run_record.RunRecord.proves`]): an autocast run over wider weights kept the residual stream in
+        the weights' dtype, and proves nothing.
         """
         runtime = dtype_to_precision(runtime)
         run = self.run_record()
@@ -207,27 +201,12 @@ class AdapterRun:
         return cls.from_dict(data)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Recording a run (the Trainer stamp)
-
-
-def is_peft_model(model: Any) -> bool:
-    """Whether `model` is a PEFT `PeftModel` (or `PeftMixedModel`), without importing peft when it is not installed."""
-    from ..trainer_utils import _is_peft_model
-
-    return _is_peft_model(model)
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def _dominant_dtype(params) -> str | None:
     counts = collections.Counter()
     for param in params:
         if param.is_floating_point():
             counts[param.dtype] += param.numel()
-    return _dtype_name(max(counts, key=counts.get)) if counts else None
+    return str(max(counts, key=counts.get)).replace("torch.", "") if counts else None
 
 
 def _quantization_of(base: Any) -> dict | None:
@@ -247,15 +226,14 @@ def _quantization_of(base: Any) -> dict | None:
         "method": str(method) if method is not None else None,
         "bits": bits,
         "quant_type": get("bnb_4bit_quant_type") if bits == 4 else None,
-        "compute_dtype": _dtype_name(compute) if compute is not None else None,
+        "compute_dtype": str(compute).replace("torch.", "") if compute is not None else None,
     }
 
 
 def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_precision: str | None = None) -> AdapterRun:
     """
-    Starts (and keeps on `peft_model`) the record of the run that trains its adapters in `precision` (with the autocast
-    `mixed_precision`), with the lineage of `base` (`peft_model.get_base_model()`) as it is before the base's config is
-    stamped. A second run of the same model keeps the base lineage of the first, which the base's config no longer has.
+    Starts (and keeps on `peft_model`) the record of the run that trains its adapters in `precision`, with the lineage
+    of `base` before the base's config is stamped; a second run of the same model keeps the base lineage of the first.
     """
     previous = getattr(peft_model, RUN_ATTRIBUTE, None)
     if previous is not None:
@@ -264,8 +242,11 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
     else:
         config = getattr(base, "config", None)
         info = resolve_trained_precision(config, persisted_from=vars(base).get(REGISTRY_ATTRIBUTE))
+        adapters = (getattr(peft_model, "peft_config", None) or {}).values()
+        names = [getattr(adapter, "base_model_name_or_path", None) for adapter in adapters]
+        name = next(filter(None, names), None) or getattr(config, "name_or_path", None)
         base_fields = {
-            "base_name_or_path": _base_name(peft_model, base),
+            "base_name_or_path": str(name) if name else None,
             # a base whose oldest stage is unknown (a fine-tune of a model of unknown precision) is unknown as a whole
             "base_precision": info.precision if not info.oldest_unknown else UNKNOWN,
             "base_pretraining": info.pretraining,
@@ -284,15 +265,6 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
     return record
 
 
-def _base_name(peft_model: Any, base: Any) -> str | None:
-    for adapter_config in (getattr(peft_model, "peft_config", None) or {}).values():
-        name = getattr(adapter_config, "base_model_name_or_path", None)
-        if name:
-            return str(name)
-    name = getattr(getattr(base, "config", None), "name_or_path", None)
-    return str(name) if name else None
-
-
 def finish_adapter_run(
     peft_model: Any, status: str, steps: int | None = None, bind: Callable[[str], dict | None] | None = None
 ) -> AdapterRun | None:
@@ -308,10 +280,6 @@ def finish_adapter_run(
         record = dataclasses.replace(record, binding=bind(record.run_record().compute))
     setattr(peft_model, RUN_ATTRIBUTE, record)
     return record
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Storing and reading the record (the safetensors metadata of the adapter weights)
 
 
 def _read_header(path: str) -> tuple[dict, int]:
@@ -368,8 +336,8 @@ def write_adapter_record(weights_path: str | os.PathLike, record: AdapterRun) ->
 
 def read_adapter_record(path: str | os.PathLike) -> AdapterRun | None:
     """
-    The [`AdapterRun`] of an adapter: `path` is its directory or its `adapter_model.safetensors`. `None` when the
-    adapter has no record (saved by PEFT alone, or as `.bin`); a malformed record logs one warning and reads as none.
+    The [`AdapterRun`] of an adapter (its directory or its `adapter_model.safetensors`); `None` without one, and with
+    one warning for a malformed one.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -386,16 +354,16 @@ def read_adapter_record(path: str | os.PathLike) -> AdapterRun | None:
 
 def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     """
-    The [`Trainer`]'s call after it saved a `PeftModel` into `output_dir` (every checkpoint and `save_model`): writes
-    the run's record into each saved adapter's `adapter_model.safetensors` (the `"default"` adapter in `output_dir`,
-    others in `output_dir/<name>`, as PEFT saves them) and returns the files written. Does nothing for a model that is
-    not a stamped `PeftModel`, or one saved without safetensors.
+    The [`Trainer`]'s call after it saved a stamped `PeftModel` into `output_dir`: writes the run's record into each
+    saved adapter's `adapter_model.safetensors` (`"default"` in `output_dir`, others in `output_dir/<name>`). Returns
+    the files.
     """
+    from ..trainer_utils import _is_peft_model
     from .stamp import _extract_from_parallel
 
     model = _extract_from_parallel(model)
     record = getattr(model, RUN_ATTRIBUTE, None)
-    if record is None or not is_peft_model(model):
+    if record is None or not _is_peft_model(model):
         return []
     written = []
     for name in getattr(model, "peft_config", None) or {}:
@@ -407,10 +375,6 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     if written:
         logger.info(f"Wrote the adapter's training record ({record.describe()}) into {', '.join(written)}.")
     return written
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# A merged model (`merge_and_unload()`)
 
 
 def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun | None:
@@ -437,6 +401,8 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
         )
         return None
     configs = _all_configs(getattr(model, "config", None))
+    if not configs:
+        return None
     persisted = vars(model).get(REGISTRY_ATTRIBUTE)  # the registry row found at load time is the top-level model's
     run = record.run_record()
     for i, config in enumerate(configs):
@@ -451,14 +417,9 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
         else:
             vars(config).pop(RUN_FIELD, None)
         vars(config).pop(REFERENCE_FIELD, None)  # the merged weights are not the ones the publisher ran
-    if configs:
-        top = adapter_precision_info(resolve_trained_precision(configs[0]), record)
-        logger.info(f"Recorded the lineage {' then '.join(top.lineage)} on the merged model ({record.describe()}).")
-    return record if configs else None
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The answer for base + adapter
+    top = adapter_precision_info(resolve_trained_precision(configs[0]), record)
+    logger.info(f"Recorded the lineage {' then '.join(top.lineage)} on the merged model ({record.describe()}).")
+    return record
 
 
 def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: AdapterRun | None) -> TrainedPrecisionInfo:
@@ -566,10 +527,7 @@ def check_adapter_precision(
 
 
 def _adapter_runtimes(model: Any, dtype: Any) -> list[str]:
-    """
-    The precisions that carry base + adapter's activations: `dtype` (by default the model's), then a quantized base's
-    compute dtype; unknown ones (float8, int8) left out.
-    """
+    """The known precisions of base + adapter's activations: `dtype` (or the model's), a quantized compute dtype."""
     runtimes = [getattr(model, "dtype", None) if dtype is None else dtype]
     quantization = _quantization_of(model) if getattr(model, "is_quantized", False) else None
     if quantization and quantization.get("compute_dtype"):

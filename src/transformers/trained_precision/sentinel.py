@@ -14,37 +14,28 @@
 """
 A check inside every model's `forward` that raises (or warns) when a forward computed in fp16 returns inf or NaN.
 
-The load and cast check predicts from what it can read ahead of time; the paths to fp16 are open (a second cast, a
-wrapper, autocast, a longer input, weights edited after the load), so the forward looks at what it produced. When it
-computed in fp16 and an output is not finite, `"error"` mode raises
-[`~trained_precision.check.TrainedPrecisionRiskError`] (naming the model, the evidence that had cleared fp16 for it, if
-any, and the fix); `"warn"` mode logs one warning per model (a head and its base model share one) whose trained
-precision is known; `"ignore"` does nothing. The mode is read at every forward that computes in fp16: the
+The load and cast check predicts; the paths to fp16 are open (a second cast, a wrapper, autocast, a longer input,
+edited weights), so the forward looks at what it produced. When it computed in fp16 and an output is not finite,
+`"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`] (naming the model, the evidence that had
+cleared fp16 for it and the fix); `"warn"` mode warns once per model (a head and its base model share one) whose
+trained precision is known; `"ignore"` does nothing. The mode is read at each such forward: the
 `trained_precision_check` the model was loaded with, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
 
-**Where it runs.** [`guard_forward`] wraps the `forward` of each `PreTrainedModel` subclass when the class is created
-(`functools.wraps`: `inspect.signature(model.forward)` is the model's own), so every way of running a forward passes it:
-`model(...)`, `model.forward(...)` (sentence-transformers), a base model or encoder alone, PEFT, accelerate's
-`prepare`, pipelines, `generate`, the Trainer and `torch.compile` (any backend, `fullgraph=True` too). A head and the
-base model it calls each check their own outputs. No state is kept across a call, so no exception (a
-`KeyboardInterrupt` included) can leave it off. Not checked: a `torch.export`ed or `torch.jit.trace`d program, and a
-module that is not a `PreTrainedModel` called on its own.
+[`guard_forward`] wraps the `forward` of each `PreTrainedModel` subclass at class creation (`functools.wraps`: the
+signature is the model's own), so every way of running a forward passes it: `model(...)`, `model.forward(...)`, a base
+model alone, PEFT, accelerate's `prepare`, pipelines, `generate`, the Trainer, `torch.compile` (`fullgraph=True` too).
+It keeps no state across a call, so no exception (a `KeyboardInterrupt` included) can leave it off. Not checked: a
+`torch.export`ed or `torch.jit.trace`d program, and a module that is not a `PreTrainedModel` called on its own.
 
-**When a forward computes in fp16.** fp16 autocast is on for the output's device (accelerate's fp16 mixed precision
-included), or the model has fp16 weights, read from the parameters once per cast ([`note_cast`]). With neither, the
-wrapper costs one call into torch and one dictionary read.
-
-**What is read.** Every floating output tensor that is not a loss (a loss can be NaN in any precision), nested tuples
-included: the minimum and maximum of each (`torch.aminmax`) added in fp32, non-finite exactly when an element is. When a
-floating input (`inputs_embeds`, `pixel_values`, ...) was already not finite, the message says so instead of blaming
-fp16. On the CPU the value is read at once. On another device reading it would synchronise the host, so each forward
-adds it to a device accumulator copied to pinned host memory (`non_blocking=True`) behind an event that a later forward
-queries without waiting: an overflow is reported by a later forward, as "a recent forward"; [`check_sentinel`] reads
-what is pending and waits. Without events, the accumulator is read once every [`SYNC_EVERY`] forwards.
-
-**Under `torch.compile`** the traced wrapper hands the output tensors to a check that `torch._dynamo` runs after the
-graph (`reorderable_logging_functions`: no graph break). `torch._dynamo` keeps such a call only in the compiled forward
-itself, so the compiled model's own outputs are checked, not those of sub-models traced inside its graph.
+A forward computes in fp16 when fp16 autocast is on for its device (accelerate's fp16 mixed precision too) or the model
+has fp16 weights (read once per cast, [`note_cast`]); otherwise the wrapper costs one call into torch and one dict
+read. It reads every floating output that is not a loss (a loss can be NaN in any precision): the `torch.aminmax`
+extremes of each, added in fp32, non-finite exactly when an element is; when a floating input was already not finite,
+the message blames the input. On the CPU the value is read at once. On another device each forward adds it to a device
+accumulator copied to pinned host memory behind an event that a later forward queries without waiting, so a later
+forward reports it ("a recent forward"); [`check_sentinel`] waits for what is pending. Without events, the accumulator
+is read once every [`SYNC_EVERY`] forwards. Under `torch.compile`, `torch._dynamo` runs the check after the graph
+(`reorderable_logging_functions`: no graph break) for the compiled model's own outputs, not those of sub-models inside.
 """
 
 from __future__ import annotations
@@ -98,14 +89,11 @@ _CASTS = [0]
 # device accumulator of its forwards, dropped when the config is collected (see `_watch`).
 _WATCHES: dict[str, _DeviceFlag] = {}
 
-# Floating inputs that are not data: a mask may hold -inf by design.
-_NOT_DATA = ("mask",)
-
 
 def guard_forward(cls) -> None:
     """
-    Wraps the `forward` that `cls` resolves (its own or a mixin's, such as upstream's `GenericForSequenceClassification`)
-    in the check, unless a class it inherits from already did. Called by `PreTrainedModel.__init_subclass__`.
+    Wraps the `forward` that `cls` resolves (its own or a mixin's, such as upstream's
+    `GenericForSequenceClassification`) in the check, once per class: called by `PreTrainedModel.__init_subclass__`.
     """
     import torch
 
@@ -138,7 +126,7 @@ def _any_autocast() -> bool:
 
 
 def note_cast() -> None:
-    """Called by every `PreTrainedModel._apply`: each model's record of fp16 weights is read again at its next forward."""
+    """Called by every `PreTrainedModel._apply`: each model's fp16-weights record is read again at its next forward."""
     _CASTS[0] += 1
 
 
@@ -193,11 +181,7 @@ def _fp16_reason(model, tensor) -> str | None:
 
 
 def _total(tensors):
-    """
-    One fp32 value, non-finite exactly when an element of `tensors` is: the sum of each tensor's minimum and maximum
-    (finite extremes cannot add up past fp32's range). `torch.aminmax` reads fp16 about five times faster on the CPU
-    than an fp32 sum does.
-    """
+    """One fp32 value, non-finite exactly when an element is: the sum of each tensor's extremes (`torch.aminmax`)."""
     import torch
 
     extremes = [value.float() for tensor in tensors for value in torch.aminmax(tensor.detach())]
@@ -253,7 +237,7 @@ def _is_known(model) -> bool:
 
 
 def _overflowed(key: str, tensors, why: str, config=None) -> tuple[bool, str] | None:
-    """`(late, why)` when `tensors` overflowed (at once on the CPU, else as the flag of `key` has landed), else `None`."""
+    """`(late, why)` when `tensors` overflowed (at once on the CPU, else once the device flag landed), else `None`."""
     if tensors[0].device.type == "cpu":
         return None if _finite(tensors) else (False, why)
     flag = _watch(key, config)
@@ -283,15 +267,12 @@ def _check(model, output, args, kwargs) -> None:
 
 
 def _non_finite_input(args, kwargs) -> str | None:
-    """The name of a floating input that already held inf/NaN (`None` when none did)."""
+    """The name of a floating input that already held inf/NaN (not a mask: it may hold -inf by design), else `None`."""
     import torch
 
     named = [*((f"positional argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]
-    for name, value in named:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not any(w in name for w in _NOT_DATA):
-            if not torch.isfinite(value).all():
-                return name
-    return None
+    data = [(n, v) for n, v in named if isinstance(v, torch.Tensor) and v.is_floating_point() and "mask" not in n]
+    return next((name for name, value in data if not torch.isfinite(value).all()), None)
 
 
 def _traced_facts(model, output) -> tuple | None:
@@ -325,10 +306,7 @@ def _check_compiled(key, per_call_mode, name, model_class, trained, cleared_by, 
 
 @functools.cache
 def _compiled_check():
-    """
-    [`_check_compiled`], registered once per process as a function `torch._dynamo` may reorder, so that a traced call
-    runs after the graph with the tensors among the graph's outputs (no graph break, also with `fullgraph=True`).
-    """
+    """[`_check_compiled`], registered once as a function `torch._dynamo` may run after the graph (no graph break)."""
     import torch
 
     check = torch.compiler.disable(_check_compiled, recursive=True)
@@ -339,10 +317,7 @@ def _compiled_check():
 
 
 class _DeviceFlag:
-    """
-    What is kept per model: whether warn mode has warned, and the device accumulator of its forwards, read without
-    waiting for the device (see the module docstring).
-    """
+    """Per model: whether warn mode has warned, and the device accumulator of its forwards, read without waiting."""
 
     def __init__(self):
         self.pending = self.host = self.event = self.device = self.why = None
@@ -395,14 +370,14 @@ class _DeviceFlag:
 
 def _report(model, mode: str, why: str, late: bool, bad_input: str | None = None) -> None:
     """Raises or warns for an eager forward of `model`, with what its config and the load recorded."""
-    name = _model_name(model)
-    info = resolve_trained_precision(model.config, name, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
-    per_call = vars(model).get(MODE_ATTRIBUTE) is not None
+    name, own, key = _model_name(model), vars(model), _key(model)
+    info = resolve_trained_precision(model.config, name, persisted_from=own.get(REGISTRY_ATTRIBUTE))
     described = info.describe() if info.is_known else None
-    overflow = _Overflow(name, type(model).__name__, why, info.precision, described, vars(model).get(_CLEARED_BY))
-    overflow = dataclasses.replace(overflow, late=late, per_call=per_call, bad_input=bad_input, source=info.source)
-    _watch(_key(model), model.config)  # a later config at the same address is another model
-    overflow.raise_or_warn(_key(model), mode)
+    overflow = _Overflow(name, type(model).__name__, why, info.precision, described, own.get(_CLEARED_BY), late)
+    per_call = own.get(MODE_ATTRIBUTE) is not None
+    overflow = dataclasses.replace(overflow, per_call=per_call, bad_input=bad_input, source=info.source)
+    _watch(key, model.config)  # a later config at the same address is another model
+    overflow.raise_or_warn(key, mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,10 +408,9 @@ class _Overflow:
 
     def message(self) -> str:
         """
-        The model and its class, that a forward computing in fp16 (`why`) returned inf/NaN (`late`: a recent one), what
-        it was trained in (`described`: how that is known), the evidence that had cleared fp16 (`cleared_by`), the fix,
-        how to find the module and to silence it (`per_call`: the mode was given to `from_pretrained`, which the
-        environment cannot override). With `bad_input`, the input that already held inf/NaN is blamed instead of fp16.
+        What overflowed (`late`: in a recent forward) and why, what the model was trained in, the evidence that had
+        cleared fp16, the fix, how to find the module and to silence it (`per_call`: the mode was given to
+        `from_pretrained`). With `bad_input`, the input that already held inf/NaN is blamed instead of fp16.
         """
         when = "a recent forward" if self.late else "this forward"
         silence = f'load it with `{KWARG}="ignore"`' if self.per_call else f"set {ENV_VAR}=ignore"
@@ -459,14 +433,15 @@ class _Overflow:
             )
         casts = " or ".join("`.float()`" if p == FP32 else "`.bfloat16()`" for p in self.safe)
         return (
-            f"{text} Load it with {dtype_options(self.safe)} instead (or cast it with {casts}), without fp16 autocast. "
-            f"To find the module that overflows, {FIND_THE_MODULE.format(name=self.name)}. To silence this, {silence}."
+            f"{text} Load it with {dtype_options(self.safe)} instead (or cast it with {casts}), without fp16 "
+            f"autocast. To find the module that overflows, {FIND_THE_MODULE.format(name=self.name)}. To silence "
+            f"this, {silence}."
         )
 
 
 @contextlib.contextmanager
 def sentinel_paused():
-    """Forwards inside this block are not checked: for tools that measure where fp16 overflows (the fp16 plan search)."""
+    """Forwards in this block are not checked: for tools that measure where fp16 overflows (the fp16 plan search)."""
     token = _PAUSED.set(True)
     try:
         yield
@@ -489,9 +464,8 @@ def _pretrained_modules(model) -> list:
 
 def check_sentinel(model) -> None:
     """
-    Reads what the forwards of `model` (or of the `PreTrainedModel`s inside a wrapper) have accumulated on a device and
-    reports an overflow as a forward would. Waits for the device: call it where a run ends (after a lone forward, at
-    the end of an evaluation). On the CPU nothing is ever pending.
+    Reports what the forwards of `model` (or of the `PreTrainedModel`s in a wrapper) accumulated on a device as a
+    forward would, waiting for the device: call it where a run ends. On the CPU nothing is ever pending.
     """
     for module in _pretrained_modules(model):
         key = _key(module)
@@ -504,10 +478,9 @@ def check_sentinel(model) -> None:
 
 def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool = True) -> None:
     """
-    After a load, a `from_config` or a cast of `model` (the outermost one) to `dtype` (`None`: a device move or a
-    training run, which keep what is recorded): records on it and its sub-models the evidence that cleared fp16
-    ([`cleared_by`]; `fp16_plans`: per sub-config key, the fp16 plan the path applied and verified), which the message
-    names if the model overflows anyway; a cast to another dtype forgets it. `attach` is unused, kept for the call sites.
+    After a load or a cast of `model` to `dtype` (`None`: a device move, which keeps the record), records on it and its
+    sub-models the evidence that cleared fp16 (`fp16_plans`: the plans the path applied, per sub-config key), which the
+    message names; another dtype forgets it. `attach` is unused, kept for the call sites.
     """
     import torch
 

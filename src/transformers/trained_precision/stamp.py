@@ -14,24 +14,20 @@
 """
 The training stamp: which precision a training run computes in, written into `model.config.trained_precision`.
 
-[`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint and the final save
-carry it; custom training loops call it with their `Accelerator` (or a dtype). The stamp says what the run computes in,
-not that it worked: `config.trained_precision_run` records the run: its `status` (`"started"` from the stamp on, what an
-interrupted run and its checkpoints keep; then, from [`finish_trained_precision_run`], `"finished"` when every training
-loss ([`note_training_loss`]) and trainable weight stayed finite, else `"diverged"`), its `compute` (`"amp"`: autocast
-over wider weights, `"pure"`: weights in the run's precision, see [`resolve_run_compute`]), the optimizer steps that
-updated the weights ([`note_optimizer_step`]) and whether a stored fp16 plan was in use. Only a finished run of at least
-[`~trained_precision.run_record.MIN_RUN_STEPS`] steps is evidence, and only for runs of its kind
-([`~trained_precision.run_record.RunRecord.proves`]). A stamp is a new run: it drops the publisher's reference runtime
-(`trained_precision_reference`), which holds only for the publisher's unchanged weights.
+[`Trainer.train`] calls [`stamp_trained_precision`] once, before its loop, so that every checkpoint carries it; custom
+loops call it with their `Accelerator` (or a dtype). `config.trained_precision_run` records the run: `status`
+(`"started"`, then from [`finish_trained_precision_run`] `"finished"` when every loss ([`note_training_loss`]) and
+trainable weight stayed finite, else `"diverged"`), `compute` (`"amp"`: autocast over wider weights, `"pure"`: weights
+in the run's precision), the optimizer steps that updated the weights ([`note_optimizer_step`]) and whether a stored
+fp16 plan was in use. Only a finished run of [`~trained_precision.run_record.MIN_RUN_STEPS`] steps is evidence, for
+runs of its kind ([`~trained_precision.run_record.RunRecord.proves`]). A stamp drops the publisher's reference runtime.
 
-[`resolve_run_precision`] decides the precision. With an `Accelerator` whose model is prepared, it is the [`Trainer`]'s
-own answer, [`~trainer_utils.get_training_precision`] (the model card's training regime too). Otherwise, in this order:
-the precision policy the model carries (pure bf16, `bf16_full_train`); a DeepSpeed config that enables `bf16` or `fp16`,
-read as DeepSpeed reads `"enabled"` (DeepSpeed casts the model itself); an FSDP mixed-precision policy's `param_dtype`;
-accelerate's resolved mixed precision (`"fp8"` counts as `"bf16"`: fp8 runs keep bf16 activations), or, over
-half-precision weights, the narrower range of the two (bf16 autocast over fp16 weights is `"fp16"`: the norms and the
-residual stream run in the weights' fp16); the dtype of the trainable parameters; `"fp32"`.
+[`resolve_run_precision`] decides the precision: with an `Accelerator` whose model is prepared, the [`Trainer`]'s own
+[`~trainer_utils.get_training_precision`]; otherwise, in this order, the precision policy the model carries (pure
+bf16), a DeepSpeed config that enables `bf16` or `fp16` (read as DeepSpeed reads `"enabled"`), an FSDP policy's
+`param_dtype`, accelerate's mixed precision (`"fp8"` counts as `"bf16"`) or, over half-precision weights, the narrower
+range of the two (bf16 autocast over fp16 weights is `"fp16"`: the residual stream runs in fp16), the trainable
+parameters' dtype, `"fp32"`.
 """
 
 from __future__ import annotations
@@ -85,25 +81,21 @@ _BY_RANGE = (FP16, BF16, FP32)
 _TRUE_STRINGS = ("1", "on", "t", "true", "y", "yes")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Which precision this run computes in
-
-
 def resolve_run_precision(
     model: Any = None, *, args: Any = None, accelerator: Any = None, deepspeed_config: Any = None
-):
+) -> str:
     """
-    Decides which precision a training run computes in: `"fp32"`, `"bf16"` or `"fp16"` (see the module docstring), from
-    the `model` being trained (wrapped or not: without mixed precision, its trainable parameters' dtype), the run's
-    `args` ([`TrainingArguments`]: `mixed_precision` or `bf16`/`fp16`, and the DeepSpeed config), its `accelerator`
-    (whose resolved state wins over `args`; fp16 on the CPU counts as no mixed precision, since accelerate applies no
-    autocast there) and a `deepspeed_config` (a dict, the path of a JSON file or an `HfDeepSpeedConfig`) that overrides
-    the one on `accelerator` or `args`.
+    Decides which precision a training run computes in (`"fp32"`, `"bf16"` or `"fp16"`, see the module docstring) from
+    the `model` (wrapped or not), its `args` ([`TrainingArguments`]), its `accelerator` (whose state wins over `args`;
+    fp16 on the CPU counts as no mixed precision: accelerate applies no autocast there) and a `deepspeed_config` (a
+    dict, the path of a JSON file or an `HfDeepSpeedConfig`) that overrides the one on `accelerator` or `args`.
     """
     return _resolve_run(model, args, accelerator, deepspeed_config)[0]
 
 
-def resolve_run_compute(model: Any = None, *, args: Any = None, accelerator: Any = None, deepspeed_config: Any = None):
+def resolve_run_compute(
+    model: Any = None, *, args: Any = None, accelerator: Any = None, deepspeed_config: Any = None
+) -> str:
     """
     How a run computes in its precision ([`resolve_run_precision`], same arguments): `"amp"` when autocast runs the
     matmuls in it over wider weights (the residual stream, norms and embeddings stay in the weights' dtype), `"pure"`
@@ -117,7 +109,10 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
     policy = getattr(unwrap_model_for_config(model), PRECISION_POLICY_ATTR, None) if model is not None else None
     if policy is not None:
         return normalize_precision(policy.name), RUN_PURE
-    if deepspeed_config is None and _is_prepared(accelerator):
+    # a real `Accelerator` whose run is decided (a DeepSpeed one only once `prepare` cast the model)
+    deepspeed = _distributed_type(accelerator) == "DEEPSPEED"
+    decided = not deepspeed or getattr(accelerator, "deepspeed_engine_wrapped", None) is not None
+    if deepspeed_config is None and hasattr(accelerator, "native_amp") and decided:
         from ..trainer_utils import get_training_precision
 
         precision = get_training_precision(unwrap_model_for_config(model), accelerator)[0]
@@ -134,19 +129,16 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
     if mixed_precision == FP16 and _device_type(accelerator) == "cpu":
         # accelerate silently skips fp16 autocast on the CPU: nothing runs in fp16 unless the weights are fp16
         mixed_precision = None
-        logger.warning_once(_fp16_on_cpu_message(weights or FP32))
+        logger.warning_once(
+            "fp16 mixed precision was asked for (`fp16=True` or `mixed_precision='fp16'`), but accelerate runs no fp16 "
+            f"autocast on the CPU: this run computes in {weights or FP32}, the dtype of the model's weights, and is "
+            f"stamped `trained_precision={weights or FP32!r}`. Run on a GPU for fp16 mixed precision; on the CPU, "
+            "`bf16=True` has an autocast."
+        )
     if mixed_precision is not None:  # autocast only covers the matmuls: the weights carry the residual stream
         precision = narrowest_range(mixed_precision, weights)
         return precision, RUN_PURE if weights == precision else RUN_AMP
     return weights or FP32, RUN_PURE
-
-
-def _is_prepared(accelerator: Any) -> bool:
-    """Whether `accelerator` is a real `Accelerator` whose run is decided (a DeepSpeed one only after `prepare`)."""
-    if accelerator is None or not hasattr(accelerator, "native_amp"):
-        return False
-    deepspeed = _distributed_type(accelerator) == "DEEPSPEED"
-    return not deepspeed or getattr(accelerator, "deepspeed_engine_wrapped", None) is not None
 
 
 def narrowest_range(*precisions: str | None) -> str:
@@ -172,20 +164,9 @@ def _mixed_precision(args: Any = None, accelerator: Any = None) -> str | None:
     if args is not None:
         if hasattr(args, "mixed_precision"):
             return _read_mixed_precision(args.mixed_precision)
-        if getattr(args, "fp16", False):
-            return FP16
-        if getattr(args, "bf16", False):
-            return BF16
+        if getattr(args, "fp16", False) or getattr(args, "bf16", False):
+            return FP16 if getattr(args, "fp16", False) else BF16
     return _read_mixed_precision(os.environ.get("ACCELERATE_MIXED_PRECISION"))
-
-
-def _fp16_on_cpu_message(precision: str) -> str:
-    return (
-        f"fp16 mixed precision was asked for (`fp16=True` or `mixed_precision='fp16'`), but accelerate runs no fp16 "
-        f"autocast on the CPU: this run computes in {precision}, the dtype of the model's weights, and is stamped "
-        f"`trained_precision={precision!r}`. Run on a GPU for fp16 mixed precision; on the CPU, `bf16=True` has an "
-        "autocast."
-    )
 
 
 def _device_type(accelerator: Any) -> str | None:
@@ -269,10 +250,6 @@ def _parameter_precision(model: Any) -> str | None:
     return narrowest_range(*(dtype_to_precision(dtype) for dtype in dtypes)) if dtypes else None
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The stamp
-
-
 def _extract_from_parallel(model: Any) -> Any:
     """`model` without its DDP/DeepSpeed/FSDP/`torch.compile` wrappers (accelerate's `extract_model_from_parallel`)."""
     try:
@@ -296,10 +273,10 @@ def unwrap_model_for_config(model: Any) -> Any:
 
 def _peft_model_of(model: Any) -> Any:
     """The `PeftModel` inside DDP/DeepSpeed/FSDP/`torch.compile` wrappers, or `None` when `model` is not one."""
-    from .adapter import is_peft_model
+    from ..trainer_utils import _is_peft_model
 
     model = _extract_from_parallel(model)
-    return model if is_peft_model(model) else None
+    return model if _is_peft_model(model) else None
 
 
 def _all_configs(config: Any) -> list:
@@ -362,19 +339,12 @@ def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> 
 def stamp_trained_precision(model: Any, accelerator_or_dtype: Any = None, *, check: bool = True) -> str | None:
     """
     Records the precision a training run computes in as `model.config.trained_precision` (and on every sub-config), so
-    that every checkpoint saved from now on carries it; first warns if it is risky for the precision the model was
-    trained in ([`check_run_precision`], unless `check=False`). The [`Trainer`] calls it at the start of `train()`; call
-    it in a custom training loop, once, before the first save (see the guide).
-
-    Args:
-        model (`torch.nn.Module`):
-            The model, possibly wrapped by DDP, DeepSpeed, FSDP, `torch.compile` or PEFT; one without a
-            `PreTrainedConfig` is skipped (and `None` returned).
-        accelerator_or_dtype (`accelerate.Accelerator`, `torch.dtype` or `str`, *optional*):
-            An `Accelerator` (see [`resolve_run_precision`]) or the precision itself (`torch.bfloat16`, `"bf16"`,
-            `"bf16-mixed"`, ...). `None` reads `ACCELERATE_MIXED_PRECISION`, then the parameters.
-        check (`bool`, *optional*, defaults to `True`):
-            Whether to warn when the run's precision is risky for the model's trained precision.
+    that every checkpoint saved from now on carries it, and returns it; first warns if it is risky for the precision the
+    model was trained in ([`check_run_precision`], unless `check=False`). `model` may be wrapped (DDP, DeepSpeed, FSDP,
+    `torch.compile`, PEFT); one without a `PreTrainedConfig` is skipped (`None` returned). `accelerator_or_dtype` is an
+    `Accelerator` (see [`resolve_run_precision`]), the precision itself (`torch.bfloat16`, `"bf16"`, `"bf16-mixed"`, ...)
+    or `None` (`ACCELERATE_MIXED_PRECISION`, then the parameters). The [`Trainer`] calls it at the start of `train()`;
+    call it in a custom training loop, once, before the first save (see the guide).
     """
     inner = unwrap_model_for_config(model)
     configs = _all_configs(getattr(inner, "config", None))
@@ -422,34 +392,17 @@ def _fp16_on_cpu(accelerator: Any) -> bool:
 
 def _stamped_run(model: Any, accelerator_or_dtype: Any) -> tuple[str, str]:
     """The precision [`stamp_trained_precision`] stamps and how the run computes in it (`"unknown"` raises)."""
-    if not _is_given(accelerator_or_dtype):
-        return _resolve_run(model, None, accelerator_or_dtype, None)
-    if accelerator_or_dtype is None:
-        precision, compute = _resolve_run(model, None, None, None)
-    else:
+    given = _is_given(accelerator_or_dtype)
+    if accelerator_or_dtype is None or not given:
+        precision, compute = _resolve_run(model, None, accelerator_or_dtype, None)
+    else:  # Lightning's "bf16-mixed" and Composer's "amp_bf16" are autocast, "bf16-true" is pure; else the weights say
         precision = normalize_precision(accelerator_or_dtype)
-        compute = _given_compute(accelerator_or_dtype, precision, model)
-    if precision == UNKNOWN:
+        name = str(accelerator_or_dtype).strip().lower() if isinstance(accelerator_or_dtype, str) else ""
+        compute = RUN_AMP if "mixed" in name or name.startswith("amp") else RUN_PURE if name.endswith("true") else None
+        compute = compute or (RUN_PURE if _parameter_precision(model) in (None, precision) else RUN_AMP)
+    if given and precision == UNKNOWN:
         raise ValueError("Cannot stamp 'unknown' as a trained precision: pass 'fp32', 'bf16' or 'fp16'.")
     return precision, compute
-
-
-def _given_compute(value: Any, precision: str, model: Any) -> str:
-    """
-    How a run whose precision was given computes: Lightning's `"bf16-mixed"` and Composer's `"amp_bf16"` are autocast,
-    `"bf16-true"` is pure; otherwise pure when the trainable weights are in `precision` (or there are none), else amp.
-    """
-    if isinstance(value, str):
-        name = value.strip().lower()
-        if "mixed" in name or name.startswith("amp"):
-            return RUN_AMP
-        if name.endswith("true"):
-            return RUN_PURE
-    return RUN_PURE if _parameter_precision(model) in (None, precision) else RUN_AMP
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# How the run ends
 
 
 @dataclasses.dataclass(slots=True)
@@ -489,27 +442,21 @@ class _RunState:
 
 # the inputs whose second dimension is a sequence length the model sees
 _LENGTH_INPUTS = ("input_ids", "inputs_embeds", "decoder_input_ids", "decoder_inputs_embeds", "labels")
-# the model whose config the run stamped (unwrapped) -> the state of that run
+# the stamped (unwrapped) model -> its run; a wrapper the per-step calls get (PEFT, DDP) -> the model inside, unwrapped
+# once: the Trainer passes the same `self.model` at every step, and unwrapping costs more than a small model's step
 _RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# a wrapper the per-step calls were given (PEFT, DDP, `torch.compile`) -> a weak reference to the model inside it,
-# unwrapped once: the Trainer passes the same `self.model` at every step, and unwrapping (accelerate's
-# `extract_model_from_parallel` reads package metadata) costs more than a small model's step
 _UNWRAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _run_state(model: Any) -> _RunState:
     """The state of the run on `model` (wrapped or not), created when none was stamped; O(1) after the first call."""
     state = _RUNS.get(model)
-    if state is not None:
-        return state
-    inner_ref = _UNWRAPPED.get(model)
-    inner = inner_ref() if inner_ref is not None else None
-    if inner is None:
-        inner = unwrap_model_for_config(model)
-        _UNWRAPPED[model] = weakref.ref(inner)
-    state = _RUNS.get(inner)
     if state is None:
-        state = _RUNS[inner] = _RunState()
+        inner = (ref := _UNWRAPPED.get(model)) and ref()
+        if inner is None:
+            inner = unwrap_model_for_config(model)
+            _UNWRAPPED[model] = weakref.ref(inner)
+        state = _RUNS.get(inner) or _RUNS.setdefault(inner, _RunState())
     return state
 
 
@@ -538,10 +485,10 @@ def note_optimizer_step(model: Any, skipped: Any = False) -> None:
     every `optimizer.step()`.
     """
     if not isinstance(skipped, bool):
-        for attribute in ("optimizer_step_was_skipped", "step_was_skipped"):
-            if hasattr(skipped, attribute):
-                skipped = getattr(skipped, attribute)
-                break
+        known = [
+            getattr(skipped, a) for a in ("optimizer_step_was_skipped", "step_was_skipped") if hasattr(skipped, a)
+        ]
+        skipped = known[0] if known else skipped
     state = _run_state(model)
     if skipped:
         state.skipped_steps += 1
@@ -552,8 +499,9 @@ def note_optimizer_step(model: Any, skipped: Any = False) -> None:
 def finish_trained_precision_run(model: Any) -> str | None:
     """
     Records how the run stamped on `model` ended in `config.trained_precision_run` (and on every sub-config): status
-    `"finished"` when every noted loss and every trainable weight is finite, else `"diverged"` (with a warning), and the
-    optimizer steps. The [`Trainer`] calls it when its loop ends. Returns the status, `None` when nothing was stamped.
+    `"finished"` when every noted loss and every trainable weight is finite, else `"diverged"` (with a warning), and
+    the optimizer steps. The [`Trainer`] calls it when its loop ends. Returns the status, `None` when nothing was
+    stamped.
     """
     import torch
 
@@ -603,12 +551,13 @@ def _log_finished_run(record: RunRecord, config: Any, model_class: str) -> None:
         )
         return
     why_not = record.why_not_evidence(precision, record.compute or RUN_PURE)
-    if why_not is not None:
-        counts = f"not evidence for {precision}: {why_not}"
+    amp = (
+        f" in {precision} mixed-precision training (not for {precision} weights)" if record.compute == RUN_AMP else ""
+    )
+    if why_not is None:
+        counts = f"evidence that {precision} works for this model{amp}"
     else:
-        counts = f"evidence that {precision} works for this model"
-        if record.compute == RUN_AMP:
-            counts += f" in {precision} mixed-precision training (not for {precision} weights)"
+        counts = f"not evidence for {precision}: {why_not}"
     logger.info(
         f"The {precision} run of '{name}' finished with finite losses after {record.optimizer_steps} optimizer "
         f"step(s): `{RUN_FIELD}` records it, {counts}."
