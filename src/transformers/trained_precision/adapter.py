@@ -77,8 +77,7 @@ RUN_ATTRIBUTE = "_trained_precision_adapter_run"
 #: The largest safetensors header read (an adapter's is a few kB; 100 MB is the limit the checkpoint reports use).
 MAX_HEADER_BYTES = 100_000_000
 
-# (adapter, runtime) already warned about; `_INFORMED` the same for evidence said at info level, kept apart so that an
-# "informed, not risky" message never silences a later warning.
+# (adapter, runtime) warned about, and apart (so that it never silences a warning) said at info level to be cleared
 _WARNED: set[tuple[str, str]] = set()
 _INFORMED: set[tuple[str, str]] = set()
 
@@ -359,9 +358,13 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     the files.
     """
     from ..trainer_utils import _is_peft_model
-    from .stamp import _extract_from_parallel
 
-    model = _extract_from_parallel(model)
+    try:
+        from accelerate.utils import extract_model_from_parallel
+
+        model = extract_model_from_parallel(model)
+    except ImportError:  # pragma: no cover - accelerate is a Trainer dependency
+        pass
     record = getattr(model, RUN_ATTRIBUTE, None)
     if record is None or not _is_peft_model(model):
         return []
@@ -388,7 +391,7 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
     the adapter in needs no call). Returns the record; `None`, with a warning, when the adapter has none.
     """
     from ..utils import cached_file
-    from .stamp import _all_configs
+    from .configuration import sub_config_items
 
     path = os.fspath(adapter)
     if not path.endswith(".safetensors"):
@@ -400,9 +403,10 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
             "config of the merged model keeps what the base's says."
         )
         return None
-    configs = _all_configs(getattr(model, "config", None))
-    if not configs:
+    config = getattr(model, "config", None)
+    if config is None:
         return None
+    configs = list({id(c): c for c in (config, *(sub for _, sub in sub_config_items(config)))}.values())
     persisted = vars(model).get(REGISTRY_ATTRIBUTE)  # the registry row found at load time is the top-level model's
     run = record.run_record()
     for i, config in enumerate(configs):

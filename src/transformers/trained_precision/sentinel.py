@@ -175,9 +175,7 @@ def _fp16_reason(model, tensor) -> str | None:
     device = tensor.device.type
     if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.float16:
         return "under fp16 autocast"
-    if has_fp16_weights(model):
-        return "its weights are fp16"
-    return None
+    return "its weights are fp16" if has_fp16_weights(model) else None
 
 
 def _total(tensors):
@@ -192,11 +190,7 @@ def _finite(tensors) -> bool:
     """On the CPU, whose values are read at once: whether every element of `tensors` is finite (fewest torch calls)."""
     import torch
 
-    for tensor in tensors:
-        low, high = torch.aminmax(tensor.detach())
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return False
-    return True
+    return all(math.isfinite(value) for tensor in tensors for value in torch.aminmax(tensor.detach()))
 
 
 def _key(model) -> str:
