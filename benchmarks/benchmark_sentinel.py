@@ -212,7 +212,7 @@ def check_cost(model, output, compiled: bool) -> float:
     both), or the one a compiled forward calls after its graph (through `torch.compiler.disable`, as compiled code does).
     """
     if compiled:
-        facts, check = sentinel._traced_facts(model, output), sentinel._COMPILED_CHECK[0]
+        facts, check = sentinel._traced_facts(model, output), sentinel._compiled_check()
 
         def call():
             check(*facts)

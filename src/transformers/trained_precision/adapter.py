@@ -14,29 +14,17 @@
 """
 The trained precision of a PEFT adapter (LoRA, QLoRA, ...): the run that trained it and the base it was trained on.
 
-An adapter directory (`adapter_config.json` + `adapter_model.safetensors`) has no `config.json`, so it carries its
-precision in an [`AdapterRun`] record, stored as the `"trained_precision"` entry of the `__metadata__` of
-`adapter_model.safetensors`:
-
-- it travels with the weights it describes: a copy of the file, a Hub upload and every loader keep it, and PEFT's own
-  loading ignores safetensors metadata (no warning, nothing to break); a later `save_pretrained` of other weights
-  writes a new file without it, so a record never outlives the weights it was written for;
-- it says what the run computed in (`precision`, the autocast `mixed_precision`, the dtypes of the trainable adapter
-  and of the frozen base, for a quantized base what it was loaded as), how the run ended (`status`, as
-  `config.trained_precision_run` says it for a full model) and the base's lineage before the run (its id, trained and
-  pretraining precision, and where that was read).
-
-The [`Trainer`] writes it: [`~trained_precision.stamp.stamp_trained_precision`] starts the record of a `PeftModel` at the
-start of `train()` (before the base's config is stamped), [`finish_adapter_run`] closes it, and [`save_adapter_record`]
-adds it to every checkpoint and to `save_model`'s output.
-
-The answer for an adapter combines both: the base's lineage, then the adapter's run, weighed against the base's
-evidence and the adapter's finished run ([`adapter_precision_info`]). A finished run is evidence only for the weights
-it ran with: an fp16 mixed-precision run over bf16 base weights says nothing about fp16 weights.
+An adapter has no `config.json`, so an [`AdapterRun`] record is the `"trained_precision"` entry of the `__metadata__`
+of its `adapter_model.safetensors`: it travels with its weights (PEFT's loading ignores it) and a later save of other
+weights drops it. The [`Trainer`] writes it: [`~trained_precision.stamp.stamp_trained_precision`] starts it, before the
+base's config is stamped, [`finish_adapter_run`] closes it, [`save_adapter_record`] adds it to every save. The answer
+for an adapter ([`adapter_precision_info`]) is the base's lineage then the adapter's run, whose finished run is
+evidence only for the weights it ran with (fp16 autocast over bf16 base weights says nothing about fp16 weights).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -46,13 +34,24 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..utils import logging
-from .check import ERROR, IGNORE, MODE_ATTRIBUTE, WARN, TrainedPrecisionRiskError, resolve_check_mode
+from .check import (
+    ERROR,
+    IGNORE,
+    MODE_ATTRIBUTE,
+    REGISTRY_ATTRIBUTE,
+    WARN,
+    TrainedPrecisionRiskError,
+    resolve_check_mode,
+)
 from .evidence import weights_subject
 from .resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
 from .run_record import RunRecord
 from .vocabulary import (
     FIELD,
+    PRETRAINING_FIELD,
+    REFERENCE_FIELD,
     RUN_AMP,
+    RUN_FIELD,
     RUN_FINISHED,
     RUN_PURE,
     RUN_STATUSES,
@@ -75,30 +74,24 @@ METADATA_KEY = FIELD
 RECORD_VERSION = 1
 #: The attribute of a `PeftModel` that holds the record of its current run.
 RUN_ATTRIBUTE = "_trained_precision_adapter_run"
+#: The largest safetensors header read (an adapter's is a few kB; 100 MB is the limit the checkpoint reports use).
+MAX_HEADER_BYTES = 100_000_000
+
+# (adapter, runtime) warned about, and apart (so that it never silences a warning) said at info level to be cleared
+_WARNED: set[tuple[str, str]] = set()
+_INFORMED: set[tuple[str, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
 class AdapterRun:
     """
-    What trained an adapter, and on which base.
-
-    Args:
-        precision (`str`): the precision the run computed in, as the Trainer stamp decides it
-            ([`~trained_precision.stamp.resolve_run_precision`]).
-        status (`str`, *optional*): `"started"`, `"finished"` or `"diverged"`, as `config.trained_precision_run`.
-        mixed_precision (`str`, *optional*): the autocast precision of the run (`"bf16"`, `"fp16"`), `None` without one.
-        adapter_dtype (`str`, *optional*): the torch dtype of the trainable adapter weights (`"float32"`, ...).
-        base_dtype (`str`, *optional*): the torch dtype of the frozen base's floating weights during the run.
-        base_name_or_path (`str`, *optional*): the base's id or path (`base_model_name_or_path`).
-        base_precision (`str`): the base's trained precision before this run.
-        base_pretraining (`str`): the base's `pretraining_precision` before this run.
-        base_provenance (`str`): where the base's precision was read: `"config"`, `"registry: <row>"`, `"unknown"`.
-        base_quantization (`dict`, *optional*): for a quantized base (QLoRA): `method`, `bits`, `quant_type` and the
-            `compute_dtype` of its quantized matmuls.
-        steps (`int`, *optional*): optimizer steps the run took, when known.
-        binding (`dict`, *optional*): what a finished run that is evidence was made on
-            ([`~trained_precision.evidence.Binding`]: the digest of base + adapter weights it ended on, the longest
-            input, the backend), checked against the model the adapter is loaded into.
+    What trained an adapter, and on which base: the run's `precision` and `status` (as `config.trained_precision_run`
+    has them), its autocast `mixed_precision`, the torch dtypes of the trainable adapter and of the frozen base's
+    weights (`adapter_dtype`, `base_dtype`), the base's id and its lineage before the run (`base_precision`,
+    `base_pretraining`, and `base_provenance`: `"config"`, `"registry: <row>"` or `"unknown"`), a quantized base's
+    `method`, `bits`, `quant_type` and `compute_dtype` (`base_quantization`), the optimizer `steps`, and the `binding`
+    of a finished run that is evidence ([`~trained_precision.evidence.Binding`]: the digest of base + adapter weights
+    it ended on, the longest input, the backend), checked against the model the adapter is loaded into.
     """
 
     precision: str
@@ -121,18 +114,16 @@ class AdapterRun:
 
     @property
     def compute_precisions(self) -> tuple[str, ...]:
-        """The precisions the run's activations were computed in: the base's weights, the autocast, quantized matmuls."""
-        found = [dtype_to_precision(self.base_dtype) if self.base_dtype else UNKNOWN]
-        if self.mixed_precision:
-            found.append(self.mixed_precision)
+        """The precisions of the run's activations: the base's weights, the autocast, quantized matmuls."""
+        found = [dtype_to_precision(self.base_dtype) if self.base_dtype else UNKNOWN, self.mixed_precision]
         if self.base_quantization and self.base_quantization.get("compute_dtype"):
             found.append(dtype_to_precision(self.base_quantization["compute_dtype"]))
-        return tuple(dict.fromkeys(p for p in found if p != UNKNOWN))
+        return tuple(dict.fromkeys(p for p in found if p and p != UNKNOWN))
 
     def run_record(self) -> RunRecord | None:
         """
-        This run as the [`~trained_precision.run_record.RunRecord`] every other run is judged by: `"pure"` when the
-        base's weights were in the run's precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
+        This run as a [`~trained_precision.run_record.RunRecord`]: `"pure"` when the base's weights were in the run's
+        precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
         """
         if self.status is None:
             return None
@@ -141,11 +132,9 @@ class AdapterRun:
 
     def is_evidence_for(self, runtime: Any) -> bool:
         """
-        Whether this run is evidence that `runtime` works for base + adapter, by the rules of every finished run
-        ([`~trained_precision.run_record.RunRecord.proves`]): it finished with finite losses after enough optimizer steps,
-        in `runtime`, over base weights of `runtime`'s dtype. An autocast run over wider weights (fp16 mixed precision
-        over bf16 weights) kept the norms and the residual stream in the weights' dtype: it proves nothing about
-        `runtime` weights.
+        Whether this run is evidence that `runtime` works for base + adapter (by
+        [`~trained_precision.run_record.RunRecord.proves`]): an autocast run over wider weights kept the residual stream in
+        the weights' dtype, and proves nothing.
         """
         runtime = dtype_to_precision(runtime)
         run = self.run_record()
@@ -159,16 +148,9 @@ class AdapterRun:
             how.append(f"{self.mixed_precision} mixed precision over {weights}")
         elif self.base_dtype:
             how.append(weights)
-        if self.base_quantization:
-            q = self.base_quantization
-            details = ", ".join(
-                part
-                for part in (
-                    q.get("quant_type"),
-                    f"compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else None,
-                )
-                if part
-            )
+        if q := self.base_quantization:
+            details = [q.get("quant_type"), f"compute dtype {q['compute_dtype']}" if q.get("compute_dtype") else None]
+            details = ", ".join(part for part in details if part)
             how.append(f"a {q.get('bits')}-bit {q.get('method')} base" + (f" ({details})" if details else ""))
         if self.adapter_dtype:
             how.append(f"{self.adapter_dtype} adapter weights")
@@ -183,36 +165,30 @@ class AdapterRun:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AdapterRun:
-        """
-        Reads a record. Raises `ValueError` naming the problem for a record of another version, an unknown precision or
-        status, or a member of the wrong type.
-        """
+        """Reads a record; `ValueError` names what is wrong (another version, an unknown value, a wrong type)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"the record is a {type(data).__name__}, not an object")
         if data.get("version") != RECORD_VERSION:
             raise ValueError(f"the record's version is {data.get('version')!r}; this version reads {RECORD_VERSION}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        defaults = {"precision": None, "base_precision": UNKNOWN, "base_pretraining": UNKNOWN}
         try:
-            values["precision"] = normalize_precision(values.get("precision"))
-            for key in ("base_precision", "base_pretraining"):
-                values[key] = normalize_precision(values.get(key, UNKNOWN))
+            values.update({key: normalize_precision(values.get(key, default)) for key, default in defaults.items()})
             if values.get("mixed_precision") is not None:
                 values["mixed_precision"] = normalize_precision(values["mixed_precision"])
         except InvalidTrainedPrecisionError as e:
             raise ValueError(str(e)) from e
         if values.get("status") is not None and values["status"] not in RUN_STATUSES:
             raise ValueError(f"status {values['status']!r} is not one of {', '.join(RUN_STATUSES)}")
-        for key in ("adapter_dtype", "base_dtype", "base_name_or_path", "base_provenance"):
-            if values.get(key) is not None and not isinstance(values[key], str):
-                raise ValueError(f"{key} is {values[key]!r}, expected a string")
-        for key in ("base_quantization", "binding"):
-            if values.get(key) is not None and not isinstance(values[key], dict):
-                raise ValueError(f"{key} must be an object")
-        if values.get("steps") is not None and (
-            isinstance(values["steps"], bool) or not isinstance(values["steps"], int)
+        for keys, types, expected in (
+            (("adapter_dtype", "base_dtype", "base_name_or_path", "base_provenance"), str, "a string"),
+            (("base_quantization", "binding"), dict, "an object"),
+            (("steps",), int, "an integer"),
         ):
-            raise ValueError(f"steps is {values['steps']!r}, expected an integer")
+            for key in keys:
+                value = values.get(key)
+                if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+                    raise ValueError(f"{key} is {value!r}, expected {expected}")
         return cls(**values)
 
     @classmethod
@@ -224,27 +200,12 @@ class AdapterRun:
         return cls.from_dict(data)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Recording a run (the Trainer stamp)
-
-
-def is_peft_model(model: Any) -> bool:
-    """Whether `model` is a PEFT `PeftModel` (or `PeftMixedModel`), without importing peft when it is not installed."""
-    from ..trainer_utils import _is_peft_model
-
-    return _is_peft_model(model)
-
-
-def _dtype_name(dtype: Any) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def _dominant_dtype(params) -> str | None:
-    counts: dict[Any, int] = {}
+    counts = collections.Counter()
     for param in params:
         if param.is_floating_point():
-            counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
-    return _dtype_name(max(counts, key=counts.get)) if counts else None
+            counts[param.dtype] += param.numel()
+    return str(max(counts, key=counts.get)).replace("torch.", "") if counts else None
 
 
 def _quantization_of(base: Any) -> dict | None:
@@ -264,41 +225,27 @@ def _quantization_of(base: Any) -> dict | None:
         "method": str(method) if method is not None else None,
         "bits": bits,
         "quant_type": get("bnb_4bit_quant_type") if bits == 4 else None,
-        "compute_dtype": _dtype_name(compute) if compute is not None else None,
+        "compute_dtype": str(compute).replace("torch.", "") if compute is not None else None,
     }
 
 
 def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_precision: str | None = None) -> AdapterRun:
     """
-    Starts the record of the run that trains `peft_model`'s adapters, with the base's lineage as it is before the run
-    (call it before the base's config is stamped). A second run of the same model keeps the base lineage of the first:
-    the base's config then holds the first run's stamp, not the base's own training.
-
-    Args:
-        peft_model (`PeftModel`): the model being trained.
-        precision (`str`): the run's precision.
-        base (`PreTrainedModel`): its base model (`peft_model.get_base_model()`).
-        mixed_precision (`str`, *optional*): the run's autocast precision.
-
-    Returns:
-        [`AdapterRun`]: the record, also kept on `peft_model`.
+    Starts (and keeps on `peft_model`) the record of the run that trains its adapters in `precision`, with the lineage
+    of `base` before the base's config is stamped; a second run of the same model keeps the base lineage of the first.
     """
     previous = getattr(peft_model, RUN_ATTRIBUTE, None)
-    trainable = [p for p in peft_model.parameters() if p.requires_grad]
-    frozen = [p for p in base.parameters() if not p.requires_grad]
-    quantization = _quantization_of(base)
     if previous is not None:
-        base_fields = {
-            k: getattr(previous, k)
-            for k in ("base_name_or_path", "base_precision", "base_pretraining", "base_provenance")
-        }
+        keys = ("base_name_or_path", "base_precision", "base_pretraining", "base_provenance")
+        base_fields = {key: getattr(previous, key) for key in keys}
     else:
-        from .check import REGISTRY_ATTRIBUTE
-
         config = getattr(base, "config", None)
         info = resolve_trained_precision(config, persisted_from=vars(base).get(REGISTRY_ATTRIBUTE))
+        adapters = (getattr(peft_model, "peft_config", None) or {}).values()
+        names = [getattr(adapter, "base_model_name_or_path", None) for adapter in adapters]
+        name = next(filter(None, names), None) or getattr(config, "name_or_path", None)
         base_fields = {
-            "base_name_or_path": _base_name(peft_model, base),
+            "base_name_or_path": str(name) if name else None,
             # a base whose oldest stage is unknown (a fine-tune of a model of unknown precision) is unknown as a whole
             "base_precision": info.precision if not info.oldest_unknown else UNKNOWN,
             "base_pretraining": info.pretraining,
@@ -308,22 +255,13 @@ def start_adapter_run(peft_model: Any, precision: str, *, base: Any, mixed_preci
         precision=precision,
         status="started",
         mixed_precision=mixed_precision,
-        adapter_dtype=_dominant_dtype(trainable),
-        base_dtype=_dominant_dtype(frozen),
-        base_quantization=quantization,
+        adapter_dtype=_dominant_dtype(p for p in peft_model.parameters() if p.requires_grad),
+        base_dtype=_dominant_dtype(p for p in base.parameters() if not p.requires_grad),
+        base_quantization=_quantization_of(base),
         **base_fields,
     )
     setattr(peft_model, RUN_ATTRIBUTE, record)
     return record
-
-
-def _base_name(peft_model: Any, base: Any) -> str | None:
-    for adapter_config in (getattr(peft_model, "peft_config", None) or {}).values():
-        name = getattr(adapter_config, "base_model_name_or_path", None)
-        if name:
-            return str(name)
-    name = getattr(getattr(base, "config", None), "name_or_path", None)
-    return str(name) if name else None
 
 
 def finish_adapter_run(
@@ -341,14 +279,6 @@ def finish_adapter_run(
         record = dataclasses.replace(record, binding=bind(record.run_record().compute))
     setattr(peft_model, RUN_ATTRIBUTE, record)
     return record
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Storing and reading the record (the safetensors metadata of the adapter weights)
-
-
-#: The largest safetensors header read (an adapter's is a few kB; 100 MB is the limit the checkpoint reports use).
-MAX_HEADER_BYTES = 100_000_000
 
 
 def _read_header(path: str) -> tuple[dict, int]:
@@ -374,9 +304,8 @@ def _read_header(path: str) -> tuple[dict, int]:
 
 def write_adapter_record(weights_path: str | os.PathLike, record: AdapterRun) -> None:
     """
-    Writes `record` into the `__metadata__` of a safetensors file (`adapter_model.safetensors`), keeping its other
-    metadata and its tensors byte for byte. The file is replaced atomically: a new file is written beside it, flushed,
-    then renamed over it, so an interruption leaves the old file whole.
+    Writes `record` into the `__metadata__` of a safetensors file, keeping its other metadata and its tensors byte for
+    byte, atomically (a new file beside it, flushed, renamed over it: an interruption leaves the old file whole).
     """
     path = os.fspath(weights_path)
     header, data_start = _read_header(path)
@@ -404,42 +333,32 @@ def write_adapter_record(weights_path: str | os.PathLike, record: AdapterRun) ->
         raise
 
 
-def record_from_metadata(metadata: Mapping[str, Any] | None, where: str = "the adapter") -> AdapterRun | None:
-    """The record in a safetensors `__metadata__` map; `None` without one, and one warning for a malformed one."""
-    text = (metadata or {}).get(METADATA_KEY)
-    if text is None:
-        return None
-    try:
-        return AdapterRun.from_json(text)
-    except ValueError as e:
-        logger.warning_once(f"The `{METADATA_KEY}` record of {where} is malformed ({e}): it is ignored.")
-        return None
-
-
 def read_adapter_record(path: str | os.PathLike) -> AdapterRun | None:
     """
-    The [`AdapterRun`] of an adapter: `path` is its directory or its `adapter_model.safetensors`. `None` when the
-    adapter has no record (saved by PEFT alone, or as `.bin`); a malformed record logs one warning and reads as none.
+    The [`AdapterRun`] of an adapter (its directory or its `adapter_model.safetensors`); `None` without one, and with
+    one warning for a malformed one.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, ADAPTER_SAFE_WEIGHTS_NAME)
     if not os.path.isfile(path):
         return None
-    header, _ = _read_header(path)
-    return record_from_metadata(header.get("__metadata__"), where=path)
+    text = (_read_header(path)[0].get("__metadata__") or {}).get(METADATA_KEY)
+    try:
+        return AdapterRun.from_json(text) if text is not None else None
+    except ValueError as e:
+        logger.warning_once(f"The `{METADATA_KEY}` record of {path} is malformed ({e}): it is ignored.")
+        return None
 
 
 def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     """
-    The [`Trainer`]'s call after it saved a `PeftModel` into `output_dir` (every checkpoint and `save_model`): writes
-    the record of the run into each saved adapter's `adapter_model.safetensors` (the `"default"` adapter in
-    `output_dir`, others in `output_dir/<name>`, as PEFT saves them). Does nothing for a model that is not a
-    `PeftModel`, was not stamped, or was saved without safetensors.
-
-    Returns:
-        `list[str]`: the files written.
+    The [`Trainer`]'s call after it saved a stamped `PeftModel` into `output_dir`: writes the run's record into each
+    saved adapter's `adapter_model.safetensors` (`"default"` in `output_dir`, others in `output_dir/<name>`). Returns
+    the files.
     """
+    from ..trainer_utils import _is_peft_model
+
     try:
         from accelerate.utils import extract_model_from_parallel
 
@@ -447,7 +366,7 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     except ImportError:  # pragma: no cover - accelerate is a Trainer dependency
         pass
     record = getattr(model, RUN_ATTRIBUTE, None)
-    if record is None or not is_peft_model(model):
+    if record is None or not _is_peft_model(model):
         return []
     written = []
     for name in getattr(model, "peft_config", None) or {}:
@@ -461,44 +380,18 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     return written
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# A merged model (`merge_and_unload()`)
-
-
 def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun | None:
     """
-    Writes the lineage of base + adapter into the config of `model`, a base into which the adapter `adapter` was
-    merged (`merge_and_unload()`), so that its `save_pretrained` keeps both stages: `trained_precision` is the
-    adapter run's precision, `pretraining_precision` the oldest stage ([`adapter_precision_info`]: the base's own
-    config, else the lineage the record kept; `"unknown"` for a base of unknown precision), `trained_precision_run` the
-    adapter's run, and the base's reference runtime is dropped, as a training run's stamp drops it.
-
-    A merge in the process that trained the adapter needs no call: the [`Trainer`] stamped the base's config. PEFT's
-    loaders (`PeftModel.from_pretrained(base, ADAPTER)`, `AutoPeftModelForCausalLM.from_pretrained(ADAPTER)`) read the
-    weights without the safetensors metadata that holds the record and keep no reference to the adapter's directory,
-    so after them the merged config says only what the base's says until this is called.
-
-    Args:
-        model (`PreTrainedModel`): the merged model (what `merge_and_unload()` returned).
-        adapter (`str` or `os.PathLike`): the adapter that was merged: its directory, its `adapter_model.safetensors`,
-            or its Hub id (read from the cache or downloaded, as `from_pretrained` reads files).
-
-    Returns:
-        [`AdapterRun`] or `None`: the record written from; `None` (with a warning, the config unchanged) when the
-        adapter has no record.
-
-    Example:
-
-    ```python
-    merged = PeftModel.from_pretrained(base, "my-adapter").merge_and_unload()
-    stamp_merged_adapter(merged, "my-adapter")
-    merged.save_pretrained("my-merged-model")  # config.json: trained_precision, pretraining_precision, the run
-    ```
+    Writes the lineage of base + adapter into the config of `model`, a base into which `adapter` (its directory, its
+    `adapter_model.safetensors` or its Hub id) was merged, so that its `save_pretrained` keeps both stages:
+    `trained_precision` is the adapter run's precision, `pretraining_precision` the oldest stage
+    ([`adapter_precision_info`]), `trained_precision_run` the adapter's run, and the reference runtime is dropped.
+    PEFT's loaders do not read the record, so after `PeftModel.from_pretrained(base, ADAPTER).merge_and_unload()` the
+    merged config says only what the base's says until this is called (a merge in the process the [`Trainer`] trained
+    the adapter in needs no call). Returns the record; `None`, with a warning, when the adapter has none.
     """
     from ..utils import cached_file
-    from .check import REGISTRY_ATTRIBUTE
     from .configuration import sub_config_items
-    from .vocabulary import PRETRAINING_FIELD, REFERENCE_FIELD, RUN_FIELD
 
     path = os.fspath(adapter)
     if not path.endswith(".safetensors"):
@@ -513,12 +406,13 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
     config = getattr(model, "config", None)
     if config is None:
         return None
-    # the config and its sub-configs, each once, as the Trainer's stamp writes them
     configs = list({id(c): c for c in (config, *(sub for _, sub in sub_config_items(config)))}.values())
-    persisted = vars(model).get(REGISTRY_ATTRIBUTE)
+    persisted = vars(model).get(REGISTRY_ATTRIBUTE)  # the registry row found at load time is the top-level model's
     run = record.run_record()
-    for config in configs:
-        info = adapter_precision_info(resolve_trained_precision(config, persisted_from=persisted), record)
+    for i, config in enumerate(configs):
+        info = adapter_precision_info(
+            resolve_trained_precision(config, persisted_from=persisted if i == 0 else None), record
+        )
         config.trained_precision = record.precision
         if info.pretraining != record.precision:
             setattr(config, PRETRAINING_FIELD, info.pretraining)
@@ -527,27 +421,17 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
         else:
             vars(config).pop(RUN_FIELD, None)
         vars(config).pop(REFERENCE_FIELD, None)  # the merged weights are not the ones the publisher ran
-        persisted = None  # the registry row found at load time is the top-level model's
     top = adapter_precision_info(resolve_trained_precision(configs[0]), record)
     logger.info(f"Recorded the lineage {' then '.join(top.lineage)} on the merged model ({record.describe()}).")
     return record
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The answer for base + adapter
-
-
 def adapter_precision_info(base_info: TrainedPrecisionInfo | None, record: AdapterRun | None) -> TrainedPrecisionInfo:
     """
     The [`TrainedPrecisionInfo`] of base + adapter, which every verdict about an adapter uses: the base's lineage (as
-    resolved now, else as the record saw it at training time), then the adapter's run. The base's own evidence (its
-    publisher's reference runtime, its fp16 plan) carries over, since a low-rank adapter leaves the base's weights as
-    they are; the adapter's run is evidence only for the runtime it ran in over base weights of that dtype
-    ([`AdapterRun.is_evidence_for`]).
-
-    Args:
-        base_info ([`TrainedPrecisionInfo`], *optional*): the base, as the resolver answers for it.
-        record ([`AdapterRun`], *optional*): the adapter's record.
+    resolved now, else as the adapter's `record` kept it), then the adapter's run. The base's own evidence carries over
+    (a low-rank adapter leaves the base's weights as they are); the adapter's run is evidence only for the runtime it
+    ran in over base weights of that dtype ([`AdapterRun.is_evidence_for`]).
     """
     if base_info is None or not base_info.is_known:
         if record is not None and record.base_lineage:
@@ -590,12 +474,6 @@ def _adapter_note(record: AdapterRun | None, runtime: str) -> str:
     return note
 
 
-# (adapter, runtime) already warned about; `_INFORMED` the same for evidence said at info level, kept apart so that an
-# "informed, not risky" message never silences a later warning.
-_WARNED: set[tuple[str, str]] = set()
-_INFORMED: set[tuple[str, str]] = set()
-
-
 def check_adapter_precision(
     model: Any,
     adapter: str | os.PathLike | None,
@@ -606,32 +484,17 @@ def check_adapter_precision(
     mode: str | None = None,
 ):
     """
-    Checks the runtime of base + adapter against both: warns, or raises
-    [`~trained_precision.check.TrainedPrecisionRiskError`] in `"error"` mode, when the runtime dtype is risky for the
-    base's lineage followed by the adapter's run. `model.load_adapter(...)` and `from_pretrained(ADAPTER_DIR, ...)`
-    call it once the adapter is loaded.
+    Warns (or raises [`~trained_precision.check.TrainedPrecisionRiskError`] in `"error"` mode) when the runtime `dtype`
+    (by default the model's) of base + adapter is risky for the base's lineage followed by the adapter's run, read from
+    `record` or else from `adapter_file` (its resolved `adapter_model.safetensors`); `adapter` is its id or directory,
+    for messages. `mode` is by default the mode the base was loaded with, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
+    `model.load_adapter(...)` and `from_pretrained(ADAPTER_DIR, ...)` call it once the adapter is loaded.
 
-    A risk the base alone already has was reported when the base was loaded or cast: it is said again only when the
-    adapter's record adds to it (a run in this runtime that is no evidence, e.g. fp16 mixed precision over bf16
-    weights). A risk the base alone does not show (a base whose own config says nothing, whose adapter's record knows
-    it was trained in bf16) warns here. Evidence from the adapter's run that overrides the base's risk is said at info
-    level.
-
-    Args:
-        model (`PreTrainedModel`): the base model the adapter was loaded into.
-        adapter (`str` or `os.PathLike`, *optional*): the adapter's id or directory, for messages.
-        record ([`AdapterRun`], *optional*): the adapter's record; read from `adapter_file` when not given.
-        adapter_file (`str` or `os.PathLike`, *optional*): the adapter's resolved `adapter_model.safetensors`.
-        dtype (`torch.dtype`, *optional*): the runtime dtype; by default the model's.
-        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; by default the mode the base was loaded with, else
-            the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
-
-    Returns:
-        The first [`~trained_precision.risk.Risk`] that remains (said now, said before or silenced, as
-        [`~trained_precision.check.check_trained_precision`] returns it), or `None`.
+    A risk the base alone has was reported at its load or cast: it is said again only when the adapter's record adds to
+    it (a run in this runtime that is no evidence). A risk only the adapter's record shows warns here; evidence from
+    the adapter's run that overrides the base's risk is said at info level. Returns the first
+    [`~trained_precision.risk.Risk`] that remains (said now, before or silenced), or `None`.
     """
-    from .check import REGISTRY_ATTRIBUTE
-
     if record is None and adapter_file is not None and str(adapter_file).endswith(".safetensors"):
         record = read_adapter_record(adapter_file)
     mode = resolve_check_mode(mode if mode is not None else vars(model).get(MODE_ATTRIBUTE))
@@ -645,56 +508,38 @@ def check_adapter_precision(
         assessment = info.assess(runtime, model_class=type(model))
         alone = base_info.assess(runtime, model_class=type(model)).risk
         key = (adapter_name, runtime)
+        where = f"Adapter '{adapter_name}' on '{base_name}'"
         if assessment.risk is None:
             if mode != IGNORE and assessment.overridden and alone is not None and key not in _INFORMED:
-                _say_adapter_evidence(assessment, runtime, key, base_name, record)
+                _INFORMED.add(key)
+                evidence = f"{assessment.evidence.describe()} ({_adapter_note(record, runtime)})"
+                logger.info(f"{where}: {runtime} is not risky for base + adapter: {evidence}.")
             continue
         found = found or assessment.risk
         adds = record is not None and record.precision == runtime
         # silenced; or the base's own check said it, and the adapter adds nothing; or said already
         if mode == IGNORE or (alone is not None and not adds) or (mode == WARN and key in _WARNED):
             continue
-        _say_adapter_risk(assessment, runtime, key, base_name, base_info, record, mode, info.source)
+        where = f"Adapter '{adapter_name}' is being loaded on '{base_name}' in {runtime}"
+        message = _adapter_risk_message(assessment, runtime, where, base_info, record, mode)
+        if mode == ERROR:
+            raise TrainedPrecisionRiskError(message, assessment.risk, adapter_name, info.source)
+        _WARNED.add(key)
+        logger.warning(message)
         return found
     return found
 
 
-def _say_adapter_evidence(assessment, runtime: str, key, base_name: str, record) -> None:
-    """Says once, at info level, that the adapter's run is evidence that overrides the base's risk in `runtime`."""
-    _INFORMED.add(key)
-    logger.info(
-        f"Adapter '{key[0]}' on '{base_name}': {runtime} is not risky for base + adapter: "
-        f"{assessment.evidence.describe()} ({_adapter_note(record, runtime)})."
-    )
-
-
-def _say_adapter_risk(assessment, runtime: str, key, base_name: str, base_info, record, mode: str, source) -> None:
-    """Warns about a risky base + adapter once per (adapter, runtime), or raises it in `"error"` mode."""
-    adapter_name, risk = key[0], assessment.risk
-    message = _adapter_risk_message(risk, runtime, adapter_name, base_name, base_info, record, mode)
-    if assessment.dropped:  # evidence that would have cleared it, and why it does not
-        message = f"{message} {assessment.dropped}"
-    if mode == ERROR:
-        raise TrainedPrecisionRiskError(message, risk, adapter_name, source)
-    _WARNED.add(key)
-    logger.warning(message)
-
-
 def _adapter_runtimes(model: Any, dtype: Any) -> list[str]:
-    """
-    The precisions that carry base + adapter's activations: `dtype` (by default the model's), then a quantized base's
-    compute dtype; unknown ones (float8, int8) left out.
-    """
-    if dtype is None:
-        dtype = getattr(model, "dtype", None)
-    runtimes = [dtype]
+    """The known precisions of base + adapter's activations: `dtype` (or the model's), a quantized compute dtype."""
+    runtimes = [getattr(model, "dtype", None) if dtype is None else dtype]
     quantization = _quantization_of(model) if getattr(model, "is_quantized", False) else None
     if quantization and quantization.get("compute_dtype"):
         runtimes.append(quantization["compute_dtype"])
     return [runtime for runtime in map(dtype_to_precision, runtimes) if runtime != UNKNOWN]
 
 
-def _adapter_risk_message(risk, runtime: str, adapter_name: str, base_name: str, base_info, record, mode: str) -> str:
+def _adapter_risk_message(assessment, runtime: str, where: str, base_info, record, mode: str) -> str:
     """The warning (or error) of a risky base + adapter in `runtime`: both trainings, the risk and the fix."""
     if base_info.is_known:
         base_text = f"{' then '.join(base_info.lineage)} ({base_info.describe()})"
@@ -702,20 +547,18 @@ def _adapter_risk_message(risk, runtime: str, adapter_name: str, base_name: str,
         base_text = f"{' then '.join(record.base_lineage)} (as the adapter's record kept it)"
     else:
         base_text = "an unknown precision"
-    return (
-        f"Adapter '{adapter_name}' is being loaded on '{base_name}' in {runtime}: the base was trained in "
-        f"{base_text} and "
-        f"{_adapter_note(record, runtime)}: {risk.reason}. Load the base with {dtype_options(risk.safe_dtypes)} "
-        f"instead, or set TRANSFORMERS_TRAINED_PRECISION_CHECK=ignore to silence this "
-        f"{'error' if mode == ERROR else 'warning'}."
+    risk = assessment.risk
+    message = (
+        f"{where}: the base was trained in {base_text} and {_adapter_note(record, runtime)}: {risk.reason}. Load the "
+        f"base with {dtype_options(risk.safe_dtypes)} instead, or set TRANSFORMERS_TRAINED_PRECISION_CHECK=ignore to "
+        f"silence this {'error' if mode == ERROR else 'warning'}."
     )
+    # evidence that would have cleared it, and why it does not
+    return f"{message} {assessment.dropped}" if assessment.dropped else message
 
 
 def check_loaded_adapter(model: Any, adapter: Any, checkpoint_files: Any) -> None:
-    """
-    The call site of `PeftAdapterMixin.load_adapter`: checks the adapter just loaded from `adapter` (its id or
-    directory) with its resolved files `checkpoint_files`, see [`check_adapter_precision`].
-    """
+    """The call site of `PeftAdapterMixin.load_adapter`: [`check_adapter_precision`] with the resolved files."""
     files = [os.fspath(f) for f in (checkpoint_files or []) if str(f).endswith(".safetensors")]
     check_adapter_precision(model, adapter, adapter_file=files[0] if files else None)
 

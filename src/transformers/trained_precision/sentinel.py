@@ -14,60 +14,35 @@
 """
 A check inside every model's `forward` that raises (or warns) when a forward computed in fp16 returns inf or NaN.
 
-The load and cast check predicts from what it can read ahead of time (the trained precision, a stored fp16 plan, a
-finished run, a publisher's runtime). The paths a model can take to fp16 are open (a second cast, a wrapper, autocast,
-a longer input, weights edited after the load), so the forward itself looks at what it produced: when it computed in
-fp16 and one of its outputs is not finite,
+The load and cast check predicts; the paths to fp16 are open (a second cast, a wrapper, autocast, a longer input,
+edited weights), so the forward looks at what it produced. When it computed in fp16 and an output is not finite,
+`"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`] (naming the model, the evidence that had
+cleared fp16 for it and the fix); `"warn"` mode warns once per model (a head and its base model share one) whose
+trained precision is known; `"ignore"` does nothing. The mode is read at each such forward: the
+`trained_precision_check` the model was loaded with, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
 
-- `"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`], naming the model, the evidence that
-  had cleared fp16 for it (if any) and the fix;
-- `"warn"` mode logs one warning per model (a head and its base model share one), for a model whose trained precision
-  is known; a model of unknown precision outside `"error"` mode is left as upstream runs it;
-- `"ignore"` does nothing.
+[`guard_forward`] wraps the `forward` of each `PreTrainedModel` subclass at class creation (`functools.wraps`: the
+signature is the model's own), so every way of running a forward passes it: `model(...)`, `model.forward(...)`, a base
+model alone, PEFT, accelerate's `prepare`, pipelines, `generate`, the Trainer, `torch.compile` (`fullgraph=True` too).
+It keeps no state across a call, so no exception (a `KeyboardInterrupt` included) can leave it off. Not checked: a
+`torch.export`ed or `torch.jit.trace`d program, and a module that is not a `PreTrainedModel` called on its own.
 
-The mode is read at every forward that computes in fp16: the `trained_precision_check` the model was loaded with,
-else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`. Nothing is attached to a model.
-
-**Where it runs.** [`guard_forward`] wraps the `forward` each `PreTrainedModel` subclass defines, when the class is
-created (`PreTrainedModel.__init_subclass__`), with `functools.wraps`, so `inspect.signature(model.forward)` is the
-model's own. So every way of running a forward passes it: `model(...)`, `model.forward(...)` (sentence-transformers
-calls it so), a base model or an encoder on its own, PEFT, accelerate's `prepare` (which wraps the instance's
-`forward` around the class's), pipelines, `generate`, the Trainer, and `torch.compile` (any backend, `fullgraph=True`
-too, and the decoding steps `generate` compiles). A head and the base model it calls each check their own outputs.
-The check keeps no state across a call, so no exception (a `KeyboardInterrupt` included) can leave it off.
-Not checked: a `torch.export`ed or `torch.jit.trace`d program (no Python runs around it), and a module that is not a
-`PreTrainedModel` called on its own (a single decoder layer).
-
-**When a forward computes in fp16.** fp16 autocast is on for the output's device, or the model has fp16 weights. The
-latter is read from the parameters once and kept until the next cast of any model (`PreTrainedModel._apply` calls
-[`note_cast`]). With neither, the wrapper costs one call into torch and one dictionary read: nothing else runs, and
-the mode is not read. accelerate's fp16 mixed precision runs the forward inside its autocast, so it counts as autocast.
-
-**What is read.** Every floating tensor of the output that is not a loss (a loss can be NaN in any precision when no
-label is left to learn from): all logits of a multi-head output, the tuple of `return_dict=False`, nested tuples such
-as `hidden_states`. The minimum and maximum of each (`torch.aminmax`: an inf shows in one, a NaN in both) are added in
-fp32: one value per forward, non-finite exactly when an element is. On the CPU it is read at once. When the
-output is not finite and a floating input (`inputs_embeds`, `pixel_values`, ...) already was, the message says so
-instead of blaming fp16.
-
-**On a GPU** (any device but the CPU) reading a device value would synchronise the host at every forward. The check
-never does: each forward adds its value to a device accumulator, which is copied to pinned host memory with
-`non_blocking=True` and followed by an event; a later forward asks the event whether the copy has landed
-(`Event.query()`, which does not wait) and reads it then. So an overflow is reported by a later forward (in `generate`,
-the next step; in a loop, the next batch), as "a recent forward"; [`check_sentinel`] reads what is pending and waits.
-On a device without events, the accumulator is read synchronously once every [`SYNC_EVERY`] forwards.
-
-**Under `torch.compile`** the traced wrapper hands the output tensors to a check that `torch._dynamo` runs after the
-graph (`reorderable_logging_functions`): no graph break, and the check reads the graph's outputs as eager code does.
-`torch._dynamo` keeps such a call only where it is made in the compiled forward itself (torch 2.13 drops the ones made
-inside a nested module's forward or a helper), so under `torch.compile` the compiled model's own outputs are checked,
-not those of the sub-models traced inside its graph.
+A forward computes in fp16 when fp16 autocast is on for its device (accelerate's fp16 mixed precision too) or the model
+has fp16 weights (read once per cast, [`note_cast`]); otherwise the wrapper costs one call into torch and one dict
+read. It reads every floating output that is not a loss (a loss can be NaN in any precision): the `torch.aminmax`
+extremes of each, added in fp32, non-finite exactly when an element is; when a floating input was already not finite,
+the message blames the input. On the CPU the value is read at once. On another device each forward adds it to a device
+accumulator copied to pinned host memory behind an event that a later forward queries without waiting, so a later
+forward reports it ("a recent forward"); [`check_sentinel`] waits for what is pending. Without events, the accumulator
+is read once every [`SYNC_EVERY`] forwards. Under `torch.compile`, `torch._dynamo` runs the check after the graph
+(`reorderable_logging_functions`: no graph break) for the compiled model's own outputs, not those of sub-models inside.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import math
 import weakref
@@ -110,39 +85,30 @@ _KNOWN = "_trained_precision_known"  # (the config's precision and name it was r
 # How many casts of a `PreTrainedModel` this process has made: a model's record of fp16 weights holds until it moves.
 _CASTS = [0]
 
-# Per model (a head and its base model share one key: their config), whether warn mode has warned, and the device
-# accumulator of its forwards.
-_WARNED: set[str] = set()
-_FLAGS: dict[str, _DeviceFlag] = {}
-
-# The check a traced forward calls, registered before any trace (see `_register_compiled_check`).
-_COMPILED_CHECK = []
-
-# Floating inputs that are not data: a mask may hold -inf by design.
-_NOT_DATA = ("mask",)
+# Per model (key: its config's id, which a head shares with its base model), whether warn mode has warned and the
+# device accumulator of its forwards, dropped when the config is collected (see `_watch`).
+_WATCHES: dict[str, _DeviceFlag] = {}
 
 
 def guard_forward(cls) -> None:
     """
-    Wraps the `forward` that `cls` resolves in the check, unless it is already wrapped (one a model class it inherits
-    from defined). Called by `PreTrainedModel.__init_subclass__` for every model class.
+    Wraps the `forward` that `cls` resolves (its own or a mixin's, such as upstream's
+    `GenericForSequenceClassification`) in the check, once per class: called by `PreTrainedModel.__init_subclass__`.
     """
-    # the forward `cls` resolves, its own or a mixin's (upstream's `GenericForSequenceClassification` and its siblings
-    # come before `PreTrainedModel` in the bases of about a hundred head classes, and are not model classes themselves)
     import torch
 
     forward = getattr(cls, "forward", None)
     if not callable(forward) or getattr(forward, _GUARDED, False) or forward is torch.nn.Module.forward:
         return
 
-    _register_compiled_check()
+    check = _compiled_check()
     is_compiling, any_autocast = torch.compiler.is_compiling, torch._C._is_any_autocast_enabled
 
     @functools.wraps(forward)
     def guarded_forward(self, *args, **kwargs):
         output = forward(self, *args, **kwargs)
         if is_compiling():  # the call is made here: `torch._dynamo` keeps it for the compiled model's own forward
-            facts, check = _traced_facts(self, output), _COMPILED_CHECK[0]
+            facts = _traced_facts(self, output)
             if facts is not None:
                 check(*facts)
         elif any_autocast() or _fp16_weights(self):  # else nothing computed in fp16: nothing else runs
@@ -160,7 +126,7 @@ def _any_autocast() -> bool:
 
 
 def note_cast() -> None:
-    """Called by every `PreTrainedModel._apply`: each model's record of fp16 weights is read again at its next forward."""
+    """Called by every `PreTrainedModel._apply`: each model's fp16-weights record is read again at its next forward."""
     _CASTS[0] += 1
 
 
@@ -209,17 +175,11 @@ def _fp16_reason(model, tensor) -> str | None:
     device = tensor.device.type
     if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.float16:
         return "under fp16 autocast"
-    if has_fp16_weights(model):
-        return "its weights are fp16"
-    return None
+    return "its weights are fp16" if has_fp16_weights(model) else None
 
 
 def _total(tensors):
-    """
-    One fp32 value, non-finite exactly when an element of `tensors` is: the sum of each tensor's minimum and maximum (an
-    inf shows in one of them, a NaN in both; finite extremes cannot add up past fp32's range). `torch.aminmax` reads an
-    fp16 tensor about five times faster on the CPU than a sum in fp32 does.
-    """
+    """One fp32 value, non-finite exactly when an element is: the sum of each tensor's extremes (`torch.aminmax`)."""
     import torch
 
     extremes = [value.float() for tensor in tensors for value in torch.aminmax(tensor.detach())]
@@ -230,11 +190,7 @@ def _finite(tensors) -> bool:
     """On the CPU, whose values are read at once: whether every element of `tensors` is finite (fewest torch calls)."""
     import torch
 
-    for tensor in tensors:
-        low, high = torch.aminmax(tensor.detach())
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return False
-    return True
+    return all(math.isfinite(value) for tensor in tensors for value in torch.aminmax(tensor.detach()))
 
 
 def _key(model) -> str:
@@ -242,11 +198,20 @@ def _key(model) -> str:
     return str(id(model.config))
 
 
-def _is_watched(model, mode: str) -> bool:
-    """Whether this forward is checked in `mode`: always in `"error"` mode, in `"warn"` mode when the precision is known."""
-    if mode == ERROR:
-        return True
-    return mode == WARN and _key(model) not in _WARNED and _is_known(model)
+def _watch(key: str, config=None) -> _DeviceFlag:
+    """What is kept under `key`; with `config`, dropped when it is collected (a new config there starts clean)."""
+    watch = _WATCHES.get(key)
+    if watch is None:
+        watch = _WATCHES[key] = _DeviceFlag()
+    if config is not None and not watch.bound:
+        watch.bound = True
+        weakref.finalize(config, _WATCHES.pop, key, None)
+    return watch
+
+
+def _warned(key: str) -> bool:
+    watch = _WATCHES.get(key)
+    return watch is not None and watch.warned
 
 
 def _is_known(model) -> bool:
@@ -265,6 +230,14 @@ def _is_known(model) -> bool:
     return known
 
 
+def _overflowed(key: str, tensors, why: str, config=None) -> tuple[bool, str] | None:
+    """`(late, why)` when `tensors` overflowed (at once on the CPU, else once the device flag landed), else `None`."""
+    if tensors[0].device.type == "cpu":
+        return None if _finite(tensors) else (False, why)
+    flag = _watch(key, config)
+    return (True, flag.why or why) if flag.overflowed(_total(tensors), why) else None
+
+
 def _check(model, output, args, kwargs) -> None:
     """The check of an eager forward that may have computed in fp16 (see the module docstring)."""
     import torch
@@ -278,38 +251,26 @@ def _check(model, output, args, kwargs) -> None:
     if why is None:
         return
     mode = vars(model).get(MODE_ATTRIBUTE) or resolve_check_mode()
-    if not _is_watched(model, mode):
-        return
     key = _key(model)
-    if tensors[0].device.type == "cpu":
-        if not _finite(tensors):
-            _report(model, key, mode, why, late=False, bad_input=_non_finite_input(args, kwargs))
+    if mode != ERROR and not (mode == WARN and not _warned(key) and _is_known(model)):
         return
-    if key not in _FLAGS:
-        _FLAGS[key] = _DeviceFlag()
-        _forget_with(model.config, key)
-    flag = _FLAGS[key]
-    if flag.overflowed(_total(tensors), why):
-        _report(model, key, mode, flag.why or why, late=True)
+    found = _overflowed(key, tensors, why, model.config)
+    if found is not None:
+        late, why = found
+        _report(model, mode, why, late, bad_input=None if late else _non_finite_input(args, kwargs))
 
 
 def _non_finite_input(args, kwargs) -> str | None:
-    """The name of a floating input that already held inf/NaN (`None` when none did)."""
+    """The name of a floating input that already held inf/NaN (not a mask: it may hold -inf by design), else `None`."""
     import torch
 
     named = [*((f"positional argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]
-    for name, value in named:
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not any(w in name for w in _NOT_DATA):
-            if not torch.isfinite(value).all():
-                return name
-    return None
+    data = [(n, v) for n, v in named if isinstance(v, torch.Tensor) and v.is_floating_point() and "mask" not in n]
+    return next((name for name, value in data if not torch.isfinite(value).all()), None)
 
 
 def _traced_facts(model, output) -> tuple | None:
-    """
-    Under `torch.compile`: what [`_check_compiled`] needs after the graph (constants, then the output tensors), or
-    `None` when the forward does not compute in fp16.
-    """
+    """Under `torch.compile`: the arguments of [`_check_compiled`], or `None` when the forward is not in fp16."""
     import torch
 
     if torch.compiler.is_exporting():
@@ -328,40 +289,34 @@ def _check_compiled(key, per_call_mode, name, model_class, trained, cleared_by, 
     if _PAUSED.get():
         return
     mode = per_call_mode or resolve_check_mode()
-    if mode == IGNORE or (mode == WARN and (key in _WARNED or trained == UNKNOWN)):
+    if mode == IGNORE or (mode == WARN and (_warned(key) or trained == UNKNOWN)):
         return
-    facts = {"name": name, "model_class": model_class, "trained": trained, "cleared_by": cleared_by or None}
-    if tensors[0].device.type == "cpu":
-        if not _finite(tensors):
-            _raise_or_warn(key, mode, why=why, late=False, per_call=bool(per_call_mode), **facts)
-        return
-    flag = _FLAGS.setdefault(key, _DeviceFlag())
-    if flag.overflowed(_total(tensors), why):
-        _raise_or_warn(key, mode, why=flag.why or why, late=True, per_call=bool(per_call_mode), **facts)
+    found = _overflowed(key, tensors, why)
+    if found is not None:
+        late, why = found
+        overflow = _Overflow(name, model_class, why, trained, None, cleared_by or None, late, bool(per_call_mode))
+        overflow.raise_or_warn(key, mode)
 
 
-def _register_compiled_check() -> None:
-    """
-    Once per process: registers [`_check_compiled`] as a function `torch._dynamo` may reorder, so that a traced call
-    runs after the graph with the tensors among the graph's outputs (no graph break, also with `fullgraph=True`).
-    """
-    if _COMPILED_CHECK:
-        return
+@functools.cache
+def _compiled_check():
+    """[`_check_compiled`], registered once as a function `torch._dynamo` may run after the graph (no graph break)."""
     import torch
 
     check = torch.compiler.disable(_check_compiled, recursive=True)
     reorderable = getattr(getattr(torch._dynamo, "config", None), "reorderable_logging_functions", None)
     if reorderable is not None:  # without it (an older torch), the traced call breaks the graph there instead
         reorderable.add(check)
-    _COMPILED_CHECK.append(check)
+    return check
 
 
 class _DeviceFlag:
-    """The device accumulator of a model's forwards, read without waiting for the device (see the module docstring)."""
+    """Per model: whether warn mode has warned, and the device accumulator of its forwards, read without waiting."""
 
     def __init__(self):
         self.pending = self.host = self.event = self.device = self.why = None
         self.unread = 0  # forwards accumulated since the last synchronous read (devices without events)
+        self.warned = self.bound = False
 
     def overflowed(self, total, why: str) -> bool:
         """Adds `total`; returns whether a copy that has already landed on the host shows an earlier overflow."""
@@ -407,98 +362,80 @@ class _DeviceFlag:
         return overflowed
 
 
-def _report(model, key: str, mode: str, why: str, late: bool, bad_input: str | None = None) -> None:
+def _report(model, mode: str, why: str, late: bool, bad_input: str | None = None) -> None:
     """Raises or warns for an eager forward of `model`, with what its config and the load recorded."""
-    name = _model_name(model)
-    info = resolve_trained_precision(model.config, name, persisted_from=vars(model).get(REGISTRY_ATTRIBUTE))
-    _raise_or_warn(
-        key,
-        mode,
-        name=name,
-        model_class=type(model).__name__,
-        trained=info.precision,
-        described=info.describe() if info.is_known else None,
-        source=info.source,
-        cleared_by=vars(model).get(_CLEARED_BY),
-        why=why,
-        late=late,
-        per_call=vars(model).get(MODE_ATTRIBUTE) is not None,
-        bad_input=bad_input,
-    )
-    _forget_with(model.config, key)  # warned: a later config at the same address is another model
+    name, own, key = _model_name(model), vars(model), _key(model)
+    info = resolve_trained_precision(model.config, name, persisted_from=own.get(REGISTRY_ATTRIBUTE))
+    described = info.describe() if info.is_known else None
+    overflow = _Overflow(name, type(model).__name__, why, info.precision, described, own.get(_CLEARED_BY), late)
+    per_call = own.get(MODE_ATTRIBUTE) is not None
+    overflow = dataclasses.replace(overflow, per_call=per_call, bad_input=bad_input, source=info.source)
+    _watch(key, model.config)  # a later config at the same address is another model
+    overflow.raise_or_warn(key, mode)
 
 
-def _forget_with(config, key: str) -> None:
-    """Drops what is kept under `key` (a config's id) when `config` is collected, so that a new config there starts clean."""
-    weakref.finalize(config, _forget, key)
+@dataclasses.dataclass(frozen=True)
+class _Overflow:
+    """An fp16 overflow to report, with what its message says (see [`_Overflow.message`])."""
 
+    name: str
+    model_class: str
+    why: str
+    trained: str = UNKNOWN
+    described: str | None = None
+    cleared_by: str | None = None
+    late: bool = False
+    per_call: bool = False
+    bad_input: str | None = None
+    source: str | None = None
 
-def _forget(key: str) -> None:
-    _WARNED.discard(key)
-    _FLAGS.pop(key, None)
+    @property
+    def safe(self) -> tuple[str, ...]:
+        return (FP32,) if self.trained == FP32 else (BF16, FP32)
 
+    def raise_or_warn(self, key: str, mode: str) -> None:
+        if mode == ERROR:
+            risk = Risk(self.trained, FP16, OVERFLOW, "high", "this forward's output holds inf/NaN", self.safe)
+            raise TrainedPrecisionRiskError(self.message(), risk, self.name, self.source or UNKNOWN)
+        _watch(key).warned = True
+        logger.warning(self.message())
 
-def _raise_or_warn(key: str, mode: str, *, name: str, trained: str, source: str | None = None, **details) -> None:
-    safe = (FP32,) if trained == FP32 else (BF16, FP32)
-    risk = Risk(trained, FP16, OVERFLOW, "high", "this forward's output holds inf/NaN", safe)
-    message = format_overflow_message(name, trained=trained, safe=safe, **details)
-    if mode == ERROR:
-        raise TrainedPrecisionRiskError(message, risk, name, source or UNKNOWN)
-    _WARNED.add(key)
-    logger.warning(message)
-
-
-def format_overflow_message(
-    name: str,
-    *,
-    model_class: str,
-    why: str,
-    trained: str,
-    safe: tuple[str, ...],
-    described: str | None = None,
-    cleared_by: str | None = None,
-    late: bool = False,
-    per_call: bool = False,
-    bad_input: str | None = None,
-) -> str:
-    """
-    The check's message: the model and its class, that a forward computing in fp16 (and why) returned inf/NaN, what
-    the model was trained in, the evidence that had cleared fp16 for it (if any), the fix, how to find the overflowing
-    module, and how to silence it (`per_call`: the mode was given to `from_pretrained`, which the environment variable
-    cannot override). With `bad_input`, the input that already held inf/NaN is named instead of fp16.
-    """
-    when = "a recent forward" if late else "this forward"
-    silence = f'load it with `{KWARG}="ignore"`' if per_call else f"set {ENV_VAR}=ignore"
-    if bad_input is not None:
+    def message(self) -> str:
+        """
+        What overflowed (`late`: in a recent forward) and why, what the model was trained in, the evidence that had
+        cleared fp16, the fix, how to find the module and to silence it (`per_call`: the mode was given to
+        `from_pretrained`). With `bad_input`, the input that already held inf/NaN is blamed instead of fp16.
+        """
+        when = "a recent forward" if self.late else "this forward"
+        silence = f'load it with `{KWARG}="ignore"`' if self.per_call else f"set {ENV_VAR}=ignore"
+        if self.bad_input is not None:
+            return (
+                f"The output of {when} of '{self.name}' ({self.model_class}) holds inf/NaN, and so did its input "
+                f"`{self.bad_input}`: fp16 is not the cause (the forward computed in fp16, {self.why}, but any "
+                f"precision gives inf/NaN from such an input). Check the input. To silence this, {silence}."
+            )
+        model = f"'{self.name}'" if self.name == self.model_class else f"'{self.name}' ({self.model_class})"
+        text = f"fp16 overflowed in {when} of {model}: its output holds inf/NaN, and it computes in fp16 ({self.why})."
+        if self.late:
+            text += " (On this device the check reads its flag without synchronising, so it reports a later forward.)"
+        if self.trained != UNKNOWN:
+            text += f" It was trained in {self.trained}" + (f" ({self.described})." if self.described else ".")
+        if self.cleared_by:
+            text += (
+                f" fp16 had been cleared for it by evidence: {self.cleared_by}. This forward is outside what that "
+                "evidence covers (a longer input, weights changed since, or another path to fp16)."
+            )
+        casts = " or ".join("`.float()`" if p == FP32 else "`.bfloat16()`" for p in self.safe)
         return (
-            f"The output of {when} of '{name}' ({model_class}) holds inf/NaN, and so did its input `{bad_input}`: "
-            f"fp16 is not the cause (the forward computed in fp16, {why}, but any precision gives inf/NaN from such "
-            f"an input). Check the input. To silence this, {silence}."
+            f"{text} Load it with {dtype_options(self.safe)} instead (or cast it with {casts}), without fp16 "
+            f"autocast. To find the module that overflows, {FIND_THE_MODULE.format(name=self.name)}. To silence "
+            f"this, {silence}."
         )
-    model = f"'{name}'" if name == model_class else f"'{name}' ({model_class})"
-    text = f"fp16 overflowed in {when} of {model}: its output holds inf/NaN, and it computes in fp16 ({why})."
-    if late:
-        text += " (On this device the check reads its flag without synchronising, so it reports a later forward.)"
-    if trained != UNKNOWN:
-        text += f" It was trained in {trained}" + (f" ({described})." if described else ".")
-    if cleared_by:
-        text += (
-            f" fp16 had been cleared for it by evidence: {cleared_by}. This forward is outside what that evidence "
-            "covers (a longer input, weights changed since, or another path to fp16)."
-        )
-    casts = " or ".join("`.float()`" if p == FP32 else "`.bfloat16()`" for p in safe)
-    return (
-        f"{text} Load it with {dtype_options(safe)} instead (or cast it with {casts}), without fp16 autocast. To find "
-        f"the module that overflows, {FIND_THE_MODULE.format(name=name)}. To silence this, {silence}."
-    )
 
 
 @contextlib.contextmanager
 def sentinel_paused():
-    """
-    Forwards inside this block are not checked: for tools that run a model in fp16 to measure where it overflows (the
-    fp16 plan search), where an overflow is the expected answer, not an error.
-    """
+    """Forwards in this block are not checked: for tools that measure where fp16 overflows (the fp16 plan search)."""
     token = _PAUSED.set(True)
     try:
         yield
@@ -521,32 +458,23 @@ def _pretrained_modules(model) -> list:
 
 def check_sentinel(model) -> None:
     """
-    Reads what the forwards of `model` (or of the `PreTrainedModel` inside a wrapper) have accumulated on a device and
-    reports an overflow as a forward would: raises in `"error"` mode, warns once in `"warn"` mode. Waits for the device;
-    call it where a run ends (after a lone forward, at the end of an evaluation). On the CPU nothing is ever pending.
+    Reports what the forwards of `model` (or of the `PreTrainedModel`s in a wrapper) accumulated on a device as a
+    forward would, waiting for the device: call it where a run ends. On the CPU nothing is ever pending.
     """
     for module in _pretrained_modules(model):
         key = _key(module)
-        flag = _FLAGS.get(key)
+        flag = _WATCHES.get(key)
         if flag is not None and flag.flush():
             mode = vars(module).get(MODE_ATTRIBUTE) or resolve_check_mode()
-            if mode == ERROR or (mode == WARN and key not in _WARNED):
-                _report(module, key, mode, flag.why or "on the device", late=True)
+            if mode == ERROR or (mode == WARN and not flag.warned):
+                _report(module, mode, flag.why or "on the device", late=True)
 
 
 def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool = True) -> None:
     """
-    After a load, a `from_config` or a cast of `model` (the outermost one) to `dtype`: records, when `dtype` is fp16,
-    the evidence that cleared fp16 for it and its sub-models (the check's message names it if the model overflows
-    anyway), and forgets it after a cast to another dtype. Called from the fp16 plan's call sites, which every load and
-    every cast reach.
-
-    Args:
-        model ([`PreTrainedModel`]): the model.
-        dtype (`torch.dtype`, *optional*): the dtype the load or the cast put it in; `None` for a device move or a
-            training run (what is recorded is kept).
-        fp16_plans (`dict`, *optional*): per sub-config key, the fp16 plan the path applies and verified.
-        attach (`bool`, *optional*): unused, kept for the call sites.
+    After a load or a cast of `model` to `dtype` (`None`: a device move, which keeps the record), records on it and its
+    sub-models the evidence that cleared fp16 (`fp16_plans`: the plans the path applied, per sub-config key), which the
+    message names; another dtype forgets it. `attach` is unused, kept for the call sites.
     """
     import torch
 
@@ -586,7 +514,6 @@ def cleared_by(model) -> str | None:
 __all__ = [
     "check_sentinel",
     "cleared_by",
-    "format_overflow_message",
     "guard_forward",
     "has_fp16_weights",
     "note_cast",

@@ -12,9 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Test helpers of `trained_precision`, as `transformers.testing_utils` is for the library: the tests of the config
-field, the loading check, the Trainer stamp, pure-bf16 training and `transformers precision` build their tiny models
-here, so that they agree on one small GPT-Neo (and the fp16 plan on one small GPT-2 with a planted overflow). Importable from scripts the tests launch with `torchrun`, too.
+Test helpers of `trained_precision` (also for scripts the tests launch with `torchrun`): one tiny GPT-Neo every test
+builds, and a tiny GPT-2 with a planted fp16 overflow for the fp16 plan and the forward's check.
 """
 
 from __future__ import annotations
@@ -36,9 +35,7 @@ TINY_GPT_NEO: dict[str, Any] = {
 
 
 def tiny_gpt_neo_config(**overrides):
-    """
-    A [`GPTNeoConfig`] of [`TINY_GPT_NEO`], with `overrides` (`hidden_size=32`, `trained_precision="bf16"`, ...).
-    """
+    """A [`GPTNeoConfig`] of [`TINY_GPT_NEO`], with `overrides` (`hidden_size=32`, `trained_precision="bf16"`, ...)."""
     from ..models.gpt_neo import GPTNeoConfig
 
     return GPTNeoConfig(**{**TINY_GPT_NEO, **overrides})
@@ -77,11 +74,9 @@ def tiny_gpt2(seed: int = 0, **overrides):
 
 def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int = 0):
     """
-    Scales the weights of module `up` so that its largest fp32 output on 4 random sequences of 32 token ids (drawn
-    with `seed`) reaches `peak` (past fp16's 65504) and those of `down` by the inverse. With a ReLU (or GELU's
-    near-linear positive side) between them, the block's output barely changes: only the values inside it leave fp16's
-    range, as in the T5 and GPT-2 overflow reports (`wi` up and `wo` down; `c_fc` up and `c_proj` down). Returns
-    `model` (needs torch).
+    Scales module `up` so that its largest fp32 output on 4 random sequences of 32 tokens (from `seed`) reaches `peak`
+    (past fp16's 65504) and `down` by the inverse: the block's output barely changes, only the values inside it leave
+    fp16's range, as in the T5 (`wi`/`wo`) and GPT-2 (`c_fc`/`c_proj`) overflow reports. Returns `model`.
     """
     import torch
 
@@ -108,10 +103,7 @@ def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int 
 
 
 def random_token_dataset(size: int = 32, length: int = 16, vocab: int = 64) -> list[dict]:
-    """
-    `size` language-modelling examples of `length` random token ids below `vocab` (the labels are the inputs), the
-    same ones on every call and every process: they come from a generator seeded with 0 (needs torch).
-    """
+    """`size` language-modelling examples of `length` token ids below `vocab`, the same on every call and process."""
     import torch
 
     ids = torch.randint(0, vocab, (size, length), generator=torch.Generator().manual_seed(0))
