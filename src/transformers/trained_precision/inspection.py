@@ -48,6 +48,7 @@ from typing import Any
 
 from ..utils import CONFIG_NAME, logging
 from .configuration import sub_config_items
+from .decision import BASIS_EVIDENCE, BASIS_RULE, RISKY, SAFE, UNKNOWN_STATUS, PrecisionFacts, decide
 from .evidence import read_fp16_plan
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
@@ -83,16 +84,9 @@ logger = logging.get_logger(__name__)
 #: per verdict and for the whole report: what a verdict rests on.
 SCHEMA_VERSION = 4
 
-#: Verdict statuses.
-SAFE = "safe"
-RISKY = "risky"
-UNKNOWN_STATUS = "unknown"
-
 #: What a verdict rests on (its `basis`): the trained precision and the risk rules; evidence that the checkpoint works
 #: in that runtime (a publisher's runtime, a validated plan, a finished run), overriding the rules; or the audit's
 #: measurement on the calibration inputs. An `"unknown"` verdict rests on nothing (`None`).
-BASIS_RULE = "rule"
-BASIS_EVIDENCE = "evidence"
 BASIS_MEASURED = "measured"
 #: When the parts of a composite model that set its status rest on different bases, the report names the least
 #: certain one: a measurement on a few inputs, then evidence about one runtime, then the rules.
@@ -537,11 +531,11 @@ def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, 
 
 
 def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
-    """The verdict from the risk rules and the evidence, refined by the measurement when an audit ran."""
+    """The verdict [`~trained_precision.decision.decide`] gives loading, refined by the measurement of an audit."""
     assessment = info.assess(runtime, import_classes=audit is not None)  # no torch import without an audit
-    risk = assessment.risk
+    decision = decide(PrecisionFacts(info, ((assessment, None),)))
     measured = audit.problem_for(runtime) if audit is not None else None
-    if risk is not None:
+    if decision.status == RISKY:
         return _risky_verdict(runtime, assessment, measured, audit)
     if measured is not None:
         safer = [p for p in RUNTIME_PRECISIONS if p != runtime and audit.problem_for(p) is None]
@@ -556,7 +550,7 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             severity="high",
             basis=BASIS_MEASURED,
         )
-    if assessment.overridden:
+    if decision.basis == BASIS_EVIDENCE:
         evidence = assessment.evidence
         return Verdict(
             runtime,
@@ -569,11 +563,11 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
             basis=BASIS_EVIDENCE,
         )
-    if runtime == FP32:
-        return Verdict(runtime, SAFE, summary="safe (fp32 is always safe)")
-    if info.lineage_known:
+    if decision.status == SAFE:
         why = runtime if runtime in info.lineage else " then ".join(info.lineage)
-        return Verdict(runtime, SAFE, summary=f"safe (trained in {why})")
+        return Verdict(
+            runtime, SAFE, summary="safe (fp32 is always safe)" if runtime == FP32 else f"safe (trained in {why})"
+        )
     return _unknown_verdict(runtime, info, audit)
 
 
