@@ -267,11 +267,9 @@ def _gather(config, dtype, call: _Call, info, mode: str, scope) -> PrecisionFact
 
 def cast_target_dtype(model, fn):
     """
-    The floating dtype that `model._apply(fn)` casts to, read from the cast itself: `fn` applied to empty CPU probes
-    of fp32 and of fp16 (a function meant only for parameters gets parameters). When both come out in the same dtype,
-    that is the target, also when the model is in it already: `.half()` of an fp16-loaded model still casts the fp32
-    modules an fp16 plan keeps, so the plan and the check must see it. `None` when `fn` keeps each dtype (a device
-    move), gives no floating tensor, fails on both probes, or the model has no floating weights;
+    The floating dtype `model._apply(fn)` casts to, read by applying `fn` to empty fp32 and fp16 probes (parameters when
+    plain tensors fail): the target when both come out alike, also when the model is in it already (`.half()` of an
+    fp16 model still casts an fp16 plan's fp32 modules). `None` for a device move, a failed probe or no floating weights:
     [`trained_precision_cast_scope`] then compares the dtypes after the cast.
     """
     import torch
@@ -322,18 +320,16 @@ def check_trained_precision_on_cast(
     fp16_plan_problems: dict[str, str] | None = None,
 ) -> Risk | None:
     """
-    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`.
-    Also the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
-    The mode is the `trained_precision_check` the model was loaded (or built with `from_config`) with, when one was
-    given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
+    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`, and
+    the check a load runs once the weights can verify a stored fp16 plan or bound evidence. The mode is the one the model
+    was loaded with, else the environment variable, else `"warn"`.
 
     Args:
         model ([`PreTrainedModel`]): the model being cast.
         dtype (`torch.dtype`): the dtype it is cast to.
-        action (`str`, *optional*, defaults to `"cast"`): `"cast"`, or `"load"` / `"from_config"` for the check
-            after loading.
-        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own config), the fp16 plan this path
-            applies and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
+        action (`str`, *optional*, defaults to `"cast"`): or `"load"` / `"from_config"` for the check after loading.
+        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own), the fp16 plan this path applies
+            and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
         fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
 
     Returns:
@@ -392,11 +388,9 @@ _QUIET_MODES = frozenset({"", WARN, IGNORE})
 
 def nothing_to_check(model) -> bool:
     """
-    Whether no cast of `model` can be judged, whatever its dtype: it is not being built inside a `from_pretrained` /
-    `from_config` call (whose mode and registry row it would inherit), its mode is not `"error"`, no load recorded a
-    registry row on it, and its config records nothing the check reads ([`~trained_precision.resolver.records_nothing`]:
-    the trained precision is unknown with no lineage, no registry row, no reference, no fp16 plan). The mode is
-    resolved as the check resolves it, so a bad environment variable is reported all the same.
+    Whether no cast of `model` can be judged, whatever its dtype: not built inside a `from_pretrained` / `from_config`
+    call, its mode is not `"error"` (read without side effects), no load recorded a registry row on it, and its config
+    records nothing the check reads ([`~trained_precision.resolver.records_nothing`]).
     """
     own = model.__dict__
     if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
@@ -416,16 +410,14 @@ def nothing_to_check(model) -> bool:
 @contextlib.contextmanager
 def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
     """
-    Around `PreTrainedModel._apply(fn)`: when `fn` changes the model's floating dtype and the model is the outermost
-    one being cast, checks the new dtype against its trained precision before the cast (so `"error"` mode raises with
-    the model unchanged). When the dtype cannot be told beforehand, the dtypes are compared after the cast. The
-    `PreTrainedModel`s inside it are judged with it (per sub-model), not again on their own.
+    Around `PreTrainedModel._apply(fn)`: when `fn` changes the floating dtype of the outermost model being cast, checks
+    the new dtype before the cast (so `"error"` mode raises with the model unchanged), or after it when the target cannot
+    be told beforehand. The `PreTrainedModel`s inside it are judged with it, not again on their own.
 
     Args:
         model ([`PreTrainedModel`]): the model whose `_apply` runs.
         fn (`Callable`): the function `_apply` maps over the tensors.
-        target (`torch.dtype`, *optional*): the cast's target as [`cast_target_dtype`] read it, when the caller did
-            already (`None`: it cannot be told beforehand); read here otherwise.
+        target (`torch.dtype`, *optional*): the target as [`cast_target_dtype`] read it, when the caller did already.
         check_kwargs: passed to [`check_trained_precision_on_cast`].
     """
     if not is_outermost_cast(model):
@@ -461,14 +453,9 @@ def quiet_casts():
 
 def checked_apply(model, apply, fn, recurse=True):
     """
-    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method, bound to
-    `model`) run under [`trained_precision_cast_scope`] when `model` is the outermost model being cast and something
-    about it can be judged. A sub-model inside a cast, or a quantized model, runs `apply` as is. An outermost cast with
-    nothing to judge ([`nothing_to_check`]) reads nothing else and only marks the models inside it as part of it
-    ([`apply_unchecked`]): a fixed cost of a few microseconds, whatever the model's size.
-
-    Returns:
-        What `apply(fn, recurse)` returns (the model).
+    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method) under
+    [`trained_precision_cast_scope`] for the outermost model being cast when something about it can be judged; else as
+    is (a cast with nothing to judge costs a few microseconds, whatever the model's size). Returns what `apply` returns.
     """
     if not is_outermost_cast(model):
         return apply(fn, recurse)
@@ -479,10 +466,7 @@ def checked_apply(model, apply, fn, recurse=True):
 
 
 def apply_unchecked(apply, fn, recurse=True):
-    """
-    `apply(fn, recurse)` as an outermost cast with nothing to check: the `PreTrainedModel`s inside it are part of it,
-    so they are not checked on their own either.
-    """
+    """`apply(fn, recurse)` as an outermost cast with nothing to check: the models inside it are not checked either."""
     token = _IN_CAST.set(True)
     try:
         return apply(fn, recurse)
@@ -498,15 +482,9 @@ def in_construction() -> bool:
 @contextlib.contextmanager
 def model_construction_scope(mode: str | None = None, model_name: str | os.PathLike | None = None, action: str = LOAD):
     """
-    Used around a model's construction by `from_pretrained` and `_from_config`. The sub-models a composite model
-    builds in its `__init__` (with `AutoModel.from_config`) are checked on their own sub-config, but as part of the
-    outer call: with the outer call's mode (so `trained_precision_check="error"` or `"ignore"` reaches them) and
-    its model name (so a risk the outer check already warned about is not repeated).
-
-    Args:
-        mode (`str`, *optional*): the outer call's `trained_precision_check`.
-        model_name (`str` or `os.PathLike`, *optional*): the outer call's model name or path.
-        action (`str`, *optional*, defaults to `"load"`): the outer call's action (`"load"` or `"from_config"`).
+    Around a model's construction by `from_pretrained` and `_from_config`: the sub-models a composite model builds in its
+    `__init__` are checked on their own sub-config as part of the outer call, with its mode, its model name (a risk the
+    outer check warned about is not repeated) and its action (`"load"` or `"from_config"`).
     """
     if _SCOPE.get() is not None:  # a sub-model of a sub-model: the outermost call decides
         yield
@@ -533,15 +511,10 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
 
 def remember_check_mode(model, mode: str | None) -> None:
     """
-    Records the `trained_precision_check` a model was loaded (or built with `from_config`) with on the model and on
-    its sub-models, as the attribute `_trained_precision_check`, so that its later casts (`.half()`, `.bfloat16()`,
-    `.to(dtype)`) follow it instead of the environment variable. Inside `from_pretrained`, it also records the
-    registry row whose precision the load wrote into the config (`_trained_precision_registry_row`), so that the
-    casts name the same source as the load.
-
-    Args:
-        model ([`PreTrainedModel`]): the model just built by `from_pretrained` or `_from_config`.
-        mode (`str`, *optional*): the call's `trained_precision_check`.
+    Records the `trained_precision_check` a model was loaded (or built) with on it and its sub-models
+    (`_trained_precision_check`), so that its later casts follow it instead of the environment variable; inside
+    `from_pretrained`, also the registry row the load wrote into the config (`_trained_precision_registry_row`), so the
+    casts name the same source.
     """
     scope = _SCOPE.get()
     row = scope.registry_row if scope is not None else None
