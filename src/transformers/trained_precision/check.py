@@ -41,25 +41,20 @@ import os
 from typing import Any
 
 from .decision import (  # noqa: F401  (the check's names, as `patches/` and the other modules import them)
-    CAST,
     CHECK_MODES,
     ENV_VAR,
     ERROR,
-    FROM_CONFIG,
     IGNORE,
     KWARG,
-    LOAD,
     WARN,
-    PrecisionFacts,
     TrainedPrecisionRiskError,
     decide,
     reset_warning_cache,
     say,
 )
-from .evidence import read_fp16_plan, weights_subject
-from .resolver import forget_changed_reference, persist_registry_precision, records_nothing, resolve_trained_precision
+from .evidence import weights_subject
+from .resolver import CAST, FROM_CONFIG, LOAD, Call, gather_facts, records_nothing
 from .risk import Risk
-from .vocabulary import FP32, UNKNOWN, dtype_to_precision
 
 
 #: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
@@ -133,50 +128,6 @@ def _environment_value() -> str | None:
 _ENV_KEY = os.environ.encodekey(ENV_VAR) if hasattr(os.environ, "encodekey") else None
 
 
-def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
-    """
-    The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
-    (embeddings, norms, the residual stream: bitsandbytes casts every quantized matmul's output back to its input's
-    dtype), then the compute dtype of the quantized matmuls when it differs.
-    """
-    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
-
-    dtypes = _activation_dtypes(dtype, hf_quantizer)
-    compute = dtypes[1] if len(dtypes) > 1 else None
-    method = getattr(getattr(hf_quantizer, "quantization_config", None), "quant_method", None)
-    method = getattr(method, "value", method)
-    quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
-    if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
-        return [(dtype, f"{quantized}, its activations run in this dtype")]
-    precision = dtype_to_precision(compute)
-    name = precision if precision != UNKNOWN else str(compute).replace("torch.", "")  # float8, int8: torch's name
-    return [
-        (
-            dtype,
-            f"{quantized} with compute dtype {name}, so the embeddings, norms and residual stream run in the load dtype",
-        ),
-        (compute, f"the compute dtype of the {quantized} matmuls"),
-    ]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Call:
-    """What the caller of a check knows beyond the config and the runtime dtype."""
-
-    mode: str | None = None
-    model_name: str | None = None
-    action: str = LOAD
-    display_name: str | None = None  # the model's name in messages when it has none (its class): never looked up
-    hf_quantizer: Any = None
-    deferred: bool = False  # judged once the weights are loaded (a stored fp16 plan, bound evidence)
-    model_class: Any = None  # for `_keep_in_fp32_modules`; by default the config's first `architectures` entry
-    registry_row: Any = None  # the row whose precision loading wrote into the config
-    fp16_plan: dict | None = None  # the plan this path applies and verified: evidence for fp16
-    plan_problem: str | None = None  # why the config's stored plan is no evidence on this path
-    sub_model: str | None = None  # by default the construction scope decides
-    subject: Any = None  # the loaded model, which a finished run or a copy's reference must be bound to
-
-
 def check_trained_precision(
     config,
     dtype,
@@ -209,11 +160,11 @@ def check_trained_precision(
         The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
     """
     name = os.fspath(model_name) if model_name else None
-    return _check(config, dtype, _Call(mode, name, action, display_name, hf_quantizer, deferred))
+    return _check(config, dtype, Call(mode, name, action, display_name, hf_quantizer, deferred))
 
 
-def _check(config, dtype, call: _Call) -> Risk | None:
-    """The check: the call's scope, the side effects on the config, then the facts, the decision, and saying it."""
+def _check(config, dtype, call: Call) -> Risk | None:
+    """One check: the call's scope and mode, the facts gathered once, the decision, and saying it."""
     scope = _SCOPE.get()
     if scope is not None and call.action in (FROM_CONFIG, CAST):
         if scope.deferred:  # judged with the whole model once its weights are loaded
@@ -225,44 +176,14 @@ def _check(config, dtype, call: _Call) -> Risk | None:
             action=scope.action,
             registry_row=call.registry_row or scope.registry_row,
         )
-    mode = resolve_check_mode(call.mode)
-    info = resolve_trained_precision(
-        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=call.subject
-    )
-    if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and scope is None:
-        persisted = persist_registry_precision(config, info) if call.action == LOAD else False
+    facts = gather_facts(config, dtype, call, resolve_check_mode(call.mode), in_scope=scope is not None)
+    if facts.persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
         who = call.model_name or getattr(config, "name_or_path", None) or None
-        _PERSISTED.set({"who": who, "row": info.entry if persisted else None, "deferred": call.deferred})
-    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
-    forget_changed_reference(config, dtype, quantized=call.hf_quantizer is not None)
+        _PERSISTED.set({"who": who, "row": facts.persisted or None, "deferred": call.deferred})
     if call.deferred:
         return None
-    return say(decide(_gather(config, dtype, call, info, mode, scope)))
-
-
-def _gather(config, dtype, call: _Call, info, mode: str, scope) -> PrecisionFacts:
-    """The [`~trained_precision.decision.PrecisionFacts`] of one check, gathered once."""
-    quantizer = call.hf_quantizer
-    runtimes = _quantized_runtimes(quantizer, dtype) if quantizer is not None else [(dtype, None)]
-    assessed = tuple(
-        (info.assess(runtime, model_class=call.model_class), note)
-        for runtime, note in runtimes
-        if dtype_to_precision(runtime) not in (UNKNOWN, FP32)
-    )
-    plan_problem = call.plan_problem
-    if plan_problem is None and call.action == LOAD and scope is None and read_fp16_plan(config) is not None:
-        # a load that did not wait for the weights to verify its stored plan does not apply it
-        plan_problem = (
-            "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
-            if quantizer is not None
-            else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
-        )
-    sub_model = call.sub_model
-    if sub_model is None:  # the model a call was made for, or a sub-model built inside it
-        sub_model = "" if scope is None else getattr(config, "model_type", None) or type(config).__name__
-    name = call.model_name or getattr(config, "name_or_path", None) or call.display_name
-    name = name or f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
-    return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, call.mode is not None, plan_problem)
+    decision = decide(facts)
+    return say(decision)
 
 
 def cast_target_dtype(model, fn):
@@ -348,16 +269,16 @@ def check_trained_precision_on_cast(
         "display_name": type(model).__name__,
         "action": action,
         "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
-        "subject": weights_subject(model),  # what recorded evidence must be bound to
+        "subject": weights_subject(model),  # what recorded evidence must be bound to, digested once for all
     }
     found = _check(
         config,
         dtype,
-        _Call(model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""), sub_model="", **common),
+        Call(model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""), sub_model="", **common),
     )
     for key, sub_config in _sub_model_configs(model):
         sub_model = getattr(sub_config, "model_type", None) or key
-        call = _Call(fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model, **common)
+        call = Call(fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model, **common)
         risk = _check(sub_config, dtype, call)  # every sub-model is judged; the first risk is returned
         found = found or risk
     return found

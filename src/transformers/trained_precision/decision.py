@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..utils import logging
-from .resolver import Assessment, TrainedPrecisionInfo
+from .resolver import CAST, FROM_CONFIG, LOAD, Assessment, PrecisionFacts
 from .risk import PRECISION_LOSS, Risk
 from .vocabulary import FP16, FP32, dtype_code, dtype_options
 
@@ -43,10 +43,6 @@ IGNORE = "ignore"
 #: Valid modes, the default first.
 CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
 
-# What the check runs for; it decides the message's verb and fix.
-LOAD = "load"
-FROM_CONFIG = "from_config"
-CAST = "cast"
 _ACTIONS = (LOAD, FROM_CONFIG, CAST)
 
 #: Statuses and what a status rests on (shared with the report's verdicts).
@@ -79,35 +75,6 @@ class TrainedPrecisionRiskError(Exception):
         self.risk = risk
         self.model_name = model_name
         self.source = source
-
-
-@dataclasses.dataclass(frozen=True)
-class PrecisionFacts:
-    """
-    What is known about one model (or sub-model) at one load, cast or report, gathered once.
-
-    Args:
-        info ([`~trained_precision.resolver.TrainedPrecisionInfo`]): the trained precision and its source, the
-            lineage, the registry row and the evidence the checkpoint records.
-        runtimes (`tuple`): `(assessment, note)` per dtype that carries the activations (a quantized model's load and
-            compute dtypes, each with a note for the message): the evidence found, whether its binding holds, and
-            upstream's keep-in-fp32 mitigation ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]).
-        name (`str`): the model's name in messages.
-        sub_model (`str`): the sub-model of a composite model (its `model_type`), `""` for the model itself.
-        action (`str`): `"load"`, `"from_config"` or `"cast"`.
-        mode (`str`): `"warn"`, `"error"` or `"ignore"`, resolved.
-        per_call (`bool`): whether the mode was given per call (then a cast's fix names the keyword).
-        plan_problem (`str`, *optional*): why the config's stored fp16 plan is no evidence on this path.
-    """
-
-    info: TrainedPrecisionInfo
-    runtimes: tuple[tuple[Assessment, str | None], ...]
-    name: str = ""
-    sub_model: str = ""
-    action: str = LOAD
-    mode: str = WARN
-    per_call: bool = False
-    plan_problem: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,7 @@ from .evidence import (
     binding_problem,
     find_evidence,
     keep_in_fp32_mitigation,
+    read_fp16_plan,
     read_reference_record,
     weights_subject,
 )
@@ -52,6 +53,7 @@ from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
     FP16_PLAN_FIELD,
+    FP32,
     PRETRAINING_FIELD,
     REFERENCE_FIELD,
     RUN_FIELD,
@@ -68,6 +70,11 @@ logger = logging.get_logger(__name__)
 #: Where a trained precision was read from.
 SOURCE_CONFIG = "config"
 SOURCE_REGISTRY = "registry"
+
+#: What a check runs for (it decides the message's verb and fix).
+LOAD = "load"
+FROM_CONFIG = "from_config"
+CAST = "cast"
 
 
 def config_precision(config: Any, field: str = FIELD) -> str:
@@ -528,8 +535,116 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     return True
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """What the caller of a check knows beyond the config and the runtime dtype."""
+
+    mode: str | None = None
+    model_name: str | None = None
+    action: str = LOAD
+    display_name: str | None = None  # the model's name in messages when it has none (its class): never looked up
+    hf_quantizer: Any = None
+    deferred: bool = False  # judged once the weights are loaded (a stored fp16 plan, bound evidence)
+    model_class: Any = None  # for `_keep_in_fp32_modules`; by default the config's first `architectures` entry
+    registry_row: Any = None  # the row whose precision loading wrote into the config
+    fp16_plan: dict | None = None  # the plan this path applies and verified: evidence for fp16
+    plan_problem: str | None = None  # why the config's stored plan is no evidence on this path
+    sub_model: str | None = None  # by default: "" for the model a call was made for, else the sub-config's type
+    subject: Any = None  # the loaded model, which a finished run or a copy's reference must be bound to
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionFacts:
+    """
+    What is known about one model (or sub-model) at one load, cast or report, gathered once ([`gather_facts`]).
+
+    Args:
+        info ([`TrainedPrecisionInfo`]): the trained precision and its source, the lineage, the registry row and the
+            evidence the checkpoint records.
+        runtimes (`tuple`): `(assessment, note)` per dtype that carries the activations (a quantized model's load and
+            compute dtypes, noted for the message): the evidence found, whether its binding holds, and upstream's
+            keep-in-fp32 mitigation ([`TrainedPrecisionInfo.assess`]).
+        name (`str`): the model's name in messages; `sub_model` the sub-model's `model_type` (`""` for the model).
+        action (`str`): `"load"`, `"from_config"` or `"cast"`; `mode` the resolved mode, `per_call` whether it was
+            given per call (a cast's fix then names the keyword).
+        plan_problem (`str`, *optional*): why the config's stored fp16 plan is no evidence on this path.
+        persisted (*optional*): for the outermost load or `from_config`, the registry row it wrote into the config
+            (`False`: none); `None` for any other check.
+    """
+
+    info: TrainedPrecisionInfo
+    runtimes: tuple[tuple[Assessment, str | None], ...]
+    name: str = ""
+    sub_model: str = ""
+    action: str = LOAD
+    mode: str = "warn"
+    per_call: bool = False
+    plan_problem: str | None = None
+    persisted: Any = None
+
+
+def gather_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool = False) -> PrecisionFacts:
+    """
+    The [`PrecisionFacts`] of one check of `config` at `dtype`, gathered once. An outermost load writes a registry
+    precision into the config ([`persist_registry_precision`]), and weights about to be rounded or quantized drop a
+    publisher reference ([`forget_changed_reference`]); a deferred check assesses nothing yet.
+    """
+    info = resolve_trained_precision(
+        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=call.subject
+    )
+    persisted = None
+    if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
+        persisted = call.action == LOAD and persist_registry_precision(config, info) and info.entry
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=call.hf_quantizer is not None)
+    quantizer = call.hf_quantizer
+    runtimes = _quantized_runtimes(quantizer, dtype) if quantizer is not None else [(dtype, None)]
+    assessed = tuple(
+        (info.assess(runtime, model_class=call.model_class), note)
+        for runtime, note in (() if call.deferred else runtimes)
+        if dtype_to_precision(runtime) not in (UNKNOWN, FP32)
+    )
+    plan_problem = call.plan_problem
+    if plan_problem is None and call.action == LOAD and not (in_scope or call.deferred) and read_fp16_plan(config):
+        # a load that did not wait for the weights to verify its stored plan does not apply it
+        plan_problem = (
+            "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
+            if quantizer is not None
+            else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
+        )
+    kind = getattr(config, "model_type", None) or type(config).__name__
+    sub_model = call.sub_model if call.sub_model is not None else ("" if not in_scope else kind)
+    name = call.model_name or getattr(config, "name_or_path", None) or call.display_name or f"<unnamed {kind} model>"
+    per_call = call.mode is not None
+    return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted)
+
+
+def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
+    """
+    The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
+    (embeddings, norms, the residual stream: bitsandbytes casts every quantized matmul's output back to its input's
+    dtype), then the compute dtype of the quantized matmuls when it differs.
+    """
+    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
+
+    dtypes = _activation_dtypes(dtype, hf_quantizer)
+    compute = dtypes[1] if len(dtypes) > 1 else None
+    method = getattr(getattr(hf_quantizer, "quantization_config", None), "quant_method", None)
+    method = getattr(method, "value", method)
+    quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
+    if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
+        return [(dtype, f"{quantized}, its activations run in this dtype")]
+    precision = dtype_to_precision(compute)
+    name = precision if precision != UNKNOWN else str(compute).replace("torch.", "")  # float8, int8: torch's name
+    load = f"{quantized} with compute dtype {name}, so the embeddings, norms and residual stream run in the load dtype"
+    return [(dtype, load), (compute, f"the compute dtype of the {quantized} matmuls")]
+
+
 __all__ = [
     "Assessment",
+    "Call",
+    "PrecisionFacts",
+    "gather_facts",
     "SOURCE_CONFIG",
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",
