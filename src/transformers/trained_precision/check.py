@@ -52,7 +52,6 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
-from .evidence import weights_subject
 from .resolver import CAST, FROM_CONFIG, LOAD, Call, gather_facts, records_nothing
 from .risk import Risk
 
@@ -160,30 +159,39 @@ def check_trained_precision(
         The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
     """
     name = os.fspath(model_name) if model_name else None
-    return _check(config, dtype, Call(mode, name, action, display_name, hf_quantizer, deferred))
+    return _check([(config, Call(mode, name, action, display_name, hf_quantizer, deferred))], dtype)
 
 
-def _check(config, dtype, call: Call) -> Risk | None:
-    """One check: the call's scope and mode, the facts gathered once, the decision, and saying it."""
+def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
+    """
+    One check of a model's config and its sub-configs (`parts`, the same call for all but the sub-model): the call's
+    scope and mode, the facts gathered once, the decision on each part, and saying it. Returns the first risk.
+    """
     scope = _SCOPE.get()
+    call = parts[0][1]
     if scope is not None and call.action in (FROM_CONFIG, CAST):
         if scope.deferred:  # judged with the whole model once its weights are loaded
             return None
-        call = dataclasses.replace(
-            call,
-            mode=call.mode if call.mode is not None else scope.mode,
-            model_name=scope.model_name or call.model_name,
-            action=scope.action,
-            registry_row=call.registry_row or scope.registry_row,
-        )
-    facts = gather_facts(config, dtype, call, resolve_check_mode(call.mode), in_scope=scope is not None)
-    if facts.persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
-        who = call.model_name or getattr(config, "name_or_path", None) or None
-        _PERSISTED.set({"who": who, "row": facts.persisted or None, "deferred": call.deferred})
+        inherited = {
+            "mode": call.mode if call.mode is not None else scope.mode,
+            "model_name": scope.model_name or call.model_name,
+            "action": scope.action,
+            "registry_row": call.registry_row or scope.registry_row,
+        }
+        parts = [(config, dataclasses.replace(part_call, **inherited)) for config, part_call in parts]
+        call = parts[0][1]
+    mode = resolve_check_mode(call.mode)
+    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, model=model)
+    if facts[0].persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
+        who = call.model_name or getattr(parts[0][0], "name_or_path", None) or None
+        _PERSISTED.set({"who": who, "row": facts[0].persisted or None, "deferred": call.deferred})
     if call.deferred:
         return None
-    decision = decide(facts)
-    return say(decision)
+    found = None
+    for part in facts:
+        risk = say(decide(part))  # every part is said (or raises); the first risk is returned
+        found = found or risk
+    return found
 
 
 def cast_target_dtype(model, fn):
@@ -263,25 +271,16 @@ def check_trained_precision_on_cast(
         return None
     name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
     plans, problems = fp16_plans or {}, fp16_plan_problems or {}
-    common = {
-        "mode": vars(model).get(MODE_ATTRIBUTE),
-        "model_name": name,
-        "display_name": type(model).__name__,
-        "action": action,
-        "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
-        "subject": weights_subject(model),  # what recorded evidence must be bound to, digested once for all
-    }
-    found = _check(
-        config,
-        dtype,
-        Call(model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""), sub_model="", **common),
-    )
+    own = vars(model)
+    common = {"mode": own.get(MODE_ATTRIBUTE), "model_name": name, "display_name": type(model).__name__}
+    common.update(action=action, registry_row=own.get(REGISTRY_ATTRIBUTE))
+    own_call = Call(**common, model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""))
+    parts = [(config, dataclasses.replace(own_call, sub_model=""))]
     for key, sub_config in _sub_model_configs(model):
         sub_model = getattr(sub_config, "model_type", None) or key
-        call = Call(fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model, **common)
-        risk = _check(sub_config, dtype, call)  # every sub-model is judged; the first risk is returned
-        found = found or risk
-    return found
+        call = Call(**common, fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model)
+        parts.append((sub_config, call))
+    return _check(parts, dtype, model)
 
 
 def is_outermost_cast(model) -> bool:

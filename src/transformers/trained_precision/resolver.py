@@ -550,7 +550,6 @@ class Call:
     fp16_plan: dict | None = None  # the plan this path applies and verified: evidence for fp16
     plan_problem: str | None = None  # why the config's stored plan is no evidence on this path
     sub_model: str | None = None  # by default: "" for the model a call was made for, else the sub-config's type
-    subject: Any = None  # the loaded model, which a finished run or a copy's reference must be bound to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -583,14 +582,25 @@ class PrecisionFacts:
     persisted: Any = None
 
 
-def gather_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool = False) -> PrecisionFacts:
+def gather_facts(
+    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, model: Any = None
+) -> list[PrecisionFacts]:
     """
-    The [`PrecisionFacts`] of one check of `config` at `dtype`, gathered once. An outermost load writes a registry
-    precision into the config ([`persist_registry_precision`]), and weights about to be rounded or quantized drop a
-    publisher reference ([`forget_changed_reference`]); a deferred check assesses nothing yet.
+    The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
+    sub-configs), gathered once; bound evidence is checked against `model`'s weights, digested once for all parts.
+    """
+    subject = weights_subject(model) if model is not None else None
+    return [_part_facts(config, dtype, call, mode, in_scope, subject) for config, call in parts]
+
+
+def _part_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, subject: Any) -> PrecisionFacts:
+    """
+    The facts of one (sub-)config. An outermost load writes a registry precision into the config
+    ([`persist_registry_precision`]); weights about to be rounded or quantized drop a publisher reference
+    ([`forget_changed_reference`]); a deferred check assesses nothing yet.
     """
     info = resolve_trained_precision(
-        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=call.subject
+        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=subject
     )
     persisted = None
     if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
