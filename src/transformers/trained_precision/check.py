@@ -14,20 +14,14 @@
 """
 The loading and casting check: warn, or raise on request, when a model runs in a precision its training makes risky.
 
-`modeling_utils.py` calls in from `from_pretrained` (once the runtime dtype is resolved, so `dtype="auto"` is checked
-as resolved), `_from_config`, and `PreTrainedModel._apply`, which every cast reaches (`.half()`, `.to(dtype)`, a
-parent module's cast, accelerate's `prepare`). Only a change of floating dtype is checked, once, for the outermost
-model being cast; `.float()` never warns.
+`modeling_utils.py` calls in from `from_pretrained` (with the resolved dtype), `_from_config`, and
+`PreTrainedModel._apply`, which every cast reaches (`.half()`, `.to(dtype)`, a parent module's cast). Only a change of
+floating dtype is checked, once, for the outermost model being cast. The mode is chosen per call
+(`trained_precision_check=`, kept for the model's later casts) or for the process
+(`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
+[`TrainedPrecisionRiskError`]) or `"ignore"`; a bad value raises a `ValueError`, never falls back to `"warn"`.
 
-The mode is chosen per call (`from_pretrained(..., trained_precision_check="error")`, also for the later casts of the
-model that call built: see [`model_construction_scope`]) or for the process (`TRANSFORMERS_TRAINED_PRECISION_CHECK`):
-`"warn"` (default, one warning per model and runtime), `"error"` (raise [`TrainedPrecisionRiskError`], not a
-`ValueError`) or `"ignore"`. A bad value raises a `ValueError` naming where it came from, the first time a check needs
-the mode: a typo of `"error"` never falls back to `"warn"`.
-
-Each check gathers what is known once ([`~trained_precision.decision.PrecisionFacts`]: the trained precision and its
-source from [`~trained_precision.resolver.resolve_trained_precision`], the evidence and its binding, upstream's
-mitigation, and for a quantized model every dtype that carries activations), hands it to the one pure
+Each check gathers the facts once ([`~trained_precision.resolver.gather_facts`]), hands them to the one pure
 [`~trained_precision.decision.decide`], and [`~trained_precision.decision.say`] says the answer.
 """
 
@@ -95,11 +89,8 @@ def _invalid_mode_error(value: Any, origin: str) -> ValueError:
 
 def resolve_check_mode(mode: str | None = None) -> str:
     """
-    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`
-    (unset or blank: `"warn"`). Case and surrounding whitespace are ignored.
-
-    Raises:
-        `ValueError`: when the per-call value, or without one the environment variable, is not a valid mode.
+    The mode a check runs in: `mode` when given, else `TRANSFORMERS_TRAINED_PRECISION_CHECK` (unset or blank: `"warn"`),
+    in any case; a `ValueError` that names where an invalid value came from.
     """
     if mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
@@ -139,21 +130,19 @@ def check_trained_precision(
     deferred: bool = False,
 ) -> Risk | None:
     """
-    Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
-    [`TrainedPrecisionRiskError`] when it is not, depending on the mode. A risk that evidence overrides is said once
-    at info level instead.
+    Checks that running a model in `dtype` is safe for the precision it was trained in: warns once, raises
+    [`TrainedPrecisionRiskError`] in `"error"` mode, or says at info level that evidence overrides the risk.
 
     Args:
         config ([`PreTrainedConfig`]): the model's configuration.
         dtype (`torch.dtype` or `str`): the runtime dtype; outside fp32/bf16/fp16 it is never risky.
-        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable, then
-            `"warn"`.
+        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable, then `"warn"`.
         model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
         hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, checked on its load and compute dtypes.
         action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the wording.
-        display_name (`str`, *optional*): the model's name in messages when it has no `model_name`.
-        deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
-            (a stored fp16 plan, bound evidence): the registry precision is still recorded, nothing is said now.
+        display_name (`str`, *optional*): the model's name in messages when it has no `model_name` (never looked up).
+        deferred (`bool`, *optional*, defaults to `False`): judged once the weights are loaded (a stored fp16 plan, bound
+            evidence): the registry precision is still recorded, nothing is said now.
 
     Returns:
         The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.

@@ -12,12 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The decision: what is known about a model ([`PrecisionFacts`], gathered once per load, cast or report) goes into one
-pure function, [`decide`], which returns a [`Decision`] that carries its status and its message; [`say`] is the one
-place that says it (a warning once per model and runtime, an error, or a note at info level).
-
-Every path asks [`decide`]: loading, casting (`check.py`) and `transformers precision check` (`inspection.py`), so the
-same facts give the same verdict everywhere.
+The decision: what is known about a model ([`~trained_precision.resolver.PrecisionFacts`], gathered once per load,
+cast or report) goes into one pure function, [`decide`], whose [`Decision`] carries its status and its message;
+[`say`] is the one place that says it. Loading, casting and `transformers precision check` all ask [`decide`].
 """
 
 from __future__ import annotations
@@ -60,14 +57,9 @@ _INFORMED: set[tuple[str, str, str, str, str]] = set()
 
 class TrainedPrecisionRiskError(Exception):
     """
-    Raised in `"error"` mode when a model is loaded or cast into a precision its trained precision makes risky. Not a
-    `ValueError`, so that callers which retry a load on a `ValueError` (`transformers serve`) do not swallow it.
-
-    Args:
-        message (`str`): the same text the `"warn"` mode logs.
-        risk ([`~trained_precision.risk.Risk`]): the risky pair and why it is risky.
-        model_name (`str`): the model's name or path.
-        source (`str`): where the trained precision was read from, `"config"` or `"registry"`.
+    Raised in `"error"` mode when a model is loaded or cast into a precision its training makes risky: the `message` the
+    `"warn"` mode logs, the `risk`, the `model_name` and the `source` of the trained precision. Not a `ValueError`, so
+    that callers which retry a load on one (`transformers serve`) do not swallow it.
     """
 
     def __init__(self, message: str, risk: Risk, model_name: str, source: str):
@@ -80,17 +72,9 @@ class TrainedPrecisionRiskError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """
-    The verdict on one runtime, with what to say about it.
-
-    Args:
-        status (`str`): `"safe"`, `"risky"` or `"unknown"` (no rule covers an unknown oldest training stage).
-        basis (`str`, *optional*): `"rule"`, `"evidence"` (evidence overrides a risky rule), `None` when unknown.
-        assessment ([`~trained_precision.resolver.Assessment`]): the prior, the evidence and the mitigation.
-        level (`str`, *optional*): `"warning"`, `"error"`, `"info"`, or `None` when nothing is said.
-        message (`str`, *optional*): the text to say.
-        tag (`str`): the once-cache's kind: `"warning"`, `"evidence"` or `"note"`.
-        keys (`tuple`): the once-cache's keys: this (sub-)model's, and the whole model's.
-        name (`str`), source (`str`, *optional*): for [`TrainedPrecisionRiskError`].
+    The verdict on one runtime: its `status` (`"safe"`, `"risky"`, `"unknown"`) and `basis` (`"rule"`, `"evidence"`,
+    `None`), the `assessment` behind it, and what to say: the `level` (`"warning"`, `"error"`, `"info"` or `None`), the
+    `message`, and the once-cache's `tag` and `keys` (this (sub-)model's, the whole model's).
     """
 
     status: str

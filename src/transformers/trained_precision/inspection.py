@@ -94,9 +94,7 @@ EXIT_INTERNAL_ERROR = 70
 _EXIT_CODES = {SAFE: EXIT_SAFE, RISKY: EXIT_RISKY, UNKNOWN_STATUS: EXIT_UNKNOWN}
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # resolving a path or a Hub id
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -210,9 +208,7 @@ def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_
     return _Resolved(directory=None, name=hub_id, config_path=config_path, remote_storage=remote)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # the report
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -285,8 +281,31 @@ class SubModelReport:
         }
 
 
+class _Report:
+    """What both reports answer for an asked runtime, from the verdicts of their parts (`_parts`)."""
+
+    def status(self, runtime: Any) -> str:
+        """The status at `runtime` of the whole model: the worst of its own verdict and its sub-models' verdicts."""
+        return max((v.status for v in self._parts(runtime_name(runtime))), key=_STATUS_ORDER.index)
+
+    def basis(self, runtime: Any) -> str | None:
+        """What the status at `runtime` rests on: the least certain basis of the verdicts that set it."""
+        worst = self.status(runtime)
+        verdicts = self._parts(runtime_name(runtime))
+        return min((v.basis for v in verdicts if v.status == worst), key=_BASIS_ORDER.index)
+
+    def exit_code(self, runtime: Any = None) -> int:
+        """`transformers precision`'s exit code: 0 safe (or no `runtime`), 1 risky, 3 unknown."""
+        return EXIT_SAFE if runtime is None else _EXIT_CODES[self.status(runtime)]
+
+    def _asked(self, asked: str | None) -> dict[str, Any]:
+        status = None if asked is None else self.status(asked)
+        basis = None if asked is None else self.basis(asked)
+        return {"asked_dtype": asked, "status": status, "basis": basis, "exit_code": self.exit_code(asked)}
+
+
 @dataclasses.dataclass
-class CheckpointReport:
+class CheckpointReport(_Report):
     """
     What [`inspect_checkpoint`] found: `format()` renders what `transformers precision` prints, `to_dict()` its `--json`.
     `declared` is what `config.json` says (`declared_raw` as written), `effective` what the verdicts use (the resolver's
@@ -315,24 +334,8 @@ class CheckpointReport:
         """The verdict for a runtime precision (any spelling of fp32, bf16 or fp16), for the top-level config."""
         return self.verdicts[runtime_name(runtime)]
 
-    def status(self, runtime: Any) -> str:
-        """The status at `runtime` of the whole model: the worst of its own verdict and its sub-models' verdicts."""
-        name = runtime_name(runtime)
-        statuses = [self.verdicts[name].status] + [sub.verdicts[name].status for sub in self.sub_models.values()]
-        return max(statuses, key=_STATUS_ORDER.index)
-
-    def basis(self, runtime: Any) -> str | None:
-        """What the status at `runtime` rests on: the least certain basis of the verdicts that set it."""
-        name = runtime_name(runtime)
-        worst = self.status(name)
-        verdicts = [self.verdicts[name]] + [sub.verdicts[name] for sub in self.sub_models.values()]
-        return min((v.basis for v in verdicts if v.status == worst), key=_BASIS_ORDER.index)
-
-    def exit_code(self, runtime: Any = None) -> int:
-        """`transformers precision`'s exit code: 0 safe (or no `runtime`), 1 risky, 3 unknown."""
-        if runtime is None:
-            return EXIT_SAFE
-        return _EXIT_CODES[self.status(runtime)]
+    def _parts(self, name: str) -> list[Verdict]:
+        return [self.verdicts[name]] + [sub.verdicts[name] for sub in self.sub_models.values()]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
@@ -360,10 +363,7 @@ class CheckpointReport:
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
             "audit": None if self.audit is None else self.audit.to_dict(top_k=top_k),
             "sub_models": {key: sub.to_dict() for key, sub in self.sub_models.items()},
-            "asked_dtype": asked,
-            "status": None if asked is None else self.status(asked),
-            "basis": None if asked is None else self.basis(asked),
-            "exit_code": self.exit_code(asked),
+            **self._asked(asked),
         }
 
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
@@ -730,7 +730,7 @@ def is_adapter_directory(path: str | os.PathLike) -> bool:
 
 
 @dataclasses.dataclass
-class AdapterReport:
+class AdapterReport(_Report):
     """What [`inspect_adapter`] found: the adapter's record, its base's report, and a verdict per runtime from both."""
 
     checkpoint: str
@@ -743,16 +743,8 @@ class AdapterReport:
     info: Any  # TrainedPrecisionInfo of base + adapter
     verdicts: dict
 
-    def status(self, runtime: Any) -> str:
-        return self.verdicts[runtime_name(runtime)].status
-
-    def basis(self, runtime: Any) -> str | None:
-        return self.verdicts[runtime_name(runtime)].basis
-
-    def exit_code(self, runtime: Any = None) -> int:
-        if runtime is None:
-            return EXIT_SAFE
-        return _EXIT_CODES[self.status(runtime)]
+    def _parts(self, name: str) -> list[Verdict]:
+        return [self.verdicts[name]]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         from .vocabulary import RUN_FIELD
@@ -778,10 +770,7 @@ class AdapterReport:
                 RUN_FIELD: self.info.run_status,
             },
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
-            "asked_dtype": asked,
-            "status": None if asked is None else self.status(asked),
-            "basis": None if asked is None else self.basis(asked),
-            "exit_code": self.exit_code(asked),
+            **self._asked(asked),
         }
 
     def format(self, runtime: Any = None, top_k: int = 10) -> str:

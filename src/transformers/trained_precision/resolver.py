@@ -106,16 +106,9 @@ def pretraining_recorded_unknown(config: Any) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Assessment:
     """
-    The answer for one runtime precision.
-
-    Args:
-        runtime (`str`): the canonical runtime precision.
-        prior ([`~trained_precision.risk.Risk`], *optional*): what the risk rules predict from the lineage.
-        evidence ([`~trained_precision.evidence.Evidence`], *optional*): evidence that the runtime works; it makes a
-            risky prior safe.
-        mitigation ([`~trained_precision.evidence.Evidence`], *optional*): upstream's `_keep_in_fp32_modules`, which
-            protects the known overflow site only: the risk stays.
-        dropped (`str`, *optional*): why recorded evidence was dropped (not bound to these weights), for the message.
+    The answer for one `runtime`: the risk rules' `prior` from the lineage, the `evidence` that overrides it, upstream's
+    `mitigation` (`_keep_in_fp32_modules`: the known overflow site only, the risk stays), and why recorded evidence was
+    `dropped` (not bound to these weights), as a sentence for the message.
     """
 
     runtime: str
@@ -138,25 +131,13 @@ class Assessment:
 @dataclasses.dataclass(frozen=True)
 class TrainedPrecisionInfo:
     """
-    A model's trained precision, where it was read from, and what the checkpoint records as evidence.
-
-    Args:
-        precision (`str`): the canonical trained precision, `"unknown"` when neither the config nor the registry knows.
-        source (`str`, *optional*): `"config"`, `"registry"`, or `None` when unknown.
-        hub_id (`str`, *optional*): the canonical Hub id the name or path refers to.
-        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
-        pretraining (`str`): the config's `pretraining_precision`.
-        row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
-            (its reference runtime is evidence), or for a `save_pretrained` copy the row its
-            `trained_precision_reference` names (`copied_from`).
-        plan (`dict`, *optional*): the fp16 plan verified on this path; a plan the config merely stores is no evidence.
-        run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped `trained_precision`.
-        architectures (`tuple[str, ...]`): the config's `architectures`, for `_keep_in_fp32_modules`.
-        oldest_unknown (`bool`): the config records that the stage before `precision` is unknown.
-        reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model bound evidence is checked
-            against; without it a finished run or a copy's reference is no evidence.
-        run_source (`str`, *optional*): what `run` is when not the config's `trained_precision_run` (an adapter's run).
+    A model's trained `precision` (`"unknown"` when neither the config nor the registry knows it) and its `source`
+    (`"config"`, `"registry"` or `None`), with what the checkpoint records: the canonical `hub_id`, the registry `entry`
+    used, the `row` of the Hub id used or not (for a `save_pretrained` copy, the row its `trained_precision_reference`
+    names: `copied_from`, with that `reference`), the `pretraining` precision and whether the stage before is recorded
+    as unknown (`oldest_unknown`), the verified fp16 `plan`, the `run` that stamped the config (or an adapter's:
+    `run_source`), the `architectures`, and the loaded `subject` bound evidence is checked against (without it a finished
+    run or a copy's reference is no evidence).
     """
 
     precision: str
@@ -555,20 +536,12 @@ class Call:
 @dataclasses.dataclass(frozen=True)
 class PrecisionFacts:
     """
-    What is known about one model (or sub-model) at one load, cast or report, gathered once ([`gather_facts`]).
-
-    Args:
-        info ([`TrainedPrecisionInfo`]): the trained precision and its source, the lineage, the registry row and the
-            evidence the checkpoint records.
-        runtimes (`tuple`): `(assessment, note)` per dtype that carries the activations (a quantized model's load and
-            compute dtypes, noted for the message): the evidence found, whether its binding holds, and upstream's
-            keep-in-fp32 mitigation ([`TrainedPrecisionInfo.assess`]).
-        name (`str`): the model's name in messages; `sub_model` the sub-model's `model_type` (`""` for the model).
-        action (`str`): `"load"`, `"from_config"` or `"cast"`; `mode` the resolved mode, `per_call` whether it was
-            given per call (a cast's fix then names the keyword).
-        plan_problem (`str`, *optional*): why the config's stored fp16 plan is no evidence on this path.
-        persisted (*optional*): for the outermost load or `from_config`, the registry row it wrote into the config
-            (`False`: none); `None` for any other check.
+    What is known about one model (or sub-model) at one load, cast or report, gathered once ([`gather_facts`]): the
+    [`TrainedPrecisionInfo`], an `(assessment, note)` per dtype that carries the activations (a quantized model's load and
+    compute dtypes; each assessment holds the evidence whose binding holds and upstream's mitigation), the `name` and
+    `sub_model` for messages, the `action`, the resolved `mode` and whether it was given `per_call`, why a stored fp16
+    plan is no evidence here (`plan_problem`), and for the outermost load the registry row it wrote into the config
+    (`persisted`: `False` for none, `None` for any other check).
     """
 
     info: TrainedPrecisionInfo
