@@ -46,6 +46,7 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
+from .evidence import weights_subject
 from .resolver import CAST, FROM_CONFIG, LOAD, Call, gather_facts, records_nothing
 from .risk import Risk
 
@@ -170,7 +171,8 @@ def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
         parts = [(config, dataclasses.replace(part_call, **inherited)) for config, part_call in parts]
         call = parts[0][1]
     mode = resolve_check_mode(call.mode)
-    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, model=model)
+    subject = weights_subject(model) if model is not None else None  # bound evidence is checked on it, once
+    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, subject=subject)
     if facts[0].persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
         who = call.model_name or getattr(parts[0][0], "name_or_path", None) or None
         _PERSISTED.set({"who": who, "row": facts[0].persisted or None, "deferred": call.deferred})

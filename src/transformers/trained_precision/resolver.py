@@ -556,13 +556,13 @@ class PrecisionFacts:
 
 
 def gather_facts(
-    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, model: Any = None
+    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, subject: Any = None
 ) -> list[PrecisionFacts]:
     """
     The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
-    sub-configs), gathered once; bound evidence is checked against `model`'s weights, digested once for all parts.
+    sub-configs), gathered once; bound evidence is checked against `subject`
+    ([`~trained_precision.evidence.weights_subject`]: the loaded weights, digested once for all parts).
     """
-    subject = weights_subject(model) if model is not None else None
     return [_part_facts(config, dtype, call, mode, in_scope, subject) for config, call in parts]
 
 
