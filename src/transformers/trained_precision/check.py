@@ -341,11 +341,8 @@ def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
         check_trained_precision_on_cast(model, target, **check_kwargs)
     else:
         before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
-    token = _IN_CAST.set(True)
-    try:
+    with quiet_casts():
         yield
-    finally:
-        _IN_CAST.reset(token)
     if before is not None:
         after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
         if after is not None and after != before:
@@ -405,15 +402,7 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
     mine = persisted is not None and persisted["who"] == name
     row = persisted["row"] if mine and action == LOAD else None
     _PERSISTED.set(None)
-    token = _SCOPE.set(
-        _ConstructionScope(
-            mode,
-            name,
-            action,
-            row,
-            deferred=mine and persisted["deferred"],
-        )
-    )
+    token = _SCOPE.set(_ConstructionScope(mode, name, action, row, deferred=mine and persisted["deferred"]))
     try:
         yield
     finally:
