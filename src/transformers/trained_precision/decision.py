@@ -88,10 +88,6 @@ class Decision:
     source: str | None = None
 
     @property
-    def runtime(self) -> str:
-        return self.assessment.runtime
-
-    @property
     def risk(self) -> Risk | None:
         return self.assessment.risk
 

@@ -612,25 +612,22 @@ def inspect_checkpoint(
     **audit_kwargs,
 ) -> CheckpointReport:
     """
-    Inspects a checkpoint: its trained precision (as loading resolves it), its storage dtypes, and a verdict per runtime
-    precision. Nothing is loaded unless `audit=True`.
+    Inspects a checkpoint without loading it (unless `audit=True`): its trained precision as loading resolves it, its
+    storage dtypes, and a verdict per runtime precision.
 
     Args:
-        path_or_id (`str`): a `save_pretrained` directory (a Hub cache snapshot is recognised as its Hub id) or a Hub id,
-            found in the local cache under any of its spellings; an uncached id is read online (its `config.json` and
-            safetensors headers only) unless `HF_HUB_OFFLINE` is set.
-        audit (`bool`, *optional*, defaults to `False`): also load the model in fp32 on the CPU and measure its
-            activations on calibration `texts` ([`~trained_precision.audit.audit_checkpoint`], which gets
-            `audit_kwargs`); needs torch.
-        revision (`str`, *optional*): the Hub revision, for a Hub id only.
+        path_or_id (`str`): a `save_pretrained` directory (a cache snapshot counts as its Hub id) or a Hub id, found in the
+            local cache under any spelling; an uncached id is read online (`config.json` and safetensors headers only).
+        audit (`bool`, *optional*): also load the model in fp32 on the CPU and measure its activations on `texts`
+            ([`~trained_precision.audit.audit_checkpoint`], given `audit_kwargs`); needs torch.
+        revision (`str`, *optional*), cache_dir (`str`, *optional*): the Hub revision and cache root.
         max_header_bytes (`int`, *optional*): the largest safetensors header read.
-        download (`bool`, *optional*): let the audit download the weights of an uncached Hub id.
-        allow_pickle (`bool`, *optional*): let the audit load pickled weights, which can run code.
-        cache_dir (`str`, *optional*): the Hub cache root.
+        download (`bool`, *optional*), allow_pickle (`bool`, *optional*): let the audit download an uncached checkpoint's
+            weights, or unpickle `.bin` weights (which can run code).
 
     Raises:
-        [`CheckpointInspectionError`] (a `ValueError`): a missing path, a directory without `config.json`, a malformed
-        header, a Hub id neither cached nor reachable, or an audit that would download or unpickle without its opt-in.
+        [`CheckpointInspectionError`] (a `ValueError`): bad input, a checkpoint neither cached nor reachable, or an audit
+        that would download or unpickle without its opt-in.
     """
     resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
     # a downloaded config.json lies in the cache, which is then the checkpoint
