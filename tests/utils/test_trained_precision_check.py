@@ -492,17 +492,33 @@ class CheckApiTest(unittest.TestCase):
             self.assertIs(getattr(tp, name), getattr(tp_check, name))
         self.assertFalse(issubclass(tp.TrainedPrecisionRiskError, ValueError))
 
-    def test_format_risk_message(self):
+    def test_risk_message(self):
+        # the one decision carries the message its error raises with, whatever path gathered the facts
+        from transformers.trained_precision.decision import PrecisionFacts, decide
+
+        info = resolve_trained_precision(tiny_config("fp16"))
         risk = assess_risk("fp16", "bf16")
-        message = tp_check.format_risk_message(risk, model_name="org/model", action="cast", mode="error")
+        facts = PrecisionFacts(info, ((info.assess("bf16"), None),), "org/model", action="cast", mode="error")
+        decision = decide(facts)
+        self.assertEqual((decision.status, decision.basis), ("risky", "rule"))
+        self.assertEqual(decision.risk, risk)
+        # a precision loss is a note at info level, never an error; its text keeps the error's fix
+        self.assertEqual(decision.level, "info")
         self.assertEqual(
-            message,
+            decision.message,
             "Model 'org/model' was trained in fp16 (from its config's `trained_precision`) but is being cast to bf16 "
             f"(`torch.bfloat16`): {risk.reason}. Cast it with `.to(torch.float16)` or `.float()` instead, or set "
-            f"{ENV_VAR}=ignore to silence this error.",
+            f"{ENV_VAR}=ignore to silence this warning.",
         )
+        info = resolve_trained_precision(tiny_config("bf16"))
+        facts = PrecisionFacts(info, ((info.assess("fp16"), None),), "org/model", action="cast", mode="error")
+        decision = decide(facts)
+        self.assertEqual(decision.level, "error")
+        self.assertTrue(decision.message.endswith(f"set {ENV_VAR}=ignore to silence this error."))
+        with self.assertRaises(TrainedPrecisionRiskError):
+            tp_check.say(decision)
         with self.assertRaises(ValueError) as ctx:
-            tp_check.format_risk_message(risk, model_name="x", action="train")
+            decide(PrecisionFacts(info, ((info.assess("fp16"), None),), "x", action="train"))
         self.assertIn("'load', 'from_config', 'cast'", str(ctx.exception))
 
     def test_resolve_trained_precision(self):

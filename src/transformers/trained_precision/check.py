@@ -14,35 +14,15 @@
 """
 The loading and casting check: warn, or raise on request, when a model runs in a precision its training makes risky.
 
-`modeling_utils.py` calls into this module from three places: `from_pretrained` (right after the runtime dtype is
-resolved, so `dtype="auto"` is checked against what it resolved to), `_from_config`, and `PreTrainedModel._apply`,
-which every cast reaches: `.half()`, `.bfloat16()`, `.to(dtype)`, `.type(dtype)`, and the casts of a parent module
-(a PEFT model's `.half()`, `nn.ModuleList([model]).to(torch.float16)`, accelerate's `prepare`), which recurse into
-`_apply` and never call the model's own `.to`. Only a change of the floating dtype is checked (a device move is not),
-once, for the outermost model being cast. `.float()` never warns: fp32 is always safe.
+`modeling_utils.py` calls in from `from_pretrained` (with the resolved dtype), `_from_config`, and
+`PreTrainedModel._apply`, which every cast reaches (`.half()`, `.to(dtype)`, a parent module's cast). Only a change of
+floating dtype is checked, once, for the outermost model being cast. The mode is chosen per call
+(`trained_precision_check=`, kept for the model's later casts) or for the process
+(`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
+[`TrainedPrecisionRiskError`]) or `"ignore"`; a bad value raises a `ValueError`, never falls back to `"warn"`.
 
-What to do about a risky pair is chosen per call (`from_pretrained(..., trained_precision_check="error")`) or for the
-whole process (the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`); the per-call value wins, also for
-the later casts of the model that call built (it is recorded on the model, see [`model_construction_scope`]):
-
-- `"warn"` (default): log one warning per model and runtime precision;
-- `"error"`: raise [`TrainedPrecisionRiskError`] (not a `ValueError`, so that callers which retry a load on a
-  `ValueError`, like `transformers serve`'s model manager, do not swallow it);
-- `"ignore"`: do nothing.
-
-A bad value, per call or in the environment variable, raises a `ValueError` that names where it came from and the
-valid values, the first time a check needs the mode (every load does, a device move does not): the variable is a
-safety switch, and a typo of `"error"` that fell back to `"warn"` would turn error mode off without a word.
-
-The answer comes from [`~trained_precision.resolver.TrainedPrecisionInfo.assess`]: the risk rules' prior, overridden
-by evidence that the runtime works for this checkpoint ([`~trained_precision.evidence.find_evidence`]). An overridden risk is said at info level, with the evidence; a remaining risk is a warning (or the
-error). A quantized model is judged on every dtype that carries activations: its load dtype (embeddings, norms, the
-residual stream: bitsandbytes casts each quantized matmul's output back to its input's dtype) and its compute dtype.
-
-The trained precision comes from `config.trained_precision`. While that is `"unknown"`, the registry of published
-checkpoints (`registry.py`) is consulted with the model's Hub id. A local directory has a Hub id only when its path is
-a Hub cache snapshot (`.../models--{org}--{name}/snapshots/{revision}`, the layout `huggingface_hub` writes); its
-folder name is never taken as a guess.
+Each check gathers the facts once ([`~trained_precision.resolver.gather_facts`]), hands them to the one pure
+[`~trained_precision.decision.decide`], and [`~trained_precision.decision.say`] says the answer.
 """
 
 from __future__ import annotations
@@ -54,33 +34,22 @@ import functools
 import os
 from typing import Any
 
-from ..utils import logging
-from .evidence import read_fp16_plan, weights_subject
-from .resolver import (
-    Assessment,
-    forget_changed_reference,
-    persist_registry_precision,
-    records_nothing,
-    resolve_trained_precision,
+from .decision import (  # noqa: F401  (the check's names, as `patches/` and the other modules import them)
+    CHECK_MODES,
+    ENV_VAR,
+    ERROR,
+    IGNORE,
+    KWARG,
+    WARN,
+    TrainedPrecisionRiskError,
+    decide,
+    reset_warning_cache,
+    say,
 )
-from .risk import PRECISION_LOSS, Risk
-from .vocabulary import FP32, UNKNOWN, dtype_code, dtype_options, dtype_to_precision
+from .evidence import weights_subject
+from .resolver import CAST, FROM_CONFIG, LOAD, Call, gather_facts, records_nothing
+from .risk import Risk
 
-
-logger = logging.get_logger(__name__)
-
-#: The environment variable that sets the mode for the whole process.
-ENV_VAR = "TRANSFORMERS_TRAINED_PRECISION_CHECK"
-
-#: The `from_pretrained` / `from_config` keyword that sets the mode for one call.
-KWARG = "trained_precision_check"
-
-WARN = "warn"
-ERROR = "error"
-IGNORE = "ignore"
-
-#: Valid modes, the default first.
-CHECK_MODES: tuple[str, ...] = (WARN, ERROR, IGNORE)
 
 #: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
 #: their later casts follow it rather than the environment variable.
@@ -89,20 +58,6 @@ MODE_ATTRIBUTE = "_trained_precision_check"
 #: The attribute on which `from_pretrained` records the registry row whose precision it wrote into the config, so that
 #: later casts name the registry as the load did (the config is serialised, so the row is kept on the model).
 REGISTRY_ATTRIBUTE = "_trained_precision_registry_row"
-
-# The actions the check runs for; they decide the wording of the message and its fix.
-LOAD = "load"
-FROM_CONFIG = "from_config"
-CAST = "cast"
-_ACTIONS = (LOAD, FROM_CONFIG, CAST)
-
-# (model name, sub-model, trained precision, runtime precision) already warned about; the sub-model is "" for the
-# model itself. See `reset_warning_cache`.
-_WARNED: set[tuple[str, str, str, str]] = set()
-# The same keys, for the messages said at info level: evidence that overrides a risk, and a precision-loss note. Kept
-# apart from `_WARNED`, so that an "informed, not risky" message never silences a later real warning of the model
-# (the same path loaded with `use_fp16_plan=False`, or after its plan went stale).
-_INFORMED: set[tuple[str, str, str, str, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,31 +76,11 @@ _PERSISTED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("traine
 # Set while the outermost model of a cast is cast: the `PreTrainedModel`s inside it (sub-models) are judged with it.
 _IN_CAST: contextvars.ContextVar[bool] = contextvars.ContextVar("trained_precision_in_cast", default=False)
 
-
-# Set while `from_pretrained` / `_from_config` constructs a model. The sub-models a composite model builds in its
-# `__init__` (`AutoModel.from_config(config.text_config)`) are then checked as part of the outer call: with its mode,
-# its model name (so the once-cache does not repeat the outer warning) and its wording.
+# Set while `from_pretrained` / `_from_config` constructs a model: the sub-models a composite model builds in its
+# `__init__` are checked as part of the outer call, with its mode, its model name and its wording.
 _SCOPE: contextvars.ContextVar[_ConstructionScope | None] = contextvars.ContextVar(
     "trained_precision_scope", default=None
 )
-
-
-class TrainedPrecisionRiskError(Exception):
-    """
-    Raised in `"error"` mode when a model is loaded or cast into a precision its trained precision makes risky.
-
-    Args:
-        message (`str`): the same text the `"warn"` mode logs.
-        risk ([`~trained_precision.risk.Risk`]): the risky pair and why it is risky.
-        model_name (`str`): the model's name or path.
-        source (`str`): where the trained precision was read from, `"config"` or `"registry"`.
-    """
-
-    def __init__(self, message: str, risk: Risk, model_name: str, source: str):
-        super().__init__(message)
-        self.risk = risk
-        self.model_name = model_name
-        self.source = source
 
 
 def _invalid_mode_error(value: Any, origin: str) -> ValueError:
@@ -155,15 +90,8 @@ def _invalid_mode_error(value: Any, origin: str) -> ValueError:
 
 def resolve_check_mode(mode: str | None = None) -> str:
     """
-    The mode a check runs in: `mode` when given, else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`
-    (unset or blank: `"warn"`). Case and surrounding whitespace are ignored.
-
-    Args:
-        mode (`str`, *optional*): the per-call value (`"warn"`, `"error"` or `"ignore"`).
-
-    Raises:
-        `ValueError`: when the per-call value, or without one the environment variable, is not one of the valid modes;
-        the message names where the value came from and lists the valid ones. A typo of `"error"` never means `"warn"`.
+    The mode a check runs in: `mode` when given, else `TRANSFORMERS_TRAINED_PRECISION_CHECK` (unset or blank: `"warn"`),
+    in any case; a `ValueError` that names where an invalid value came from.
     """
     if mode is not None:
         if not isinstance(mode, str) or mode.strip().lower() not in CHECK_MODES:
@@ -179,8 +107,8 @@ def resolve_check_mode(mode: str | None = None) -> str:
 
 def _environment_value() -> str | None:
     """The value of the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`, `None` when it is unset."""
-    # Every cast reads it. For an unset variable (the usual case) `os.environ.get` raises and catches a `KeyError`:
-    # about 10 us inside a cast, 2-3% of a small model's `.half()`. The mapping's own data answers "unset" without it.
+    # Every cast reads it. For an unset variable `os.environ.get` raises and catches a `KeyError`: about 10 us inside
+    # a cast. The mapping's own data answers "unset" without it.
     data = getattr(os.environ, "_data", None)
     if isinstance(data, dict) and _ENV_KEY is not None and _ENV_KEY not in data:
         return None
@@ -191,132 +119,6 @@ def _environment_value() -> str | None:
 _ENV_KEY = os.environ.encodekey(ENV_VAR) if hasattr(os.environ, "encodekey") else None
 
 
-def reset_warning_cache() -> None:
-    """Forget which (model, sub-model, trained, runtime precision) combinations were already reported on (tests)."""
-    _WARNED.clear()
-    _INFORMED.clear()
-
-
-def _fix_text(risk: Risk, action: str, mode: str, per_call: bool = False) -> str:
-    if action == CAST:
-        casts = " or ".join("`.float()`" if p == FP32 else f"`.to({dtype_code(p)})`" for p in risk.safe_dtypes)
-        fix = f"Cast it with {casts} instead"
-        # a mode recorded at loading beats the environment variable: only loading with "ignore" silences the cast
-        silence = f'load the model with `{KWARG}="ignore"`' if per_call else f"set {ENV_VAR}=ignore"
-    else:
-        fix = f"Load it with {dtype_options(risk.safe_dtypes)} instead"
-        silence = f'pass `{KWARG}="ignore"` or set {ENV_VAR}=ignore'
-    what = "this error" if mode == ERROR else "this warning"
-    return f"{fix}, or {silence} to silence {what}."
-
-
-def format_risk_message(
-    risk: Risk,
-    *,
-    model_name: str,
-    source: str = "from its config's `trained_precision`",
-    action: str = LOAD,
-    mode: str = WARN,
-    per_call: bool = False,
-    mitigation: str | None = None,
-    runtime_note: str | None = None,
-    sub_model: str = "",
-    evidence_note: str | None = None,
-) -> str:
-    """
-    The message of a risky pair: the model, both precisions, where the trained precision came from, the risk in one
-    sentence and the fix.
-
-    Args:
-        risk ([`~trained_precision.risk.Risk`]): from [`~trained_precision.risk.assess_risk`].
-        model_name (`str`): the model's name or path.
-        source (`str`): where the trained precision was read from, as a phrase (see
-            [`TrainedPrecisionInfo.describe`]).
-        action (`str`): `"load"`, `"from_config"` or `"cast"`; it decides the verb and the suggested fix.
-        mode (`str`): `"warn"` or `"error"`; it decides whether the text says "warning" or "error".
-        per_call (`bool`, *optional*, defaults to `False`): whether the mode was given per call (for a cast: recorded
-            on the model by `from_pretrained`), which the environment variable cannot override; a cast's fix then
-            names the `trained_precision_check` keyword instead of the variable.
-        mitigation (`str`, *optional*): what upstream already does about the risk (T5's `_keep_in_fp32_modules`).
-        runtime_note (`str`, *optional*): why this runtime applies, e.g. for a quantized model whose compute dtype
-            differs from its load dtype.
-        sub_model (`str`, *optional*): the sub-model of a composite model the risk is about (its `model_type`).
-        evidence_note (`str`, *optional*): why evidence the checkpoint stores is no evidence on this path (a stale
-            fp16 plan), said before the fix.
-    """
-    if action not in _ACTIONS:
-        raise ValueError(f"{action!r} is not a valid action. Valid values are {', '.join(map(repr, _ACTIONS))}.")
-    note = f"; {runtime_note}" if runtime_note else ""
-    runtime = f"{risk.runtime} (`{dtype_code(risk.runtime)}`{note})"
-    verb = {
-        LOAD: f"is being loaded in {runtime}",
-        FROM_CONFIG: f"is being instantiated in {runtime}",
-        CAST: f"is being cast to {runtime}",
-    }[action]
-    reason = risk.reason
-    if mitigation:
-        reason = f"{reason}; {mitigation}"
-    note = ""
-    if evidence_note:
-        note = f"{evidence_note} "
-    return (
-        f"{_who(model_name, sub_model)} was trained in {risk.trained} ({source}) but {verb}: {reason}. "
-        f"{note}{_fix_text(risk, action, mode, per_call)}"
-    )
-
-
-def _who(model_name: str, sub_model: str = "") -> str:
-    return f"Model '{model_name}'" + (f" (its {sub_model} sub-model)" if sub_model else "")
-
-
-def format_evidence_message(assessment: Assessment, *, model_name: str, source: str, sub_model: str = "") -> str:
-    """The info-level message of a risk that evidence overrides: the rule, and the evidence with its source."""
-    prior = assessment.prior
-    return (
-        f"{_who(model_name, sub_model)} was trained in {prior.trained} ({source}), and {prior.runtime} is not risky for it: "
-        f"{assessment.evidence.describe()}."
-    )
-
-
-def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
-    """
-    The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
-    (embeddings, norms and the residual stream; bitsandbytes casts every quantized matmul's output back to its input's
-    dtype), then the compute dtype of the quantized matmuls when it differs.
-    """
-    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
-
-    quantization_config = getattr(hf_quantizer, "quantization_config", None)
-    dtypes = _activation_dtypes(dtype, hf_quantizer)
-    compute = dtypes[1] if len(dtypes) > 1 else None
-    method = getattr(quantization_config, "quant_method", None)
-    method = getattr(method, "value", method)
-    quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
-    if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
-        return [(dtype, f"{quantized}, its activations run in this dtype")]
-    return [
-        (
-            dtype,
-            f"{quantized} with compute dtype {_dtype_name(compute)}, so the embeddings, norms and residual stream "
-            "run in the load dtype",
-        ),
-        (compute, f"the compute dtype of the {quantized} matmuls"),
-    ]
-
-
-def _dtype_name(dtype) -> str:
-    """`torch.float32` -> `"fp32"`; other dtypes (float8, int8) by their torch name."""
-    precision = dtype_to_precision(dtype)
-    return precision if precision != UNKNOWN else str(dtype).replace("torch.", "")
-
-
-def _sub_model_label(config, scope: _ConstructionScope | None) -> str:
-    """`""` for the model a call was made for, the sub-config's `model_type` for a sub-model built inside it."""
-    if scope is None:
-        return ""
-    return getattr(config, "model_type", None) or type(config).__name__
-
-
 def check_trained_precision(
     config,
     dtype,
@@ -325,204 +127,69 @@ def check_trained_precision(
     model_name: str | os.PathLike | None = None,
     hf_quantizer=None,
     action: str = LOAD,
-    model_class=None,
-    registry_row=None,
-    fp16_plan: dict | None = None,
-    fp16_plan_problem: str | None = None,
-    sub_model: str | None = None,
-    deferred: bool = False,
-    subject=None,
     display_name: str | None = None,
+    deferred: bool = False,
 ) -> Risk | None:
     """
-    Checks that running a model in `dtype` is safe for the precision it was trained in; warns once or raises
-    [`TrainedPrecisionRiskError`] when it is not, depending on the mode. A risk that evidence overrides (see
-    [`~trained_precision.evidence.find_evidence`]) is said once at info level instead.
+    Checks that running a model in `dtype` is safe for the precision it was trained in: warns once, raises
+    [`TrainedPrecisionRiskError`] in `"error"` mode, or says at info level that evidence overrides the risk.
 
     Args:
-        config ([`PreTrainedConfig`]): the model's configuration (its `trained_precision`, and `name_or_path` when
-            `model_name` is not given).
-        dtype (`torch.dtype` or `str`): the runtime dtype, after `dtype="auto"` was resolved. Dtypes outside
-            fp32/bf16/fp16 (float64, float8, integers) are never risky.
-        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable
-            `TRANSFORMERS_TRAINED_PRECISION_CHECK`, then `"warn"`.
+        config ([`PreTrainedConfig`]): the model's configuration.
+        dtype (`torch.dtype` or `str`): the runtime dtype; outside fp32/bf16/fp16 it is never risky.
+        mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable, then `"warn"`.
         model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
-        display_name (`str`, *optional*): the model's name in messages when it has no `model_name` (its class, for a
-            model built from a config): never looked up as a Hub id or a path.
-        hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, which is checked on its load dtype and on its
-            compute dtype.
-        action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the message's
-            wording.
-        model_class (`type`, *optional*): the model class, for its `_keep_in_fp32_modules`; by default the config's
-            first `architectures` entry.
-        registry_row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row whose precision
-            loading wrote into `config` (so a cast names the registry, as the load did).
-        fp16_plan (`dict`, *optional*): the fp16 plan this path applies and has verified against the model's weights
-            ([`~trained_precision.fp16_plan.decide_fp16_plan`]): evidence for an fp16 runtime. A plan stored in the
-            config is never evidence by itself.
-        fp16_plan_problem (`str`, *optional*): why the config's stored plan is no evidence on this path (stale, not
-            applied, not validated on the model's lengths); a remaining risk's message says it.
-        sub_model (`str`, *optional*): the sub-model of a composite model being judged (its `model_type`); by default
-            the construction scope decides.
-        deferred (`bool`, *optional*, defaults to `False`): the caller judges the model once its weights are loaded
-            (a stored fp16 plan needs them): the registry precision is still recorded, nothing is said now, and the
-            sub-models built in this call are not judged while they are constructed.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model, which a finished run
-            or a copy's publisher reference must be bound to; without it they are no evidence.
+        hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, checked on its load and compute dtypes.
+        action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the wording.
+        display_name (`str`, *optional*): the model's name in messages when it has no `model_name` (never looked up).
+        deferred (`bool`, *optional*, defaults to `False`): judged once the weights are loaded (a stored fp16 plan, bound
+            evidence): the registry precision is still recorded, nothing is said now.
 
     Returns:
-        The [`~trained_precision.risk.Risk`] found (also in `"ignore"` mode), or `None` when the pair is safe (the
-        rules say so, or evidence overrides them) or the trained precision is unknown.
+        The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
+    """
+    name = os.fspath(model_name) if model_name else None
+    return _check([(config, Call(mode, name, action, display_name, hf_quantizer, deferred))], dtype)
 
-    Raises:
-        `ValueError`: for an invalid per-call mode. [`TrainedPrecisionRiskError`]: for a risky pair in `"error"` mode.
+
+def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
+    """
+    One check of a model's config and its sub-configs (`parts`, the same call for all but the sub-model): the call's
+    scope and mode, the facts gathered once, the decision on each part, and saying it. Returns the first risk.
     """
     scope = _SCOPE.get()
-    if sub_model is None:
-        sub_model = _sub_model_label(config, scope)
-    if scope is not None and action in (FROM_CONFIG, CAST):
+    call = parts[0][1]
+    if scope is not None and call.action in (FROM_CONFIG, CAST):
         if scope.deferred:  # judged with the whole model once its weights are loaded
             return None
-        mode, model_name, action, registry_row = _inherit_scope(scope, mode, model_name, registry_row)
-    per_call = mode is not None
-    mode = resolve_check_mode(mode)
-    info = resolve_trained_precision(
-        config, model_name, persisted_from=registry_row, fp16_plan=fp16_plan, subject=subject
-    )
-    if action in (LOAD, FROM_CONFIG) and not sub_model and scope is None:
-        _remember_persisted(config, info, model_name, action, deferred)
-    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
-    forget_changed_reference(config, dtype, quantized=hf_quantizer is not None)
-    if deferred:
+        inherited = {
+            "mode": call.mode if call.mode is not None else scope.mode,
+            "model_name": scope.model_name or call.model_name,
+            "action": scope.action,
+            "registry_row": call.registry_row or scope.registry_row,
+        }
+        parts = [(config, dataclasses.replace(part_call, **inherited)) for config, part_call in parts]
+        call = parts[0][1]
+    mode = resolve_check_mode(call.mode)
+    subject = weights_subject(model) if model is not None else None  # bound evidence is checked on it, once
+    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, subject=subject)
+    if facts[0].persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
+        who = call.model_name or getattr(parts[0][0], "name_or_path", None) or None
+        _PERSISTED.set({"who": who, "row": facts[0].persisted or None, "deferred": call.deferred})
+    if call.deferred:
         return None
-    if fp16_plan_problem is None and action == LOAD and scope is None:
-        fp16_plan_problem = _unapplied_plan_problem(config, hf_quantizer)
-    assessment, note = _riskiest_assessment(info, dtype, hf_quantizer, model_class)
-    if assessment is None:
-        return None
-    if mode == IGNORE:
-        return assessment.risk
-    name = _display_name(config, model_name, display_name)
-    return _report_assessment(assessment, info, name, sub_model, action, mode, per_call, note, fp16_plan_problem)
-
-
-def _inherit_scope(scope: _ConstructionScope, mode, model_name, registry_row) -> tuple:
-    """For a sub-model built inside a load: the load's mode and registry row (unless given), its name and action."""
-    mode = mode if mode is not None else scope.mode
-    return mode, scope.model_name or model_name, scope.action, registry_row or scope.registry_row
-
-
-def _display_name(config, model_name, display_name: str | None = None) -> str:
-    """
-    The model's name in messages: `model_name`, else the config's `name_or_path`, else `display_name` (the model's
-    class, as the core names it), else `<unnamed ... model>`.
-    """
-    name = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or display_name or "")
-    if not name:
-        name = f"<unnamed {getattr(config, 'model_type', None) or type(config).__name__} model>"
-    return name
-
-
-def _remember_persisted(config, info, model_name, action: str, deferred: bool) -> None:
-    """Records, for the construction scope of this call, the registry row a load wrote into `config` (if any)."""
-    persisted = persist_registry_precision(config, info) if action == LOAD else False
-    who = os.fspath(model_name) if model_name else (getattr(config, "name_or_path", None) or None)
-    _PERSISTED.set({"who": who, "row": info.entry if persisted else None, "deferred": deferred})
-
-
-def _unapplied_plan_problem(config, hf_quantizer) -> str | None:
-    """Why a stored fp16 plan is no evidence on a load that did not wait for the weights; `None` without a plan."""
-    if read_fp16_plan(config) is None:
-        return None
-    # a load that did not wait for the weights to verify its stored plan does not apply it
-    return (
-        "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
-        if hf_quantizer is not None
-        else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
-    )
-
-
-def _riskiest_assessment(info, dtype, hf_quantizer, model_class) -> tuple[Assessment | None, str | None]:
-    """
-    The assessment of the runtime to report on, with its note: the first risky one of the dtypes that carry the
-    activations (a quantized model's load and compute dtypes), else the first one the rules had a say on.
-    """
-    runtimes = _quantized_runtimes(hf_quantizer, dtype) if hf_quantizer is not None else [(dtype, None)]
-    assessment, note = None, None
-    for candidate, candidate_note in runtimes:
-        if dtype_to_precision(candidate) in (UNKNOWN, FP32):
-            continue
-        found = info.assess(candidate, model_class=model_class)
-        if found.prior is not None and (assessment is None or assessment.risk is None and found.risk is not None):
-            assessment, note = found, candidate_note if hf_quantizer is not None else None
-    return assessment, note
-
-
-def _report_assessment(
-    assessment: Assessment, info, name: str, sub_model: str, action: str, mode: str, per_call: bool, note, plan_problem
-) -> Risk | None:
-    """
-    Says an assessment once per (model, sub-model, trained, runtime precision) and kind of message: evidence that
-    overrides the risk at info level, a precision-loss note at info level, a risk as a warning, or raises it in
-    `"error"` mode. Returns the risk (`None` when overridden). An info message never silences a later warning.
-    """
-    risk = assessment.risk
-    prior = assessment.prior
-    key = (name, sub_model, prior.trained, prior.runtime)
-    outer_key = (name, "", prior.trained, prior.runtime)
-    if risk is None:
-        if (*key, "evidence") not in _INFORMED and (*outer_key, "evidence") not in _INFORMED:
-            _INFORMED.add((*key, "evidence"))
-            logger.info(
-                format_evidence_message(assessment, model_name=name, source=info.describe(), sub_model=sub_model)
-            )
-        return None
-    # a loss of precision with no known failure (fp32 weights run in bf16) is a note: never an error, never a warning
-    note_only = risk.kind == PRECISION_LOSS
-    if note_only and ((*key, "note") in _INFORMED or (*outer_key, "note") in _INFORMED):
-        return risk
-    if mode == WARN and not note_only and (key in _WARNED or outer_key in _WARNED):
-        return risk
-    message = format_risk_message(
-        risk,
-        model_name=name,
-        sub_model=sub_model,
-        source=info.describe(),
-        action=action,
-        mode=WARN if note_only else mode,
-        per_call=per_call,
-        mitigation=assessment.mitigation.detail if assessment.mitigation is not None else None,
-        runtime_note=note,
-        evidence_note=" ".join(
-            note
-            for note in (
-                f"Its stored fp16 plan is no evidence here: {plan_problem}."
-                if plan_problem and prior.runtime == "fp16"
-                else None,
-                assessment.dropped,
-            )
-            if note
-        )
-        or None,
-    )
-    if mode == ERROR and not note_only:
-        raise TrainedPrecisionRiskError(message, risk, name, info.source)
-    if note_only:
-        _INFORMED.add((*key, "note"))
-    else:
-        # one warning per model, dtype and call: a composite model's other sub-models at risk are not said again
-        _WARNED.update((key, outer_key))
-    (logger.info if note_only else logger.warning)(message)
-    return risk
+    found = None
+    for part in facts:
+        risk = say(decide(part))  # every part is said (or raises); the first risk is returned
+        found = found or risk
+    return found
 
 
 def cast_target_dtype(model, fn):
     """
-    The floating dtype that `model._apply(fn)` casts to, read from the cast itself: `fn` applied to empty CPU probes
-    of fp32 and of fp16 (a function meant only for parameters gets parameters). When both come out in the same dtype,
-    that is the target, also when the model is in it already: `.half()` of an fp16-loaded model still casts the fp32
-    modules an fp16 plan keeps, so the plan and the check must see it. `None` when `fn` keeps each dtype (a device
-    move), gives no floating tensor, fails on both probes, or the model has no floating weights;
+    The floating dtype `model._apply(fn)` casts to, read by applying `fn` to empty fp32 and fp16 probes (parameters when
+    plain tensors fail): the target when both come out alike, also when the model is in it already (`.half()` of an
+    fp16 model still casts an fp16 plan's fp32 modules). `None` for a device move, a failed probe or no floating weights:
     [`trained_precision_cast_scope`] then compares the dtypes after the cast.
     """
     import torch
@@ -573,18 +240,16 @@ def check_trained_precision_on_cast(
     fp16_plan_problems: dict[str, str] | None = None,
 ) -> Risk | None:
     """
-    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`.
-    Also the check `from_pretrained` runs once the weights are loaded when a stored fp16 plan must be verified first.
-    The mode is the `trained_precision_check` the model was loaded (or built with `from_config`) with, when one was
-    given; else the environment variable `TRANSFORMERS_TRAINED_PRECISION_CHECK`; else `"warn"`.
+    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`, and
+    the check a load runs once the weights can verify a stored fp16 plan or bound evidence. The mode is the one the model
+    was loaded with, else the environment variable, else `"warn"`.
 
     Args:
         model ([`PreTrainedModel`]): the model being cast.
         dtype (`torch.dtype`): the dtype it is cast to.
-        action (`str`, *optional*, defaults to `"cast"`): `"cast"`, or `"load"` / `"from_config"` for the check
-            after loading.
-        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own config), the fp16 plan this path
-            applies and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
+        action (`str`, *optional*, defaults to `"cast"`): or `"load"` / `"from_config"` for the check after loading.
+        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own), the fp16 plan this path applies
+            and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
         fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
 
     Returns:
@@ -597,34 +262,16 @@ def check_trained_precision_on_cast(
         return None
     name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
     plans, problems = fp16_plans or {}, fp16_plan_problems or {}
-    common = {
-        "mode": vars(model).get(MODE_ATTRIBUTE),
-        "model_name": name,
-        "display_name": type(model).__name__,
-        "action": action,
-        "registry_row": vars(model).get(REGISTRY_ATTRIBUTE),
-        "subject": weights_subject(model),  # what recorded evidence must be bound to
-    }
-    found = check_trained_precision(
-        config,
-        dtype,
-        model_class=type(model),
-        fp16_plan=plans.get(""),
-        fp16_plan_problem=problems.get(""),
-        sub_model="",
-        **common,
-    )
+    own = vars(model)
+    common = {"mode": own.get(MODE_ATTRIBUTE), "model_name": name, "display_name": type(model).__name__}
+    common.update(action=action, registry_row=own.get(REGISTRY_ATTRIBUTE))
+    own_call = Call(**common, model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""))
+    parts = [(config, dataclasses.replace(own_call, sub_model=""))]
     for key, sub_config in _sub_model_configs(model):
-        risk = check_trained_precision(
-            sub_config,
-            dtype,
-            fp16_plan=plans.get(key),
-            fp16_plan_problem=problems.get(key),
-            sub_model=getattr(sub_config, "model_type", None) or key,
-            **common,
-        )
-        found = found or risk
-    return found
+        sub_model = getattr(sub_config, "model_type", None) or key
+        call = Call(**common, fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model)
+        parts.append((sub_config, call))
+    return _check(parts, dtype, model)
 
 
 def is_outermost_cast(model) -> bool:
@@ -652,11 +299,9 @@ _QUIET_MODES = frozenset({"", WARN, IGNORE})
 
 def nothing_to_check(model) -> bool:
     """
-    Whether no cast of `model` can be judged, whatever its dtype: it is not being built inside a `from_pretrained` /
-    `from_config` call (whose mode and registry row it would inherit), its mode is not `"error"`, no load recorded a
-    registry row on it, and its config records nothing the check reads ([`~trained_precision.resolver.records_nothing`]:
-    the trained precision is unknown with no lineage, no registry row, no reference, no fp16 plan). The mode is
-    resolved as the check resolves it, so a bad environment variable is reported all the same.
+    Whether no cast of `model` can be judged, whatever its dtype: not built inside a `from_pretrained` / `from_config`
+    call, its mode is not `"error"` (read without side effects), no load recorded a registry row on it, and its config
+    records nothing the check reads ([`~trained_precision.resolver.records_nothing`]).
     """
     own = model.__dict__
     if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
@@ -676,16 +321,14 @@ def nothing_to_check(model) -> bool:
 @contextlib.contextmanager
 def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
     """
-    Around `PreTrainedModel._apply(fn)`: when `fn` changes the model's floating dtype and the model is the outermost
-    one being cast, checks the new dtype against its trained precision before the cast (so `"error"` mode raises with
-    the model unchanged). When the dtype cannot be told beforehand, the dtypes are compared after the cast. The
-    `PreTrainedModel`s inside it are judged with it (per sub-model), not again on their own.
+    Around `PreTrainedModel._apply(fn)`: when `fn` changes the floating dtype of the outermost model being cast, checks
+    the new dtype before the cast (so `"error"` mode raises with the model unchanged), or after it when the target cannot
+    be told beforehand. The `PreTrainedModel`s inside it are judged with it, not again on their own.
 
     Args:
         model ([`PreTrainedModel`]): the model whose `_apply` runs.
         fn (`Callable`): the function `_apply` maps over the tensors.
-        target (`torch.dtype`, *optional*): the cast's target as [`cast_target_dtype`] read it, when the caller did
-            already (`None`: it cannot be told beforehand); read here otherwise.
+        target (`torch.dtype`, *optional*): the target as [`cast_target_dtype`] read it, when the caller did already.
         check_kwargs: passed to [`check_trained_precision_on_cast`].
     """
     if not is_outermost_cast(model):
@@ -698,11 +341,8 @@ def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
         check_trained_precision_on_cast(model, target, **check_kwargs)
     else:
         before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
-    token = _IN_CAST.set(True)
-    try:
+    with quiet_casts():
         yield
-    finally:
-        _IN_CAST.reset(token)
     if before is not None:
         after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
         if after is not None and after != before:
@@ -721,14 +361,9 @@ def quiet_casts():
 
 def checked_apply(model, apply, fn, recurse=True):
     """
-    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method, bound to
-    `model`) run under [`trained_precision_cast_scope`] when `model` is the outermost model being cast and something
-    about it can be judged. A sub-model inside a cast, or a quantized model, runs `apply` as is. An outermost cast with
-    nothing to judge ([`nothing_to_check`]) reads nothing else and only marks the models inside it as part of it
-    ([`apply_unchecked`]): a fixed cost of a few microseconds, whatever the model's size.
-
-    Returns:
-        What `apply(fn, recurse)` returns (the model).
+    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method) under
+    [`trained_precision_cast_scope`] for the outermost model being cast when something about it can be judged; else as
+    is (a cast with nothing to judge costs a few microseconds, whatever the model's size). Returns what `apply` returns.
     """
     if not is_outermost_cast(model):
         return apply(fn, recurse)
@@ -739,10 +374,7 @@ def checked_apply(model, apply, fn, recurse=True):
 
 
 def apply_unchecked(apply, fn, recurse=True):
-    """
-    `apply(fn, recurse)` as an outermost cast with nothing to check: the `PreTrainedModel`s inside it are part of it,
-    so they are not checked on their own either.
-    """
+    """`apply(fn, recurse)` as an outermost cast with nothing to check: the models inside it are not checked either."""
     token = _IN_CAST.set(True)
     try:
         return apply(fn, recurse)
@@ -758,15 +390,9 @@ def in_construction() -> bool:
 @contextlib.contextmanager
 def model_construction_scope(mode: str | None = None, model_name: str | os.PathLike | None = None, action: str = LOAD):
     """
-    Used around a model's construction by `from_pretrained` and `_from_config`. The sub-models a composite model
-    builds in its `__init__` (with `AutoModel.from_config`) are checked on their own sub-config, but as part of the
-    outer call: with the outer call's mode (so `trained_precision_check="error"` or `"ignore"` reaches them) and
-    its model name (so a risk the outer check already warned about is not repeated).
-
-    Args:
-        mode (`str`, *optional*): the outer call's `trained_precision_check`.
-        model_name (`str` or `os.PathLike`, *optional*): the outer call's model name or path.
-        action (`str`, *optional*, defaults to `"load"`): the outer call's action (`"load"` or `"from_config"`).
+    Around a model's construction by `from_pretrained` and `_from_config`: the sub-models a composite model builds in its
+    `__init__` are checked on their own sub-config as part of the outer call, with its mode, its model name (a risk the
+    outer check warned about is not repeated) and its action (`"load"` or `"from_config"`).
     """
     if _SCOPE.get() is not None:  # a sub-model of a sub-model: the outermost call decides
         yield
@@ -776,15 +402,7 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
     mine = persisted is not None and persisted["who"] == name
     row = persisted["row"] if mine and action == LOAD else None
     _PERSISTED.set(None)
-    token = _SCOPE.set(
-        _ConstructionScope(
-            mode,
-            name,
-            action,
-            row,
-            deferred=mine and persisted["deferred"],
-        )
-    )
+    token = _SCOPE.set(_ConstructionScope(mode, name, action, row, deferred=mine and persisted["deferred"]))
     try:
         yield
     finally:
@@ -793,15 +411,10 @@ def model_construction_scope(mode: str | None = None, model_name: str | os.PathL
 
 def remember_check_mode(model, mode: str | None) -> None:
     """
-    Records the `trained_precision_check` a model was loaded (or built with `from_config`) with on the model and on
-    its sub-models, as the attribute `_trained_precision_check`, so that its later casts (`.half()`, `.bfloat16()`,
-    `.to(dtype)`) follow it instead of the environment variable. Inside `from_pretrained`, it also records the
-    registry row whose precision the load wrote into the config (`_trained_precision_registry_row`), so that the
-    casts name the same source as the load.
-
-    Args:
-        model ([`PreTrainedModel`]): the model just built by `from_pretrained` or `_from_config`.
-        mode (`str`, *optional*): the call's `trained_precision_check`.
+    Records the `trained_precision_check` a model was loaded (or built) with on it and its sub-models
+    (`_trained_precision_check`), so that its later casts follow it instead of the environment variable; inside
+    `from_pretrained`, also the registry row the load wrote into the config (`_trained_precision_registry_row`), so the
+    casts name the same source.
     """
     scope = _SCOPE.get()
     row = scope.registry_row if scope is not None else None
@@ -824,7 +437,6 @@ __all__ = [
     "check_trained_precision",
     "check_trained_precision_on_cast",
     "checked_apply",
-    "format_risk_message",
     "trained_precision_cast_scope",
     "reset_warning_cache",
     "resolve_check_mode",

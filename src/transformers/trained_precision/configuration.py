@@ -12,17 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-`PreTrainedConfig.trained_precision` and `pretraining_precision`: one validation for both.
-
-`trained_precision` is the config's own field, validated by `utils.type_validators.trained_precision` on init and on
-every assignment. `pretraining_precision` (which the Trainer stamp writes when a fine-tune changes a known precision)
-is checked by the same validator on every assignment, with its own name in the message, and is read like
-`trained_precision` when loading: an unrecognised value in the config or one of its sub-configs is read as
-`"unknown"` with one warning (`PreTrainedConfig._tolerate_unknown_trained_precision` reads both fields).
-
-Both hold the canonical names only (`"fp32"`, `"bf16"`, `"fp16"`, `"unknown"`), exactly as the config field does:
-the tools that write them from another trainer's names or a torch dtype normalise first
-([`~trained_precision.vocabulary.normalize_precision`]), so the config gives one answer with or without this package.
+`PreTrainedConfig.trained_precision` and `pretraining_precision`: one validation for both (the field's validator,
+on init and every assignment, naming the field), and one lenient reading from `config.json` (an unrecognised value
+reads as `"unknown"` with one warning). Both hold the canonical names only: tools that write them normalise first.
 """
 
 from __future__ import annotations

@@ -25,22 +25,12 @@ decides ([`find_evidence`]):
 | 3 | a finished training run | the config's `trained_precision_run` ([`~trained_precision.run_record.RunRecord`]), `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
-A `save_pretrained` copy of a Hub checkpoint has no Hub id of its own: the load that took its precision from the
-registry persists the row's reference runtime in the config (`trained_precision_reference`), so the copy keeps the
-publisher's evidence while its weights are the publisher's ([`read_reference_record`]).
-
-A stored dtype alone is never evidence (anyone can save bf16 weights as fp16).
-Neither is a run that diverged (`"diverged"`) or did not end (`"started"`: interrupted, or a checkpoint saved during
-the run); a finished run is bound to what it proves: its kind and its length
-([`~trained_precision.run_record.RunRecord.proves`]).
-A run that kept an fp16 plan's modules in fp32 proves fp16 only together with that plan, so it counts only while the
-plan itself is evidence (verified on this path, as below).
-
-This module is also where the fp16 plan is read ([`read_fp16_plan`]). A stored plan is only a claim: it is evidence
-once [`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model (applied there,
-not quantized, every module name resolves, its fingerprint matches these weights and its own record, validated up to
-the model's usable length). `transformers precision` reads `config.json` without the weights: there a stored plan is
-reported as unverified and clears nothing.
+A `save_pretrained` copy of a Hub checkpoint keeps the publisher's reference in its config
+(`trained_precision_reference`, [`read_reference_record`]) while its weights are the publisher's. A stored dtype
+alone is never evidence, nor is a run that diverged or did not end; a run that kept an fp16 plan's modules in fp32
+proves fp16 only while the plan itself is evidence. A stored plan ([`read_fp16_plan`]) is a claim until
+[`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model; `transformers
+precision`, which reads no weights, reports it as unverified.
 """
 
 from __future__ import annotations
@@ -113,13 +103,9 @@ _VALIDATION_SCHEMA: dict[str, tuple[type, ...]] = {
 @dataclasses.dataclass(frozen=True)
 class Evidence:
     """
-    Why a runtime precision is known to work for a checkpoint (or, for a mitigation, what already protects it).
-
-    Args:
-        kind (`str`): the kind of evidence (`"reference_runtime"`, ...), or `"keep_in_fp32"` for a mitigation.
-        runtime (`str`): the canonical runtime precision it is about.
-        detail (`str`): the evidence as a phrase for messages and reports.
-        source (`str`, *optional*): where it is recorded: the registry row's citation, or the config field.
+    Why a runtime precision is known to work for a checkpoint (or, for a mitigation, what already protects it): its
+    `kind` (`"reference_runtime"`, ..., or `"keep_in_fp32"` for a mitigation), the canonical `runtime`, the `detail` as a
+    phrase for messages, and the `source` where it is recorded.
     """
 
     kind: str
@@ -162,11 +148,9 @@ def _schema_problem(value: Any, schema: dict[str, tuple[type, ...]], where: str)
 
 def fp16_plan_problem(plan: Any) -> str | None:
     """
-    What is wrong with a stored fp16 plan, or `None` when it matches the fixed schema (`version` 1 or 2, `dtype`
-    `"fp16"`, `modules` a list of dotted module names, `headroom`, `fp32_weight_share`, `calibration_sha256`, and
-    `validation` with `passed`, `max_abs_error`, `cosine`, `top1_agreement` and `texts`; version 2 adds the
-    `fingerprint` of the weights and the plan, and `validated_on`: `sequences`, `lengths`, `max_tokens`, `device`,
-    `backend`).
+    What is wrong with a stored fp16 plan, or `None` when it matches the fixed schema of its version (the members of
+    `_PLAN_SCHEMA` and `validation`'s; version 2 adds `fingerprint` and `validated_on`), with `dtype` `"fp16"` and
+    `modules` dotted module names.
     """
     problem = _schema_problem(plan, _PLAN_SCHEMA, FP16_PLAN_FIELD)
     if problem is None:
@@ -186,17 +170,9 @@ def fp16_plan_problem(plan: Any) -> str | None:
 
 def read_fp16_plan(config: Any) -> dict | None:
     """
-    The measured fp16 plan stored in a config, when it claims to work: it matches the fixed schema and its
-    `validation.passed` is true. A malformed plan logs one warning and is treated as absent; a plan that failed its
-    validation is absent without a warning (it is a measurement, not an error). A claim, not evidence: see
-    [`~trained_precision.fp16_plan.decide_fp16_plan`].
-
-    Args:
-        config (`PreTrainedConfig` or `dict`): the config (or `config.json` content) the plan belongs to; the plan's
-            module names are relative to the model of this config.
-
-    Returns:
-        `dict` or `None`: the plan, as stored.
+    The fp16 plan stored in a config (or `config.json` dict) when it claims to work: it matches the schema and passed its
+    validation. A malformed plan logs one warning and reads as absent; a failed one is absent without a warning. A claim,
+    not evidence: see [`~trained_precision.fp16_plan.decide_fp16_plan`].
     """
     plan = _member(config, FP16_PLAN_FIELD)
     if plan is None:
@@ -214,11 +190,8 @@ def read_fp16_plan(config: Any) -> dict | None:
 
 def read_reference_record(config: Any) -> dict | None:
     """
-    The publisher reference a load persisted into a config (`trained_precision_reference`: the Hub id it was loaded
-    from, the reference runtime and the dtype the publisher stores the weights in), or `None`. It stands for the
-    publisher's unchanged weights, so it is `None` once the config records a training run (the Trainer stamp also
-    removes it) or when the weights were saved in a dtype that rounds the publisher's values (a bf16 copy of fp16
-    weights). The registry row it names must still carry that reference runtime: see the resolver.
+    The publisher reference a load persisted into a config (`trained_precision_reference`), or `None`: also once the
+    config records a training run, or when the weights were saved in a dtype that rounds the publisher's values.
     """
     from .run_record import read_run_record
 
@@ -238,10 +211,9 @@ def keep_in_fp32_modules(
     architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
 ) -> tuple[str, ...]:
     """
-    The modules upstream keeps in fp32 when the model is loaded in fp16 (`_keep_in_fp32_modules`, e.g. T5's `wo`), for
-    `model_class` or else for the first of the config's `architectures` that names a model class of this library.
-    Returns `()` when none is known, when torch is not installed, or when `import_classes=False` and no `model_class`
-    is given (the report without `--audit` never imports a model class, so it never imports torch).
+    Upstream's `_keep_in_fp32_modules` (T5's `wo`) of `model_class`, else of the first of `architectures` that names a
+    class of this library; `()` when none is known, without torch, or with `import_classes=False` and no class (the
+    report without `--audit` never imports torch).
     """
     if model_class is None and import_classes:
         import transformers
@@ -272,21 +244,18 @@ def find_evidence(
     hub_id: str | None = None,
 ) -> Evidence | None:
     """
-    The first evidence, in the order of the module's table, that `runtime` works for a checkpoint; `None` when there
-    is none.
+    The first evidence, in the order of the module's table, that `runtime` works for a checkpoint, or `None`.
 
     Args:
         runtime (`str` or `torch.dtype`): the runtime precision.
-        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint's Hub id.
-        plan (`dict`, *optional*): the fp16 plan that this path applies and verified
-            ([`~trained_precision.fp16_plan.decide_fp16_plan`]); never the config's claim alone.
-        trained (`str`, *optional*): the config's own `trained_precision`: the precision of the recorded run.
-        run ([`~trained_precision.run_record.RunRecord`], *optional*): that run, as
-            [`~trained_precision.run_record.read_run_record`] returns it.
-        compute (`str`, *optional*, defaults to `"pure"`): how `runtime` computes: `"pure"` for a model loaded or cast
-            into it, `"amp"` for a mixed-precision training run over wider weights (the Trainer's check).
+        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint.
+        plan (`dict`, *optional*): the fp16 plan this path applies and verified; never the config's claim alone.
+        trained (`str`, *optional*): the config's own `trained_precision`, the precision of `run`.
+        run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped it.
+        compute (`str`, *optional*, defaults to `"pure"`): `"pure"` for a model loaded or cast into `runtime`, `"amp"`
+            for a mixed-precision training run.
         copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from
-            the copy's `trained_precision_reference` rather than from its own Hub id.
+            its `trained_precision_reference`.
         hub_id (`str`, *optional*): the checkpoint's Hub id, named instead of a family glob's pattern.
     """
     runtime = dtype_to_precision(runtime)
@@ -342,9 +311,8 @@ def keep_in_fp32_mitigation(
     runtime: Any, architectures: Iterable[Any] = (), model_class: Any = None, import_classes: bool = True
 ):
     """
-    Upstream's hand-written mitigation for an fp16 runtime, as an [`Evidence`] of kind `"keep_in_fp32"`, or `None`.
-    It protects the module upstream knows overflows (T5's `wo`), not the rest of the model: a risk stays a warning.
-    See [`keep_in_fp32_modules`] for the arguments.
+    Upstream's mitigation for an fp16 runtime ([`keep_in_fp32_modules`]) as an [`Evidence`] of kind `"keep_in_fp32"`, or
+    `None`: it protects the known overflow site only, so a risk stays a warning.
     """
     if dtype_to_precision(runtime) != FP16:
         return None
@@ -494,9 +462,8 @@ def _backend_family(backend: str | None) -> str | None:
 
 def model_max_length(config: Any) -> int:
     """
-    The longest input a model takes, which evidence must cover: its config's `max_position_embeddings` (or
-    `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs; when none states
-    one (relative positions, as T5's), [`ASSUMED_MAX_LENGTH`].
+    The longest input a model takes, which evidence must cover: the config's `max_position_embeddings` (or an alias),
+    the shortest over its sub-configs; [`ASSUMED_MAX_LENGTH`] when none states one.
     """
     found = []
     for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
@@ -510,9 +477,8 @@ def model_max_length(config: Any) -> int:
 
 def bound_evidence_pending(config: Any) -> bool:
     """
-    Whether a config (or a sub-config) records evidence that only the loaded weights can check: a finished run
-    (`trained_precision_run`) or a copy's publisher reference (`trained_precision_reference`). A load then judges
-    the model once its weights are loaded, as it does for a stored fp16 plan.
+    Whether a config (or a sub-config) records evidence only the loaded weights can check (a finished run, a copy's
+    publisher reference): a load then judges the model once its weights are loaded.
     """
     from .run_record import read_run_status
 

@@ -12,15 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Hub ids: how every way of naming a model becomes the one id the registry knows.
-
-A user names a model with a legacy short id (`t5-base`, `gpt2`), a canonical id (`google-t5/t5-base`), in any case,
-with or without a revision, or with a path: a `huggingface_hub` cache snapshot
-(`<cache>/models--google-t5--t5-base/snapshots/<revision>`, under any cache root), or a local copy. This module is
-the only place that parses these forms; the resolver, the loading check, the Trainer stamp and `transformers
-precision` all call it.
-
-A local directory that is not a cache snapshot has no Hub id: its folder name is never taken as a guess.
+Hub ids: how every way of naming a model (a legacy short id such as `t5-base`, a canonical id, any case, a
+`huggingface_hub` cache snapshot path under any cache root) becomes the one id the registry knows. The only place
+that parses these forms. A local directory that is not a cache snapshot has no Hub id: its name is never a guess.
 """
 
 from __future__ import annotations
@@ -33,76 +27,34 @@ import re
 #: Where the Hub moved the models that had no organisation (January 2024); the old ids still redirect.
 _CANONICAL_MOVE_SOURCE = "https://github.com/huggingface/transformers/pull/28795"
 
-_LEGACY_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("google-t5", ("t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b")),
-    (
-        "openai-community",
-        (
-            "gpt2",
-            "gpt2-medium",
-            "gpt2-large",
-            "gpt2-xl",
-            "openai-gpt",
-            "roberta-base-openai-detector",
-            "roberta-large-openai-detector",
-        ),
+# organisation -> the legacy ids it took over (space-separated)
+_LEGACY_FAMILIES: dict[str, str] = {
+    "google-t5": "t5-small t5-base t5-large t5-3b t5-11b",
+    "openai-community": (
+        "gpt2 gpt2-medium gpt2-large gpt2-xl openai-gpt roberta-base-openai-detector roberta-large-openai-detector"
     ),
-    (
-        "google-bert",
-        (
-            "bert-base-uncased",
-            "bert-large-uncased",
-            "bert-base-cased",
-            "bert-large-cased",
-            "bert-base-multilingual-uncased",
-            "bert-base-multilingual-cased",
-            "bert-base-chinese",
-            "bert-base-german-cased",
-            "bert-large-uncased-whole-word-masking",
-            "bert-large-cased-whole-word-masking",
-            "bert-large-uncased-whole-word-masking-finetuned-squad",
-            "bert-large-cased-whole-word-masking-finetuned-squad",
-            "bert-base-cased-finetuned-mrpc",
-        ),
+    "google-bert": (
+        "bert-base-uncased bert-large-uncased bert-base-cased bert-large-cased "
+        "bert-base-multilingual-uncased bert-base-multilingual-cased bert-base-chinese "
+        "bert-base-german-cased bert-large-uncased-whole-word-masking "
+        "bert-large-cased-whole-word-masking bert-large-uncased-whole-word-masking-finetuned-squad "
+        "bert-large-cased-whole-word-masking-finetuned-squad bert-base-cased-finetuned-mrpc"
     ),
-    (
-        "FacebookAI",
-        (
-            "roberta-base",
-            "roberta-large",
-            "roberta-large-mnli",
-            "xlm-roberta-base",
-            "xlm-roberta-large",
-            "xlm-mlm-en-2048",
-        ),
+    "FacebookAI": "roberta-base roberta-large roberta-large-mnli xlm-roberta-base xlm-roberta-large xlm-mlm-en-2048",
+    "distilbert": (
+        "distilbert-base-uncased distilbert-base-cased distilbert-base-uncased-distilled-squad "
+        "distilbert-base-cased-distilled-squad distilbert-base-multilingual-cased "
+        "distilbert-base-uncased-finetuned-sst-2-english distilgpt2 distilroberta-base"
     ),
-    (
-        "distilbert",
-        (
-            "distilbert-base-uncased",
-            "distilbert-base-cased",
-            "distilbert-base-uncased-distilled-squad",
-            "distilbert-base-cased-distilled-squad",
-            "distilbert-base-multilingual-cased",
-            "distilbert-base-uncased-finetuned-sst-2-english",
-            "distilgpt2",
-            "distilroberta-base",
-        ),
-    ),
-    ("albert", ("albert-base-v1", "albert-base-v2", "albert-large-v2", "albert-xlarge-v2", "albert-xxlarge-v2")),
-    ("xlnet", ("xlnet-base-cased", "xlnet-large-cased")),
-)
+    "albert": "albert-base-v1 albert-base-v2 albert-large-v2 albert-xlarge-v2 albert-xxlarge-v2",
+    "xlnet": "xlnet-base-cased xlnet-large-cased",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class LegacyHubId:
     """
-    A model id from before the Hub gave every model an organisation, and the id it redirects to.
-
-    Args:
-        legacy (`str`): the old id, e.g. `"t5-base"`.
-        canonical (`str`): the id it redirects to, e.g. `"google-t5/t5-base"`.
-        source (`str`): where the move is recorded.
+    A model id from before the Hub gave every model an organisation (`legacy`), the id it redirects to (`canonical`), and where the move is recorded (`source`).
     """
 
     legacy: str
@@ -113,8 +65,8 @@ class LegacyHubId:
 #: Legacy id (lower case) -> its row.
 LEGACY_HUB_IDS: dict[str, LegacyHubId] = {
     name.lower(): LegacyHubId(name, f"{org}/{name}", _CANONICAL_MOVE_SOURCE)
-    for org, names in _LEGACY_FAMILIES
-    for name in names
+    for org, names in _LEGACY_FAMILIES.items()
+    for name in names.split()
 }
 
 # A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96 characters; no `--` or `..`; not starting or
@@ -132,8 +84,7 @@ def is_valid_repo_name(part: str) -> bool:
 
 def parse_hub_id(value: object) -> str | None:
     """
-    `value` as a Hub id (`"name"` or `"org/name"`, surrounding whitespace removed), or `None` when it cannot be one:
-    paths (`./x`, `/x`, `~/x`, `a/b/c`), empty strings, characters the Hub refuses, file names of weights or configs.
+    `value` as a Hub id (`"name"` or `"org/name"`, stripped), or `None` for a path, an empty string, or a file name.
     """
     if not isinstance(value, str):
         return None
@@ -147,11 +98,7 @@ def parse_hub_id(value: object) -> str | None:
 
 
 def canonical_hub_id(value: object) -> str | None:
-    """
-    The canonical Hub id `value` refers to: a legacy short id becomes the id the Hub redirects it to (`"T5-Base"` ->
-    `"google-t5/t5-base"`), other ids are returned as written (the Hub and the registry match ids case-insensitively).
-    `None` when `value` is not a Hub id (see [`parse_hub_id`]).
-    """
+    """The canonical Hub id `value` refers to (a legacy short id becomes the id it redirects to), or `None`."""
     hub_id = parse_hub_id(value)
     if hub_id is None:
         return None
@@ -161,9 +108,7 @@ def canonical_hub_id(value: object) -> str | None:
 
 def hub_id_spellings(hub_id: str) -> list[str]:
     """
-    Every id a model may be cached under: as written, its canonical id, and the legacy id that redirects to it.
-    `huggingface_hub` names a cache folder after the id the user typed, so `t5-base` and `google-t5/t5-base` are
-    cached apart.
+    Every id a model may be cached under (as written, canonical, legacy): the cache names folders after the typed id.
     """
     canonical = canonical_hub_id(hub_id)
     if canonical is None:
@@ -176,13 +121,7 @@ def hub_id_spellings(hub_id: str) -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class CacheSnapshot:
     """
-    Where a path lies in a `huggingface_hub` cache.
-
-    Args:
-        hub_id (`str`): the canonical Hub id (a `models--t5-base` folder gives `"google-t5/t5-base"`).
-        cached_as (`str`): the id the cache folder is named after (`"t5-base"`).
-        revision (`str`): the snapshot folder's name, a commit hash.
-        snapshot_dir (`str`): the snapshot directory.
+    Where a path lies in a `huggingface_hub` cache: the canonical `hub_id`, the id the folder is named after (`cached_as`), the `revision` and the `snapshot_dir`.
     """
 
     hub_id: str
@@ -199,10 +138,7 @@ def cache_folder_hub_id(folder_name: str) -> str | None:
 
 
 def cache_snapshot_of(path: str | os.PathLike) -> CacheSnapshot | None:
-    """
-    The cache snapshot a path lies in (`<any cache root>/models--{org}--{name}/snapshots/{revision}[/...]`, the layout
-    `huggingface_hub` writes, whatever `HF_HUB_CACHE`, `HF_HOME` or `cache_dir` chose), or `None`.
-    """
+    """The cache snapshot a path lies in (`<any root>/models--{org}--{name}/snapshots/{revision}[/...]`), or `None`."""
     parts = os.path.normpath(os.path.abspath(os.fspath(path))).split(os.sep)
     for i in range(len(parts) - 2):
         if parts[i + 1] != "snapshots" or not parts[i + 2]:
@@ -220,15 +156,8 @@ def cache_snapshot_of(path: str | os.PathLike) -> CacheSnapshot | None:
 
 def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
     """
-    The canonical Hub id a model name or path refers to, or `None`.
-
-    An existing local path has a Hub id only when it lies in a `huggingface_hub` cache snapshot (what
-    `snapshot_download` returns); any other directory has none, whatever it is called. A name that is not a local
-    path is read as a Hub id, legacy short ids included (`"t5-base"` -> `"google-t5/t5-base"`).
-
-    Args:
-        name_or_path (`str` or `os.PathLike`, *optional*): what was passed to `from_pretrained`, or
-            `config.name_or_path`.
+    The canonical Hub id a model name or path refers to, or `None`: an existing local path has one only inside a cache
+    snapshot; a name that is not a local path is read as a Hub id, legacy short ids included.
     """
     if not name_or_path:
         return None
@@ -240,11 +169,7 @@ def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
 
 
 def possible_hub_ids(name_or_path: str | os.PathLike | None) -> tuple[str, ...]:
-    """
-    Every Hub id [`hub_id_for`] can give for `name_or_path`, whatever exists on disk: the id of the cache snapshot the
-    path lies in (when it exists), and the name read as a Hub id (when it does not). A pure function of the name and
-    the working directory, so its answer can be kept.
-    """
+    """Every Hub id [`hub_id_for`] can give for `name_or_path`, whatever exists on disk (so the answer can be kept)."""
     if not name_or_path:
         return ()
     name = os.fspath(name_or_path)
@@ -257,16 +182,8 @@ def find_cached_snapshot(
     hub_id: str, *, filename: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> str | None:
     """
-    The local cache snapshot directory of a Hub id that holds `filename`, or `None` when it is not cached. Every
-    spelling of the id is tried (see [`hub_id_spellings`]), in any case: a model downloaded as `t5-base` is found
-    when asked for `google-t5/t5-base` or `T5-Base`, and the other way round.
-
-    Args:
-        hub_id (`str`): any spelling of the id.
-        filename (`str`): a file the snapshot must hold, e.g. `CONFIG_NAME`.
-        revision (`str`, *optional*): a branch, tag or commit; defaults to `main`.
-        cache_dir (`str` or `os.PathLike`, *optional*): the cache root; defaults to `huggingface_hub`'s
-            (`HF_HUB_CACHE`, else `HF_HOME/hub`).
+    The local cache snapshot directory of a Hub id that holds `filename`, or `None`. Every spelling of the id is tried
+    ([`hub_id_spellings`]), in any case. `revision` defaults to `main`, `cache_dir` to `huggingface_hub`'s cache.
     """
     from huggingface_hub import constants, try_to_load_from_cache
 

@@ -14,27 +14,16 @@
 """
 Inspecting a checkpoint without loading it: what `transformers precision` prints.
 
-[`inspect_checkpoint`] reads a checkpoint directory (or a Hub id found in the local cache) and reports
-
-- the trained precision, as [`~trained_precision.resolver.resolve_trained_precision`] answers it for every other path
-  (the config's value, else the registry row of the Hub id: legacy ids and cache snapshot paths included),
-- the storage dtype(s) and the number of stored values, read from the safetensors header(s) with a bounded read
-  ([`~trained_precision.storage.read_storage`]; pickled weights are never opened),
-- a verdict per runtime precision: `"safe"`, `"risky"`, or `"unknown"` when the trained precision is unknown and
-  nothing was measured, and, when asked, the measured activation ranges of a calibration forward
-  ([`~trained_precision.audit.audit_checkpoint`]). A verdict weighs the risk rules against the evidence that the
-  runtime works for this checkpoint ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]), as loading does;
-- for a composite model (encoder-decoder, text + vision), the same answer for every sub-model: the sub-configs the
-  loader checks and the Trainer stamps. The status and exit code for an asked dtype are the worst of them all
-  (risky, then unknown, then safe), so the report and `from_pretrained` agree.
-
-Everything here works from a notebook:
+[`inspect_checkpoint`] reads a checkpoint directory (or a Hub id in the local cache) and reports the trained precision
+as [`~trained_precision.resolver.resolve_trained_precision`] answers it for every other path, the storage dtypes
+(safetensors headers, read with a bounded read; pickled weights are never opened), and a verdict per runtime
+precision from the same [`~trained_precision.decision.decide`] as loading (`"safe"`, `"risky"`, or `"unknown"`),
+refined by the measured activation ranges when an audit ran. A composite model gets the same answer per sub-model; the
+status for an asked dtype is the worst of them all, so the report and `from_pretrained` agree.
 
 ```py
 >>> from transformers.trained_precision import inspect_checkpoint
->>> report = inspect_checkpoint("./my-t5", audit=True)
->>> print(report.format())
->>> report.verdict("fp16").status
+>>> inspect_checkpoint("./my-t5").verdict("fp16").status
 'risky'
 ```
 """
@@ -48,6 +37,7 @@ from typing import Any
 
 from ..utils import CONFIG_NAME, logging
 from .configuration import sub_config_items
+from .decision import BASIS_EVIDENCE, BASIS_RULE, RISKY, SAFE, UNKNOWN_STATUS, PrecisionFacts, decide
 from .evidence import read_fp16_plan
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
@@ -83,16 +73,9 @@ logger = logging.get_logger(__name__)
 #: per verdict and for the whole report: what a verdict rests on.
 SCHEMA_VERSION = 4
 
-#: Verdict statuses.
-SAFE = "safe"
-RISKY = "risky"
-UNKNOWN_STATUS = "unknown"
-
 #: What a verdict rests on (its `basis`): the trained precision and the risk rules; evidence that the checkpoint works
 #: in that runtime (a publisher's runtime, a validated plan, a finished run), overriding the rules; or the audit's
 #: measurement on the calibration inputs. An `"unknown"` verdict rests on nothing (`None`).
-BASIS_RULE = "rule"
-BASIS_EVIDENCE = "evidence"
 BASIS_MEASURED = "measured"
 #: When the parts of a composite model that set its status rest on different bases, the report names the least
 #: certain one: a measurement on a few inputs, then evidence about one runtime, then the rules.
@@ -111,9 +94,7 @@ EXIT_INTERNAL_ERROR = 70
 _EXIT_CODES = {SAFE: EXIT_SAFE, RISKY: EXIT_RISKY, UNKNOWN_STATUS: EXIT_UNKNOWN}
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # resolving a path or a Hub id
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -136,9 +117,8 @@ HUB_PROBE_TIMEOUT = 5.0
 
 def _hub_unreachable() -> str | None:
     """
-    Why the Hub endpoint cannot be reached (one TCP connection, [`HUB_PROBE_TIMEOUT`] seconds at most), or `None`
-    when it can, or when a proxy is configured (the connection would go through it, so a direct probe says nothing).
-    Without it, a download on a machine without a network retries for tens of seconds before it fails.
+    Why the Hub endpoint cannot be reached (one TCP connection of [`HUB_PROBE_TIMEOUT`] seconds), or `None` when it can
+    or a proxy is configured. Without it, a download without a network retries for tens of seconds before it fails.
     """
     import socket
     from urllib.parse import urlsplit
@@ -188,8 +168,8 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
 
 def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_dir: str | None) -> _Resolved:
     """
-    A Hub id that is not in the local cache: offline or with the Hub unreachable, an error that says what to do;
-    online, its `config.json` is fetched and its safetensors headers are read with HTTP range requests.
+    A Hub id that is not cached: offline or unreachable, an error that says what to do; online, its `config.json` is
+    fetched and its safetensors headers are read with HTTP range requests.
     """
     from huggingface_hub import constants
 
@@ -228,9 +208,7 @@ def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_
     return _Resolved(directory=None, name=hub_id, config_path=config_path, remote_storage=remote)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # the report
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -240,21 +218,15 @@ class Verdict:
 
     Args:
         runtime (`str`): `"fp32"`, `"bf16"` or `"fp16"`.
-        status (`str`): `"safe"`, `"risky"`, or `"unknown"` (the trained precision is unknown and nothing was
-            measured: no rule can say it is safe).
-        summary (`str`): the verdict in one line a user can act on, e.g. "risky: precision loss expected (trained in
-            fp32); the measured range fits fp16 (headroom 337x)".
-        reasons (`list[str]`): the details behind the summary (the risk rule, the measurement).
+        status (`str`): `"safe"`, `"risky"`, or `"unknown"` (no rule covers the trained precision, nothing measured).
+        summary (`str`): the verdict in one line a user can act on.
+        reasons (`list[str]`): the details behind it (the rule, the evidence, the measurement).
         fix (`str`, *optional*): what to do instead.
-        kind (`str`, *optional*): the risk's kind: `"overflow"`, `"precision_loss"`, or `"measured_overflow"` when
-            only the audit found it.
+        kind (`str`, *optional*): `"overflow"`, `"precision_loss"`, or `"measured_overflow"` when only the audit found it.
         severity (`str`, *optional*): `"high"` or `"low"`.
         evidence (`dict`, *optional*): the evidence that made a risky prior safe (`kind`, `detail`, `source`).
         mitigation (`str`, *optional*): what upstream already does about a remaining risk (`_keep_in_fp32_modules`).
-        basis (`str`, *optional*): what the status rests on: `"rule"` (the trained precision and the risk rules),
-            `"evidence"` (evidence overrides a risky rule: see `evidence`) or `"measured"` (the audit measured an
-            overflow, or, for an unknown trained precision, measured that the range fits: "safe as measured");
-            `None` for an `"unknown"` status, which nothing decides.
+        basis (`str`, *optional*): what the status rests on: `"rule"`, `"evidence"` or `"measured"`; `None` when unknown.
     """
 
     runtime: str
@@ -284,17 +256,8 @@ _STATUS_ORDER = (SAFE, UNKNOWN_STATUS, RISKY)
 @dataclasses.dataclass
 class SubModelReport:
     """
-    The answer for one sub-model of a composite model (`encoder`, `decoder`, `text_config`, `vision_config`, ...).
-
-    Args:
-        key (`str`): the sub-config's key in `config.json` (dotted when nested).
-        model_type (`str`, *optional*): the sub-config's `model_type`.
-        declared (`str`): the `trained_precision` the sub-config declares.
-        effective (`str`): the trained precision its verdicts use (the sub-config's, else the registry row of the
-            model's Hub id, as loading resolves it).
-        provenance (`str`): `"config"`, `"registry: <row>"` or `"unknown"`.
-        pretraining (`str`): the sub-config's `pretraining_precision`.
-        verdicts (`dict[str, Verdict]`): per runtime precision.
+    The answer for one sub-model of a composite model: its key in `config.json` (dotted when nested), `model_type`, the
+    declared and effective trained precision with its provenance, its `pretraining_precision`, and a verdict per runtime.
     """
 
     key: str
@@ -318,29 +281,36 @@ class SubModelReport:
         }
 
 
-@dataclasses.dataclass
-class CheckpointReport:
-    """
-    What [`inspect_checkpoint`] found. `format()` renders the text `transformers precision` prints, `to_dict()` the
-    `--json` output.
+class _Report:
+    """What both reports answer for an asked runtime, from the verdicts of their parts (`_parts`)."""
 
-    Args:
-        checkpoint (`str`): what was asked for.
-        directory (`str`, *optional*): the local directory read (a cache snapshot for a Hub id).
-        hub_id (`str`, *optional*): the canonical Hub id, when the checkpoint has one (a Hub id, or a cache snapshot).
-        model_type (`str`, *optional*): the config's `model_type`.
-        architectures (`list[str]`): the config's `architectures`.
-        declared (`str`): the trained precision `config.json` declares (`"unknown"` when absent).
-        declared_raw (`Any`): the raw value in `config.json` (`None` when absent).
-        registry (`RegistryEntry`, *optional*): the registry row of the Hub id, if any.
-        effective (`str`): the trained precision the verdicts use, as the resolver answers.
-        effective_from (`str`, *optional*): `"config"`, `"registry"` or `None` (unknown).
-        storage (`StorageSummary`): the stored weights.
-        verdicts (`dict[str, Verdict]`): per runtime precision.
-        audit (`ActivationAudit`, *optional*): the measured activation ranges, when an audit ran.
-        pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
-        provenance (`str`, *optional*, defaults to `"unknown"`): `"config"`, `"registry: <row>"` or `"unknown"`.
-        sub_models (`dict[str, SubModelReport]`, *optional*): one answer per sub-model of a composite model.
+    def status(self, runtime: Any) -> str:
+        """The status at `runtime` of the whole model: the worst of its own verdict and its sub-models' verdicts."""
+        return max((v.status for v in self._parts(runtime_name(runtime))), key=_STATUS_ORDER.index)
+
+    def basis(self, runtime: Any) -> str | None:
+        """What the status at `runtime` rests on: the least certain basis of the verdicts that set it."""
+        worst = self.status(runtime)
+        verdicts = self._parts(runtime_name(runtime))
+        return min((v.basis for v in verdicts if v.status == worst), key=_BASIS_ORDER.index)
+
+    def exit_code(self, runtime: Any = None) -> int:
+        """`transformers precision`'s exit code: 0 safe (or no `runtime`), 1 risky, 3 unknown."""
+        return EXIT_SAFE if runtime is None else _EXIT_CODES[self.status(runtime)]
+
+    def _asked(self, asked: str | None) -> dict[str, Any]:
+        status = None if asked is None else self.status(asked)
+        basis = None if asked is None else self.basis(asked)
+        return {"asked_dtype": asked, "status": status, "basis": basis, "exit_code": self.exit_code(asked)}
+
+
+@dataclasses.dataclass
+class CheckpointReport(_Report):
+    """
+    What [`inspect_checkpoint`] found: `format()` renders what `transformers precision` prints, `to_dict()` its `--json`.
+    `declared` is what `config.json` says (`declared_raw` as written), `effective` what the verdicts use (the resolver's
+    answer, `effective_from` `"config"`, `"registry"` or `None`), `registry` the row of `hub_id`, `storage` the stored
+    weights, `audit` the measured ranges when an audit ran, and `sub_models` the answer per sub-model.
     """
 
     checkpoint: str
@@ -364,45 +334,15 @@ class CheckpointReport:
         """The verdict for a runtime precision (any spelling of fp32, bf16 or fp16), for the top-level config."""
         return self.verdicts[runtime_name(runtime)]
 
-    def status(self, runtime: Any) -> str:
-        """The status at `runtime` of the whole model: the worst of its own verdict and its sub-models' verdicts."""
-        name = runtime_name(runtime)
-        statuses = [self.verdicts[name].status] + [sub.verdicts[name].status for sub in self.sub_models.values()]
-        return max(statuses, key=_STATUS_ORDER.index)
-
-    def basis(self, runtime: Any) -> str | None:
-        """
-        What the status at `runtime` rests on (`"rule"`, `"evidence"`, `"measured"`, or `None` when it is unknown):
-        the basis of the verdicts that set [`~CheckpointReport.status`], the least certain when they differ.
-        """
-        name = runtime_name(runtime)
-        worst = self.status(name)
-        verdicts = [self.verdicts[name]] + [sub.verdicts[name] for sub in self.sub_models.values()]
-        return min((v.basis for v in verdicts if v.status == worst), key=_BASIS_ORDER.index)
-
-    def exit_code(self, runtime: Any = None) -> int:
-        """
-        `transformers precision`'s exit code: 0 when `runtime` is safe (or `None`), 1 when it is risky, 3 when it is
-        unknown (2 is bad input, raised before a report exists); for a composite model, its worst sub-model's.
-        """
-        if runtime is None:
-            return EXIT_SAFE
-        return _EXIT_CODES[self.status(runtime)]
+    def _parts(self, name: str) -> list[Verdict]:
+        return [self.verdicts[name]] + [sub.verdicts[name] for sub in self.sub_models.values()]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
         asked = None if runtime is None else runtime_name(runtime)
         registry = None
         if self.registry is not None:
-            registry = {
-                "model_id": self.registry.model_id,
-                "precision": self.registry.precision,
-                "source": self.registry.source,
-                "confidence": self.registry.confidence,
-                "note": self.registry.note,
-                "reference_runtime": self.registry.reference_runtime,
-                "reference_source": self.registry.reference_source,
-            }
+            registry = {key: getattr(self.registry, key) for key in _REGISTRY_KEYS}
         return {
             "schema_version": SCHEMA_VERSION,
             "checkpoint": self.checkpoint,
@@ -423,10 +363,7 @@ class CheckpointReport:
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
             "audit": None if self.audit is None else self.audit.to_dict(top_k=top_k),
             "sub_models": {key: sub.to_dict() for key, sub in self.sub_models.items()},
-            "asked_dtype": asked,
-            "status": None if asked is None else self.status(asked),
-            "basis": None if asked is None else self.basis(asked),
-            "exit_code": self.exit_code(asked),
+            **self._asked(asked),
         }
 
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
@@ -460,24 +397,30 @@ class CheckpointReport:
         lines.append(f"Trained precision used for the verdicts: {self.effective} ({self.provenance})")
         lines.append(_format_storage(self.storage))
         lines.append("Verdicts:")
-        for name, verdict in self.verdicts.items():
-            mark = "  <- asked" if name == asked else ""
-            lines.append(f"  {name}: {verdict.summary}{mark}")
-            if verdict.status != SAFE:
-                lines.extend(f"      {reason}" for reason in verdict.reasons)
-                if verdict.fix:
-                    lines.append(f"      fix: {verdict.fix}")
+        lines.extend(_verdict_lines(self.verdicts, asked))
         for key, sub in self.sub_models.items():
             kind = f" ({sub.model_type})" if sub.model_type else ""
             lines.append(f"Sub-model {key}{kind}: trained in {sub.effective} ({sub.provenance})")
-            for name, verdict in sub.verdicts.items():
-                mark = "  <- asked" if name == asked else ""
-                lines.append(f"  {name}: {verdict.summary}{mark}")
+            lines.extend(_verdict_lines(sub.verdicts, asked, details=False))
         if asked is not None and self.sub_models:
             lines.append(f"Whole model at {asked}: {self.status(asked)} (the worst of the model and its sub-models)")
         if self.audit is not None:
             lines.append(self.audit.format(top_k=top_k))
         return "\n".join(lines)
+
+
+_REGISTRY_KEYS = ("model_id", "precision", "source", "confidence", "note", "reference_runtime", "reference_source")
+
+
+def _verdict_lines(verdicts: dict[str, Verdict], asked: str | None, details: bool = True) -> list[str]:
+    """One line per verdict (the asked one marked), with the reasons and the fix of one that is not safe."""
+    lines = []
+    for name, verdict in verdicts.items():
+        lines.append(f"  {name}: {verdict.summary}{'  <- asked' if name == asked else ''}")
+        if details and verdict.status != SAFE:
+            lines.extend(f"      {reason}" for reason in verdict.reasons)
+            lines.extend([f"      fix: {verdict.fix}"] if verdict.fix else [])
+    return lines
 
 
 def _format_storage(storage: StorageSummary) -> str:
@@ -495,10 +438,7 @@ def _format_storage(storage: StorageSummary) -> str:
 
 def runtime_name(runtime: Any) -> str:
     """
-    The canonical runtime precision of `runtime` (`"fp16"`, `torch.float16`, `"half"`, ...).
-
-    Raises:
-        [`CheckpointInspectionError`]: for anything that is not fp32, bf16 or fp16, naming those.
+    The canonical runtime precision of `runtime`; a [`CheckpointInspectionError`] for anything but fp32, bf16, fp16.
     """
     valid = ", ".join(RUNTIME_PRECISIONS)
     try:
@@ -537,11 +477,11 @@ def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, 
 
 
 def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
-    """The verdict from the risk rules and the evidence, refined by the measurement when an audit ran."""
+    """The verdict [`~trained_precision.decision.decide`] gives loading, refined by the measurement of an audit."""
     assessment = info.assess(runtime, import_classes=audit is not None)  # no torch import without an audit
-    risk = assessment.risk
+    decision = decide(PrecisionFacts(info, ((assessment, None),)))
     measured = audit.problem_for(runtime) if audit is not None else None
-    if risk is not None:
+    if decision.status == RISKY:
         return _risky_verdict(runtime, assessment, measured, audit)
     if measured is not None:
         safer = [p for p in RUNTIME_PRECISIONS if p != runtime and audit.problem_for(p) is None]
@@ -556,7 +496,7 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             severity="high",
             basis=BASIS_MEASURED,
         )
-    if assessment.overridden:
+    if decision.basis == BASIS_EVIDENCE:
         evidence = assessment.evidence
         return Verdict(
             runtime,
@@ -569,19 +509,16 @@ def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
             evidence={"kind": evidence.kind, "detail": evidence.detail, "source": evidence.source},
             basis=BASIS_EVIDENCE,
         )
-    if runtime == FP32:
-        return Verdict(runtime, SAFE, summary="safe (fp32 is always safe)")
-    if info.lineage_known:
+    if decision.status == SAFE:
         why = runtime if runtime in info.lineage else " then ".join(info.lineage)
-        return Verdict(runtime, SAFE, summary=f"safe (trained in {why})")
+        return Verdict(
+            runtime, SAFE, summary="safe (fp32 is always safe)" if runtime == FP32 else f"safe (trained in {why})"
+        )
     return _unknown_verdict(runtime, info, audit)
 
 
 def _unknown_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
-    """
-    The verdict of a runtime no rule decides: the oldest training stage is unknown (no precision recorded, or a
-    fine-tune of such a model: its own precision says nothing about the activations its pretraining shaped).
-    """
+    """The verdict of a runtime no rule decides: the oldest training stage is unknown."""
     what = "the trained precision is unknown"
     if info.lineage:  # a recorded fine-tune whose oldest stage is unknown
         what = f"it was fine-tuned in {info.lineage[-1]} from a model whose trained precision is unknown"
@@ -637,13 +574,7 @@ def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: A
 
 
 def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
-    """
-    A verdict per runtime precision, from the resolved trained precision
-    ([`~trained_precision.resolver.TrainedPrecisionInfo`]) and, when an audit ran, the measured ranges. A runtime is
-    risky when the risk rules say so for every known training stage or when the audit measured a value it cannot
-    hold; fp32 and the precision the model was trained in are safe; anything else is `"unknown"` until the trained
-    precision is known or an audit measured the range.
-    """
+    """A verdict per runtime precision, from the resolved trained precision and, after an audit, the measurement."""
     return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
 
 
@@ -681,35 +612,22 @@ def inspect_checkpoint(
     **audit_kwargs,
 ) -> CheckpointReport:
     """
-    Inspects a checkpoint: its trained precision (as the resolver answers it for loading and training), its storage
-    dtypes, and a verdict per runtime precision. Nothing is loaded unless `audit=True`.
+    Inspects a checkpoint without loading it (unless `audit=True`): its trained precision as loading resolves it, its
+    storage dtypes, and a verdict per runtime precision.
 
     Args:
-        path_or_id (`str`):
-            A directory written by `save_pretrained` (a Hub cache snapshot directory is recognised as its Hub id), or
-            a Hub id, legacy short ids included (found in the local cache under any of its spellings). When a Hub id
-            is not cached and the Hub is reachable (`HF_HUB_OFFLINE` unset), only its `config.json` is downloaded and
-            its safetensors headers are read with HTTP range requests.
-        audit (`bool`, *optional*, defaults to `False`):
-            Also load the model in fp32 on the CPU and measure its activations on calibration texts
-            ([`~trained_precision.audit.audit_activations`]); the measurement enters the verdicts. Needs torch.
-        texts (`list[str]`, *optional*): calibration texts for the audit (default: a few built-in samples).
-        revision (`str`, *optional*): the Hub revision, for a Hub id only.
-        max_header_bytes (`int`, *optional*, defaults to 100 MB): the largest safetensors header read.
-        download (`bool`, *optional*, defaults to `False`):
-            Let the audit download the weights of a Hub id that is not cached. Without it, such an audit is refused.
-        allow_pickle (`bool`, *optional*, defaults to `False`):
-            Let the audit load pickled (`.bin`) weights, which can run code: only for checkpoints you trust.
-        cache_dir (`str`, *optional*): the Hub cache root, when it is not `huggingface_hub`'s default.
-        audit_kwargs: passed to [`~trained_precision.audit.audit_checkpoint`] (`max_length`, `seed`).
-
-    Returns:
-        [`CheckpointReport`].
+        path_or_id (`str`): a `save_pretrained` directory (a cache snapshot counts as its Hub id) or a Hub id, found in the
+            local cache under any spelling; an uncached id is read online (`config.json` and safetensors headers only).
+        audit (`bool`, *optional*): also load the model in fp32 on the CPU and measure its activations on `texts`
+            ([`~trained_precision.audit.audit_checkpoint`], given `audit_kwargs`); needs torch.
+        revision (`str`, *optional*), cache_dir (`str`, *optional*): the Hub revision and cache root.
+        max_header_bytes (`int`, *optional*): the largest safetensors header read.
+        download (`bool`, *optional*), allow_pickle (`bool`, *optional*): let the audit download an uncached checkpoint's
+            weights, or unpickle `.bin` weights (which can run code).
 
     Raises:
-        [`CheckpointInspectionError`] (a `ValueError`): for a missing path, a directory without `config.json`, a
-        malformed index or header, a Hub id that is neither cached nor reachable, or an audit that would download or
-        unpickle without the matching opt-in.
+        [`CheckpointInspectionError`] (a `ValueError`): bad input, a checkpoint neither cached nor reachable, or an audit
+        that would download or unpickle without its opt-in.
     """
     resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
     # a downloaded config.json lies in the cache, which is then the checkpoint
@@ -809,11 +727,8 @@ def is_adapter_directory(path: str | os.PathLike) -> bool:
 
 
 @dataclasses.dataclass
-class AdapterReport:
-    """
-    What [`inspect_adapter`] found: the adapter's record, its base's report, and one verdict per runtime from both.
-    Same interface as [`~trained_precision.inspection.CheckpointReport`] (`format`, `to_dict`, `exit_code`).
-    """
+class AdapterReport(_Report):
+    """What [`inspect_adapter`] found: the adapter's record, its base's report, and a verdict per runtime from both."""
 
     checkpoint: str
     directory: str
@@ -825,16 +740,8 @@ class AdapterReport:
     info: Any  # TrainedPrecisionInfo of base + adapter
     verdicts: dict
 
-    def status(self, runtime: Any) -> str:
-        return self.verdicts[runtime_name(runtime)].status
-
-    def basis(self, runtime: Any) -> str | None:
-        return self.verdicts[runtime_name(runtime)].basis
-
-    def exit_code(self, runtime: Any = None) -> int:
-        if runtime is None:
-            return EXIT_SAFE
-        return _EXIT_CODES[self.status(runtime)]
+    def _parts(self, name: str) -> list[Verdict]:
+        return [self.verdicts[name]]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         from .vocabulary import RUN_FIELD
@@ -860,10 +767,7 @@ class AdapterReport:
                 RUN_FIELD: self.info.run_status,
             },
             "verdicts": {name: dataclasses.asdict(v) for name, v in self.verdicts.items()},
-            "asked_dtype": asked,
-            "status": None if asked is None else self.status(asked),
-            "basis": None if asked is None else self.basis(asked),
-            "exit_code": self.exit_code(asked),
+            **self._asked(asked),
         }
 
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
@@ -887,25 +791,15 @@ class AdapterReport:
             )
         lines.append(f"Base + adapter: {' then '.join(self.info.lineage) or UNKNOWN}")
         lines.append("Verdicts (base + adapter):")
-        for name, verdict in self.verdicts.items():
-            mark = "  <- asked" if name == asked else ""
-            lines.append(f"  {name}: {verdict.summary}{mark}")
-            if verdict.status != SAFE:
-                lines.extend(f"      {reason}" for reason in verdict.reasons)
-                if verdict.fix:
-                    lines.append(f"      fix: {verdict.fix}")
+        lines.extend(_verdict_lines(self.verdicts, asked))
         return "\n".join(lines)
 
 
 def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> AdapterReport:
     """
-    Inspects a PEFT adapter directory: its record (the run that trained it), its base (`base_model_name_or_path`,
-    resolved as [`~trained_precision.inspection.inspect_checkpoint`] resolves any id: a local directory, a Hub cache
-    snapshot, the registry), and one verdict per runtime precision from both ([`adapter_precision_info`]). Reads
-    `adapter_config.json` and safetensors headers only.
-
-    Raises:
-        [`~trained_precision.storage.CheckpointInspectionError`]: for a missing or malformed `adapter_config.json`.
+    Inspects a PEFT adapter directory: its record, its base (`base_model_name_or_path`, resolved as
+    [`inspect_checkpoint`] resolves any id), and a verdict per runtime from both. Reads `adapter_config.json` and
+    safetensors headers only; a missing or malformed `adapter_config.json` raises [`CheckpointInspectionError`].
     """
     from .adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
 

@@ -12,31 +12,15 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The one answer to "what precision was this model trained in?".
+The facts: what precision a model was trained in, where that was read from, and the evidence its checkpoint records.
 
-[`resolve_trained_precision`] turns a config (a `PreTrainedConfig` or the dict of a `config.json`) and the name or
-path the model comes from into a [`TrainedPrecisionInfo`]: the precision and where it was read from. Every path that
-needs the answer asks it (`from_pretrained`, `from_config`, the casts, the repository check), so they all give the
-same one. The order is:
-
-1. the config's own `trained_precision`, when it is known: it always wins;
-2. else the registry row of the model's Hub id ([`~trained_precision.hub_ids.hub_id_for`]: legacy short ids, any
-   case, cache snapshot paths under any cache root; a local copy outside a cache has no Hub id);
-3. else `"unknown"`, which is never reported as safe.
-
-A model fine-tuned in another precision than its pretraining keeps the older precision as
-`config.pretraining_precision` (the Trainer writes it when its stamp changes a known value); the oldest stage is the
-risk rules' prior ([`~trained_precision.risk.assess_lineage_risk`]). A fine-tune of a model whose precision nobody
-recorded says so: `pretraining_precision: "unknown"`, written explicitly (a config without the field is a model whose
-first recorded run trained it from scratch). Its oldest stage is then unknown, and so is its risk: the fine-tune's
-precision says nothing about the activations its pretraining shaped.
-
-[`TrainedPrecisionInfo.assess`] then weighs that prior against the evidence that a runtime works for this checkpoint
-([`~trained_precision.evidence.find_evidence`], in the order its module documents) and upstream's
-`_keep_in_fp32_modules` mitigation: one [`Assessment`] per runtime, which every path uses.
-
-A composite model (encoder-decoder, text + vision) has one answer per sub-model ([`resolve_sub_models`]): the
-sub-configs the loader checks and the Trainer stamps, resolved with the outer model's name.
+[`resolve_trained_precision`] answers for every path (loading, casting, the report): the config's own known
+`trained_precision` always wins; else the registry row of the model's Hub id ([`~trained_precision.hub_ids.hub_id_for`];
+a local copy outside a cache has no Hub id); else `"unknown"`, never reported as safe. A fine-tune keeps its older
+stage as `pretraining_precision`; the oldest stage is the risk rules' prior, and an explicitly unknown one
+(`pretraining_precision: "unknown"`) makes the risk unknown. [`TrainedPrecisionInfo.assess`] weighs that prior against
+the evidence ([`~trained_precision.evidence.find_evidence`]) and upstream's `_keep_in_fp32_modules`: one
+[`Assessment`] per runtime. A composite model has one answer per sub-model ([`resolve_sub_models`]).
 """
 
 from __future__ import annotations
@@ -58,6 +42,7 @@ from .evidence import (
     binding_problem,
     find_evidence,
     keep_in_fp32_mitigation,
+    read_fp16_plan,
     read_reference_record,
     weights_subject,
 )
@@ -68,6 +53,7 @@ from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
     FP16_PLAN_FIELD,
+    FP32,
     PRETRAINING_FIELD,
     REFERENCE_FIELD,
     RUN_FIELD,
@@ -84,6 +70,11 @@ logger = logging.get_logger(__name__)
 #: Where a trained precision was read from.
 SOURCE_CONFIG = "config"
 SOURCE_REGISTRY = "registry"
+
+#: What a check runs for (it decides the message's verb and fix).
+LOAD = "load"
+FROM_CONFIG = "from_config"
+CAST = "cast"
 
 
 def config_precision(config: Any, field: str = FIELD) -> str:
@@ -104,11 +95,7 @@ def config_precision(config: Any, field: str = FIELD) -> str:
 
 
 def pretraining_recorded_unknown(config: Any) -> bool:
-    """
-    Whether a config records that its model's stage before `trained_precision` is unknown: `pretraining_precision`
-    is present and reads as `"unknown"` (the stamp writes it on a fine-tune of a model of unknown precision; a value
-    that is not a precision loads as `"unknown"` too, and says as little). An absent field says nothing of the kind.
-    """
+    """Whether `pretraining_precision` is present and reads as `"unknown"` (an absent field says nothing)."""
     if isinstance(config, Mapping):
         value = config.get(PRETRAINING_FIELD)
     else:
@@ -119,17 +106,9 @@ def pretraining_recorded_unknown(config: Any) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Assessment:
     """
-    The answer for one runtime precision: the risk rules' prior, and the evidence that overrides it.
-
-    Args:
-        runtime (`str`): the canonical runtime precision.
-        prior ([`~trained_precision.risk.Risk`], *optional*): what the risk rules predict from the training lineage.
-        evidence ([`~trained_precision.evidence.Evidence`], *optional*): evidence that the runtime works for this
-            checkpoint; it makes a risky prior safe.
-        mitigation ([`~trained_precision.evidence.Evidence`], *optional*): upstream's `_keep_in_fp32_modules`, which
-            protects the known overflow site only: the risk stays, its message says what is already done.
-        dropped (`str`, *optional*): why recorded evidence was dropped (not bound to these weights, these lengths or
-            this backend), as a sentence for the message.
+    The answer for one `runtime`: the risk rules' `prior` from the lineage, the `evidence` that overrides it, upstream's
+    `mitigation` (`_keep_in_fp32_modules`: the known overflow site only, the risk stays), and why recorded evidence was
+    `dropped` (not bound to these weights), as a sentence for the message.
     """
 
     runtime: str
@@ -145,40 +124,20 @@ class Assessment:
 
     @property
     def overridden(self) -> bool:
-        """Whether the rules predicted a risk that evidence overrides (said at info level, with the evidence)."""
+        """Whether evidence overrides a risk the rules predicted."""
         return self.prior is not None and self.evidence is not None
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainedPrecisionInfo:
     """
-    A model's trained precision, where it was read from, and what the checkpoint records as evidence.
-
-    Args:
-        precision (`str`): the canonical trained precision; `"unknown"` when neither the config nor the registry
-            knows it.
-        source (`str`, *optional*): `"config"`, `"registry"`, or `None` when the precision is unknown.
-        hub_id (`str`, *optional*): the canonical Hub id the name or path refers to, if any.
-        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row, when it was used.
-        pretraining (`str`, *optional*, defaults to `"unknown"`): the config's `pretraining_precision`.
-        oldest_unknown (`bool`, *optional*, defaults to `False`): the config records that the stage before
-            `precision` is unknown (`pretraining_precision: "unknown"`, what the stamp writes on a fine-tune of a model
-            of unknown precision): the lineage starts with `"unknown"` and no rule applies.
-        row ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the Hub id, used or not
-            (its reference runtime is evidence even when the config states the precision itself).
-            For a `save_pretrained` copy of a Hub checkpoint, the row of the id its `trained_precision_reference`
-            names.
-        copied_from (`str`, *optional*): that id, when `row` comes from the copy's `trained_precision_reference`.
-        plan (`dict`, *optional*): the fp16 plan verified on this path (see `resolve_trained_precision`'s
-            `fp16_plan`); a plan the config merely stores is not evidence.
-        run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped the config's
-            `trained_precision`.
-        architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
-        reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model a finished run and a
-            copy's publisher reference are checked against; without it they are no evidence.
-        run_source (`str`, *optional*): what `run` is when it is not the config's `trained_precision_run` (a PEFT
-            adapter's run, stored in the adapter's weights file), for messages.
+    A model's trained `precision` (`"unknown"` when neither the config nor the registry knows it) and its `source`
+    (`"config"`, `"registry"` or `None`), with what the checkpoint records: the canonical `hub_id`, the registry `entry`
+    used, the `row` of the Hub id used or not (for a `save_pretrained` copy, the row its `trained_precision_reference`
+    names: `copied_from`, with that `reference`), the `pretraining` precision and whether the stage before is recorded
+    as unknown (`oldest_unknown`), the verified fp16 `plan`, the `run` that stamped the config (or an adapter's:
+    `run_source`), the `architectures`, and the loaded `subject` bound evidence is checked against (without it a finished
+    run or a copy's reference is no evidence).
     """
 
     precision: str
@@ -207,17 +166,14 @@ class TrainedPrecisionInfo:
 
     @property
     def provenance(self) -> str:
-        """`"config"`, `"registry: <row id>"` or `"unknown"`: the short form reports and JSON use."""
+        """`"config"`, `"registry: <row id>"` or `"unknown"`."""
         if self.source == SOURCE_REGISTRY and self.entry is not None:
             return f"{SOURCE_REGISTRY}: {self.entry.model_id}"
         return self.source or UNKNOWN
 
     @property
     def lineage(self) -> tuple[str, ...]:
-        """
-        The training stages, oldest first: `("bf16", "fp32")` for a bf16-pretrained, fp32-tuned model; `("unknown",
-        "fp32")` for an fp32 fine-tune of a model of unknown precision ([`oldest_unknown`]); `()` when nothing is known.
-        """
+        """The training stages, oldest first (`("unknown", "fp32")` for a fine-tune of an unknown model)."""
         stages = [p for p in (self.pretraining, self.precision) if p != UNKNOWN]
         if self.oldest_unknown and stages and self.pretraining == UNKNOWN:
             stages.insert(0, UNKNOWN)
@@ -236,18 +192,10 @@ class TrainedPrecisionInfo:
         compute: str = RUN_PURE,
     ) -> Assessment:
         """
-        The [`Assessment`] of running at `runtime`: the prior of the oldest training stage, then the evidence in the
-        documented order, and upstream's mitigation when an fp16 risk remains.
-
-        Args:
-            runtime (`str` or `torch.dtype`): the runtime precision.
-            model_class (`type`, *optional*): the model class, for its `_keep_in_fp32_modules`; by default the first
-                of the config's `architectures`.
-            import_classes (`bool`, *optional*, defaults to `True`): whether that default may import the model class
-                (and so torch); the report without `--audit` passes `False`.
-            compute (`str`, *optional*, defaults to `"pure"`): how the runtime computes: `"pure"` (weights in it:
-                loading, casting, reports) or `"amp"` (a mixed-precision training run over wider weights). A finished
-                AMP run is evidence for `"amp"` only.
+        The [`Assessment`] of running at `runtime`: the oldest stage's prior, the evidence (bound evidence that does
+        not hold is dropped, and the next kind looked for), and upstream's mitigation when an fp16 risk remains.
+        `import_classes=False` never imports a model class (the report without `--audit`); `compute="amp"` is a
+        mixed-precision run over wider weights, which only a finished AMP run proves.
         """
         runtime = dtype_to_precision(runtime)
         prior = assess_lineage_risk(self.lineage, runtime)
@@ -275,11 +223,7 @@ class TrainedPrecisionInfo:
         return Assessment(runtime, prior, mitigation=mitigation, dropped=dropped)
 
     def _unbound(self, evidence: Evidence | None, found: dict) -> str | None:
-        """
-        Why `evidence` (a finished run, or the publisher reference of a copy) is not bound to [`subject`], as a
-        sentence, after removing it from `found`; `None` when it is bound or needs no binding (a registry row of the
-        model's own Hub id, a plan `decide_fp16_plan` verified).
-        """
+        """Why `evidence` (a finished run, a copy's reference) is not bound to [`subject`], after removing it."""
         if evidence is None:
             return None
         if evidence.kind == FINISHED_RUN:
@@ -325,6 +269,10 @@ class TrainedPrecisionInfo:
         return "by an unknown source"
 
 
+def _name_of(config: Any) -> Any:
+    return config.get("_name_or_path") if isinstance(config, Mapping) else getattr(config, "name_or_path", None)
+
+
 def _architectures(config: Any) -> tuple[str, ...]:
     value = config.get("architectures") if isinstance(config, Mapping) else getattr(config, "architectures", None)
     return tuple(a for a in value if isinstance(a, str)) if isinstance(value, (list, tuple)) else ()
@@ -339,28 +287,19 @@ def resolve_trained_precision(
     subject: Any = None,
 ) -> TrainedPrecisionInfo:
     """
-    A model's trained precision: the config's value when it is known (it always wins), else the registry's row for
-    the model's Hub id, else `"unknown"`; with the evidence the config records.
+    A model's trained precision (the config's known value, else the registry row of its Hub id, else `"unknown"`),
+    with the evidence the config records.
 
     Args:
-        config (`PreTrainedConfig` or `dict`): the model's configuration, or the content of its `config.json`.
-        name_or_path (`str` or `os.PathLike`, *optional*): the name or path the model comes from: a Hub id (legacy
-            short ids included), a cache snapshot path, or a local directory (which has no Hub id). Defaults to the
-            config's `name_or_path`.
+        config (`PreTrainedConfig` or `dict`): the configuration, or the content of its `config.json`.
+        name_or_path (`str` or `os.PathLike`, *optional*): where the model comes from; defaults to the config's.
         persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
-            wrote into this config ([`persist_registry_precision`]); while the config still holds that value, it is
-            reported as the registry's, so a later cast names the same source as the load.
-        fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the model's weights
-            (`trained_precision.fp16_plan.decide_fp16_plan`). The plan a config stores is evidence only through it:
-            without the weights (the torch-free report), a stored plan is unverified and clears nothing.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model, which a finished run
-            and a copy's publisher reference must be bound to ([`~trained_precision.evidence.binding_problem`]);
-            without it (the torch-free report, a check before the weights are loaded) they clear nothing.
+            wrote into this config: while it still holds that value, it is reported as the registry's.
+        fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the weights.
+        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model bound evidence must
+            match; without it (the report, a check before the weights) a run or a copy's reference clears nothing.
     """
-    if not name_or_path:
-        name_or_path = (
-            config.get("_name_or_path") if isinstance(config, Mapping) else getattr(config, "name_or_path", None)
-        )
+    name_or_path = name_or_path or _name_of(config)
     hub_id = hub_id_for(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
     precision = config_precision(config, FIELD)
     row = lookup(hub_id) if hub_id else None
@@ -395,16 +334,10 @@ _RECORDED_FIELDS = ((FIELD, UNKNOWN), (PRETRAINING_FIELD, UNKNOWN), (REFERENCE_F
 
 def records_nothing(config: Any) -> bool:
     """
-    Whether resolving `config` and each of its sub-configs with the config's own `name_or_path` can only give
-    `"unknown"` with an empty lineage and nothing for a check to act on: no known `trained_precision` or
-    `pretraining_precision`, no `trained_precision_reference`, no `fp16_plan`, and no registry row for any Hub id the
-    name can refer to (whatever exists on disk, see [`~trained_precision.hub_ids.possible_hub_ids`]). Then no runtime
-    is risky for the model and nothing is there to apply or to forget: the cast path's early exit.
-
-    Every cast asks, so it reads the configs' own attributes (a `PreTrainedConfig`'s `__getattribute__` costs about a
-    microsecond per attribute, and so does `isinstance` on one) and keeps two answers that depend on nothing else:
-    what a config class records itself (read once per class), and the registry's answer for a name and working
-    directory. `False` whenever unsure (an object that is neither a config nor a dict).
+    Whether `config` and its sub-configs can only resolve to `"unknown"` with nothing for a check to act on: no known
+    precision, no reference, no fp16 plan, and no registry row for any Hub id its name can refer to. The cast path's
+    early exit: every cast asks, so it reads the configs' own attributes and keeps what depends on the class only.
+    `False` whenever unsure.
     """
     if config is None:
         return True
@@ -468,11 +401,7 @@ _CLASS_FACTS: dict[type, tuple[bool, bool, bool]] = {}
 
 
 def _config_class_facts(cls: type) -> tuple[bool, bool, bool]:
-    """
-    What [`records_nothing`] reads of a config class, once per class: whether it is a config class (it has
-    `sub_configs`) whose own attributes record none of `_RECORDED_FIELDS`, whether it has sub-configs (a
-    `PreTrainedConfig`'s `sub_configs` is a property of the class, computed at every read), and whether it is a dict.
-    """
+    """(records nothing itself, has sub-configs, is a dict) of a config class, once per class."""
     if issubclass(cls, dict):
         facts = (False, True, True)
     elif not hasattr(cls, "sub_configs"):
@@ -492,10 +421,8 @@ def _name_has_registry_row(name: str, cwd: str) -> bool:
 
 def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | None, str | None]:
     """
-    For a `save_pretrained` copy of a Hub checkpoint (no Hub id of its own): the registry row its
-    `trained_precision_reference` names, when that row still documents the same reference runtime and the config's
-    precision is still the row's (nothing retrained it); else `(None, None)`. The evidence is the registry's, never the
-    config's text: the config only says which row it is a copy of.
+    For a `save_pretrained` copy of a Hub checkpoint: the registry row its `trained_precision_reference` names, while
+    that row documents the same reference runtime and the precision is still the row's; else `(None, None)`.
     """
     record = read_reference_record(config)
     if record is None:
@@ -514,13 +441,9 @@ def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | 
 
 def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -> bool:
     """
-    Removes a persisted publisher reference (`trained_precision_reference`) from a loaded config when the weights are
-    about to stop being the publisher's: loaded or cast into a dtype that rounds them (bf16 from fp16 weights), or
-    quantized. fp32 holds fp16 and bf16 values exactly, so an fp32 load keeps it. Loading and every cast call it
-    before they check, so a later `save_pretrained` does not carry the evidence over to other weights.
-
-    Returns:
-        `bool`: whether the config was changed.
+    Removes a persisted publisher reference (`trained_precision_reference`) from a loaded config when its weights stop
+    being the publisher's: rounded (bf16 from fp16 weights; fp32 holds both exactly) or quantized. Returns whether it
+    changed the config.
     """
     if config is None or isinstance(config, Mapping):
         return False
@@ -542,26 +465,16 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
 
 
 def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = None) -> dict[str, TrainedPrecisionInfo]:
-    """
-    One [`TrainedPrecisionInfo`] per sub-model of a composite model (`{"encoder": ..., "decoder": ...}`), each
-    resolved like the loader resolves it: its own sub-config, with the outer model's name (and so its registry row).
-    Empty for a model without sub-configs.
-    """
-    if not name_or_path:
-        name_or_path = (
-            config.get("_name_or_path") if isinstance(config, Mapping) else getattr(config, "name_or_path", None)
-        )
+    """One [`TrainedPrecisionInfo`] per sub-model of a composite model, resolved with the outer model's name."""
+    name_or_path = name_or_path or _name_of(config)
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
 def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
     """
-    Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; `persisted_row` is
-    the registry row the load wrote, `None` when it wrote none) to the weights it loaded
-    ([`~trained_precision.evidence.Binding`]: a sampled digest, any length, any backend), so that a `save_pretrained`
-    copy keeps the publisher's evidence only while its weights are the publisher's. The digest samples each weight:
-    every load of the publisher's model pays for it, and hashing every value would cost seconds on a 7B model. A
-    reference read from a copy's `config.json` is never bound again. Returns whether it bound one.
+    Binds the publisher reference that loading `model` persisted (`persisted_row`: the row it wrote, or `None`) to the
+    loaded weights, so that a `save_pretrained` copy keeps the publisher's evidence only while its weights are the
+    publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it bound one.
     """
     config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
@@ -577,11 +490,8 @@ def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     """
-    Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it: a fine-tuned
-    copy of T5 then still knows it was trained in bf16. Does nothing when the config already had a value.
-
-    Returns:
-        `bool`: whether the config was changed.
+    Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it (a fine-tuned
+    copy of T5 still knows it was trained in bf16). Returns whether the config was changed.
     """
     if info.source != SOURCE_REGISTRY or config is None or isinstance(config, Mapping):
         return False
@@ -606,8 +516,118 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     return True
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """What the caller of a check knows beyond the config and the runtime dtype."""
+
+    mode: str | None = None
+    model_name: str | None = None
+    action: str = LOAD
+    display_name: str | None = None  # the model's name in messages when it has none (its class): never looked up
+    hf_quantizer: Any = None
+    deferred: bool = False  # judged once the weights are loaded (a stored fp16 plan, bound evidence)
+    model_class: Any = None  # for `_keep_in_fp32_modules`; by default the config's first `architectures` entry
+    registry_row: Any = None  # the row whose precision loading wrote into the config
+    fp16_plan: dict | None = None  # the plan this path applies and verified: evidence for fp16
+    plan_problem: str | None = None  # why the config's stored plan is no evidence on this path
+    sub_model: str | None = None  # by default: "" for the model a call was made for, else the sub-config's type
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionFacts:
+    """
+    What is known about one model (or sub-model) at one load, cast or report, gathered once ([`gather_facts`]): the
+    [`TrainedPrecisionInfo`], an `(assessment, note)` per dtype that carries the activations (a quantized model's load and
+    compute dtypes; each assessment holds the evidence whose binding holds and upstream's mitigation), the `name` and
+    `sub_model` for messages, the `action`, the resolved `mode` and whether it was given `per_call`, why a stored fp16
+    plan is no evidence here (`plan_problem`), and for the outermost load the registry row it wrote into the config
+    (`persisted`: `False` for none, `None` for any other check).
+    """
+
+    info: TrainedPrecisionInfo
+    runtimes: tuple[tuple[Assessment, str | None], ...]
+    name: str = ""
+    sub_model: str = ""
+    action: str = LOAD
+    mode: str = "warn"
+    per_call: bool = False
+    plan_problem: str | None = None
+    persisted: Any = None
+
+
+def gather_facts(
+    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, subject: Any = None
+) -> list[PrecisionFacts]:
+    """
+    The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
+    sub-configs), gathered once; bound evidence is checked against `subject`
+    ([`~trained_precision.evidence.weights_subject`]: the loaded weights, digested once for all parts).
+    """
+    return [_part_facts(config, dtype, call, mode, in_scope, subject) for config, call in parts]
+
+
+def _part_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, subject: Any) -> PrecisionFacts:
+    """
+    The facts of one (sub-)config. An outermost load writes a registry precision into the config
+    ([`persist_registry_precision`]); weights about to be rounded or quantized drop a publisher reference
+    ([`forget_changed_reference`]); a deferred check assesses nothing yet.
+    """
+    info = resolve_trained_precision(
+        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=subject
+    )
+    persisted = None
+    if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
+        persisted = call.action == LOAD and persist_registry_precision(config, info) and info.entry
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=call.hf_quantizer is not None)
+    quantizer = call.hf_quantizer
+    runtimes = _quantized_runtimes(quantizer, dtype) if quantizer is not None else [(dtype, None)]
+    assessed = tuple(
+        (info.assess(runtime, model_class=call.model_class), note)
+        for runtime, note in (() if call.deferred else runtimes)
+        if dtype_to_precision(runtime) not in (UNKNOWN, FP32)
+    )
+    plan_problem = call.plan_problem
+    if plan_problem is None and call.action == LOAD and not (in_scope or call.deferred) and read_fp16_plan(config):
+        # a load that did not wait for the weights to verify its stored plan does not apply it
+        plan_problem = (
+            "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
+            if quantizer is not None
+            else "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
+        )
+    kind = getattr(config, "model_type", None) or type(config).__name__
+    sub_model = call.sub_model if call.sub_model is not None else ("" if not in_scope else kind)
+    name = call.model_name or getattr(config, "name_or_path", None) or call.display_name or f"<unnamed {kind} model>"
+    per_call = call.mode is not None
+    return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted)
+
+
+def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
+    """
+    The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
+    (embeddings, norms, the residual stream: bitsandbytes casts every quantized matmul's output back to its input's
+    dtype), then the compute dtype of the quantized matmuls when it differs.
+    """
+    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
+
+    dtypes = _activation_dtypes(dtype, hf_quantizer)
+    compute = dtypes[1] if len(dtypes) > 1 else None
+    method = getattr(getattr(hf_quantizer, "quantization_config", None), "quant_method", None)
+    method = getattr(method, "value", method)
+    quantized = f"{method}-quantized" if isinstance(method, str) and method else "quantized"
+    if compute is None or dtype_to_precision(compute) == dtype_to_precision(dtype):
+        return [(dtype, f"{quantized}, its activations run in this dtype")]
+    precision = dtype_to_precision(compute)
+    name = precision if precision != UNKNOWN else str(compute).replace("torch.", "")  # float8, int8: torch's name
+    load = f"{quantized} with compute dtype {name}, so the embeddings, norms and residual stream run in the load dtype"
+    return [(dtype, load), (compute, f"the compute dtype of the {quantized} matmuls")]
+
+
 __all__ = [
     "Assessment",
+    "Call",
+    "PrecisionFacts",
+    "gather_facts",
     "SOURCE_CONFIG",
     "SOURCE_REGISTRY",
     "TrainedPrecisionInfo",

@@ -45,15 +45,9 @@ PRECISION_LOSS = "precision_loss"
 @dataclasses.dataclass(frozen=True)
 class Risk:
     """
-    One risky (trained, runtime) pair.
-
-    Args:
-        trained (`str`): the canonical trained precision.
-        runtime (`str`): the canonical runtime precision.
-        kind (`str`): `"overflow"` or `"precision_loss"`.
-        severity (`str`): `"high"` (a known failure mode) or `"low"` (weak public evidence: a milder message).
-        reason (`str`): the risk in one sentence.
-        safe_dtypes (`tuple[str, ...]`): the runtime precisions that are safe for this trained precision, best first.
+    One risky (trained, runtime) pair: the canonical precisions, its `kind` (`"overflow"` or `"precision_loss"`), its
+    `severity` (`"high"`, a known failure mode; `"low"`, weak public evidence), the `reason` in one sentence, and the
+    `safe_dtypes` for this trained precision, best first.
     """
 
     trained: str
@@ -99,14 +93,8 @@ _SAFE: dict[str, tuple[str, ...]] = {FP32: (FP32,), BF16: (BF16, FP32), FP16: (F
 
 def assess_risk(trained: Any, runtime: Any) -> Risk | None:
     """
-    Whether running a model trained in `trained` at `runtime` precision is risky.
-
-    Args:
-        trained (`str` or `torch.dtype`): the trained precision (any spelling [`normalize_precision`] accepts).
-        runtime (`str` or `torch.dtype`): the runtime precision or dtype. Dtypes outside fp32/bf16/fp16 are safe.
-
-    Returns:
-        [`Risk`] for a risky pair, `None` when it is safe or unknown.
+    Whether running a model trained in `trained` at `runtime` (any spelling, or a torch dtype) is risky: a [`Risk`], or
+    `None` when it is safe or unknown (dtypes outside fp32/bf16/fp16 are safe).
     """
     trained = normalize_precision(trained)
     runtime = dtype_to_precision(runtime)
@@ -121,21 +109,10 @@ def assess_risk(trained: Any, runtime: Any) -> Risk | None:
 
 def assess_lineage_risk(lineage: Iterable[Any], runtime: Any) -> Risk | None:
     """
-    The risk rules' prior for a model whose training had several stages (pretraining in bf16, then fine-tuning in
-    fp16, say) at `runtime` precision: the oldest stage decides, since it shaped the activations, and when it is
-    `"unknown"` (a fine-tune of a model whose precision nobody recorded) so is the risk: `None`, whatever precision
-    the later stages ran in. A later stage
-    makes its own precision safe only with evidence that the run worked (a run that finished with finite losses, see
-    [`~trained_precision.evidence.find_evidence`]), never by being recorded: a bf16-pretrained T5 whose fp16
-    fine-tune diverged still overflows in fp16.
-
-    Args:
-        lineage (`Iterable`): the trained precisions of the stages, oldest first; an `"unknown"` oldest stage makes the
-            answer unknown, a later `"unknown"` stage is skipped.
-        runtime (`str` or `torch.dtype`): the runtime precision or dtype.
-
-    Returns:
-        [`Risk`] when the oldest stage makes `runtime` risky, `None` when it is safe or unknown.
+    The rules' prior for a model trained in several stages, oldest first, at `runtime`: the oldest stage decides (it
+    shaped the activations), and an unknown oldest stage makes the risk unknown (`None`). A later stage makes its own
+    precision safe only with evidence that its run worked ([`~trained_precision.evidence.find_evidence`]), never by being
+    recorded: a bf16-pretrained T5 whose fp16 fine-tune diverged still overflows in fp16.
     """
     stages = [normalize_precision(stage) for stage in lineage]
     if not stages or stages[0] == UNKNOWN:

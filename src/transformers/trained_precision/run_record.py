@@ -14,21 +14,13 @@
 """
 The record of a checkpoint's latest training run (`config.trained_precision_run`), and what it proves.
 
-The Trainer stamp writes it at the start of `train()` (`status: "started"`, what an interrupted run and every
-checkpoint saved during the run keep) and at its end (`"finished"` with finite losses and weights, or `"diverged"`).
-A finished run is evidence that its precision works for the checkpoint ([`RunRecord.proves`]), bound to what it
-proves:
-- its kind: an autocast (AMP) run kept the residual stream, the norms and the embeddings in its fp32 weights, so it
-  is evidence only for AMP training (the Trainer's `fp16=True` over fp32 weights), never for a model loaded or cast
-  into fp16 weights. A pure run (the weights themselves in fp16) is evidence for both.
-- its length: at least [`MIN_RUN_STEPS`] optimizer steps that updated the weights; steps a gradient scaler skipped
-  (an inf/NaN gradient) do not count;
-- what it ran on (its `binding`, [`~trained_precision.evidence.Binding`]): the weights it ended on (a digest of every
-  value), the longest input it saw and the backend. Weights changed after the run, a model that takes longer inputs
-  than the run saw, or another kind of device: no evidence ([`~trained_precision.evidence.binding_problem`]).
-A run that diverged, or did not end, is no evidence, and neither is a record written before the run's kind and steps
-were recorded (a bare `"finished"`) or before its binding was (train again to re-create it).
-An fp32 run writes no record: fp32 is never a risky runtime, so its record would be evidence for nothing.
+The Trainer stamp writes it at the start of `train()` (`"started"`: what an interrupted run and its checkpoints keep)
+and at its end (`"finished"` with finite losses and weights, or `"diverged"`). A finished run is evidence that its
+precision works ([`RunRecord.proves`]) for its kind (an autocast run kept the residual stream in its fp32 weights, so
+it proves AMP training only; a pure run proves both), after at least [`MIN_RUN_STEPS`] optimizer steps that updated
+the weights, and for what it ran on (its `binding`: [`~trained_precision.evidence.binding_problem`]). A run that
+diverged or did not end is no evidence, nor is a record older than its kind, steps or binding. An fp32 run writes no
+record: fp32 is never risky.
 """
 
 from __future__ import annotations
@@ -51,21 +43,16 @@ MIN_RUN_STEPS = 100
 @dataclasses.dataclass(frozen=True)
 class RunRecord:
     """
-    The latest training run a config records (`trained_precision_run`), as the stamp and the end of `train()` write
-    it.
+    The latest training run a config records (`trained_precision_run`).
 
     Args:
         status (`str`): `"started"`, `"finished"` or `"diverged"`.
-        compute (`str`, *optional*): `"amp"` (autocast over wider weights) or `"pure"` (the weights in the run's
-            precision); `None` in a record written before it was recorded.
+        compute (`str`, *optional*): `"amp"` (autocast over wider weights) or `"pure"`; `None` in an older record.
         optimizer_steps (`int`, *optional*): the optimizer steps that updated the weights (skipped steps excluded).
         skipped_steps (`int`, *optional*, defaults to 0): the optimizer steps a gradient scaler skipped.
-        fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
-            the run: the run proves fp16 only together with that plan, so it counts only while the plan itself is
-            evidence (see [`~trained_precision.evidence.find_evidence`]).
-        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.evidence.Binding`]: the
-            digest of the weights it ended on, the longest input it saw, the backend, its kind), written by
-            `finish_trained_precision_run` and checked by [`~trained_precision.evidence.binding_problem`]; a record
+        fp16_plan (`bool`, *optional*, defaults to `False`): a stored fp16 plan kept modules in fp32 during the run: it
+            proves fp16 only while that plan is evidence.
+        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.evidence.Binding`]); a record
             without one is no evidence.
     """
 
@@ -81,10 +68,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     def why_not_evidence(self, runtime: str, compute: str = RUN_PURE) -> str | None:
-        """
-        Why this run is no evidence that `runtime`, computed as `compute`, works: `None` when it is. See the module
-        docstring for the rules.
-        """
+        """Why this run is no evidence that `runtime`, computed as `compute`, works; `None` when it is."""
         if self.status != RUN_FINISHED:
             return f"the run recorded in `{RUN_FIELD}` is {self.status!r}, not finished"
         if self.compute not in RUN_COMPUTES or self.optimizer_steps is None:
@@ -122,9 +106,8 @@ class RunRecord:
 
 def read_run_record(config: Any) -> RunRecord | None:
     """
-    The latest training run recorded in a config (`trained_precision_run`), or `None` when there is none or it is
-    malformed. A bare status string (a record written before the run's kind and steps were recorded), and a record
-    with a member this version does not know, read as a record with only its status, which is no evidence.
+    The latest training run recorded in a config, or `None` when there is none or it is malformed. A bare status string
+    (an older record) or a record with a member this version does not know reads as its status only: no evidence.
     """
     value = config.get(RUN_FIELD) if isinstance(config, Mapping) else getattr(config, RUN_FIELD, None)
     if isinstance(value, str):

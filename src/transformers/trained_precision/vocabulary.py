@@ -12,16 +12,9 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The one vocabulary of training precisions (RFC huggingface/transformers#11209).
-
-Every other part of `trained_precision` (the config field, the loading check, the Trainer stamp, the registry, the
-CLI) asks this module what a precision is called, which spellings mean it and which `torch.dtype` it maps to.
-
-The canonical names are `"fp32"`, `"bf16"`, `"fp16"` and `"unknown"`. Other spellings are normalised at the boundary:
-torch dtypes, `"bfloat16"`, `"half"`, Lightning's `"bf16-mixed"`/`"16-true"`, Composer's `"amp_bf16"`, and so on.
-`"tf32"` means `"fp32"`: TF32 only shortens the matmul mantissa, activations keep fp32's range.
-
-This module must stay importable without torch: `configuration_utils.py` imports it.
+The one vocabulary of training precisions (RFC huggingface/transformers#11209): the canonical names (`"fp32"`,
+`"bf16"`, `"fp16"`, `"unknown"`), the spellings that mean them (torch dtypes, `"bfloat16"`, `"half"`, Lightning's and
+Composer's; `"tf32"` is fp32) and the config fields. Importable without torch: `configuration_utils.py` imports it.
 """
 
 from __future__ import annotations
@@ -70,33 +63,12 @@ UNKNOWN = "unknown"
 #: Canonical precision names, in the order they are listed in messages.
 PRECISIONS: tuple[str, ...] = (FP32, BF16, FP16, UNKNOWN)
 
-#: Every accepted spelling (lower case, stripped) -> canonical name.
+#: Every accepted spelling (lower case, stripped) -> canonical name: torch's names, `tf32` (TF32 matmuls keep fp32's
+#: exponent range), Lightning's (`32-true`, `bf16-mixed`, `bf16-true`, `16-mixed`, `16-true`) and Composer's (`amp_*`).
 PRECISION_ALIASES: dict[str, str] = {
-    # fp32 (TF32 matmuls keep fp32's exponent range, so they count as fp32)
-    "fp32": FP32,
-    "float32": FP32,
-    "float": FP32,
-    "tf32": FP32,
-    "32": FP32,
-    "32-true": FP32,  # Lightning
-    "torch.float32": FP32,
-    # bf16
-    "bf16": BF16,
-    "bfloat16": BF16,
-    "bf16-mixed": BF16,  # Lightning
-    "bf16-true": BF16,  # Lightning
-    "amp_bf16": BF16,  # Composer
-    "torch.bfloat16": BF16,
-    # fp16
-    "fp16": FP16,
-    "float16": FP16,
-    "half": FP16,
-    "16": FP16,
-    "16-mixed": FP16,  # Lightning
-    "16-true": FP16,  # Lightning
-    "amp_fp16": FP16,  # Composer
-    "torch.float16": FP16,
-    # unknown
+    **dict.fromkeys(("fp32", "float32", "float", "tf32", "32", "32-true", "torch.float32"), FP32),
+    **dict.fromkeys(("bf16", "bfloat16", "bf16-mixed", "bf16-true", "amp_bf16", "torch.bfloat16"), BF16),
+    **dict.fromkeys(("fp16", "float16", "half", "16", "16-mixed", "16-true", "amp_fp16", "torch.float16"), FP16),
     "unknown": UNKNOWN,
 }
 
@@ -111,18 +83,9 @@ DTYPE_CODE: dict[str, str] = {name: f"torch.{dtype}" for name, dtype in TORCH_DT
 
 #: safetensors dtype tag -> (torch dtype name, bytes per element), as the safetensors format defines them.
 SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
-    "F64": ("float64", 8),
-    "F32": ("float32", 4),
-    "BF16": ("bfloat16", 2),
-    "F16": ("float16", 2),
-    "F8_E4M3": ("float8_e4m3fn", 1),
-    "F8_E5M2": ("float8_e5m2", 1),
-    "I64": ("int64", 8),
-    "I32": ("int32", 4),
-    "I16": ("int16", 2),
-    "I8": ("int8", 1),
-    "U8": ("uint8", 1),
-    "BOOL": ("bool", 1),
+    **{"F64": ("float64", 8), "F32": ("float32", 4), "BF16": ("bfloat16", 2), "F16": ("float16", 2)},
+    **{"F8_E4M3": ("float8_e4m3fn", 1), "F8_E5M2": ("float8_e5m2", 1), "BOOL": ("bool", 1), "U8": ("uint8", 1)},
+    **{"I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1)},
 }
 
 #: Tensor-type names (`Tensor.type`, `Module.type`: "torch.HalfTensor", "torch.cuda.BFloat16Tensor") -> dtype name.
@@ -165,19 +128,9 @@ def _torch_dtype_name(value: Any) -> str | None:
 
 def normalize_precision(value: Any) -> str:
     """
-    Reads `value` as a canonical training precision.
-
-    Args:
-        value (`str` or `torch.dtype`):
-            A canonical name (`"fp32"`, `"bf16"`, `"fp16"`, `"unknown"`), one of the aliases in
-            [`PRECISION_ALIASES`] (case and surrounding whitespace are ignored), or one of `torch.float32`,
-            `torch.bfloat16`, `torch.float16`.
-
-    Returns:
-        `str`: the canonical name.
-
-    Raises:
-        [`InvalidTrainedPrecisionError`] (a `ValueError`): for anything else, naming the valid values.
+    Reads `value` (a canonical name, an alias of [`PRECISION_ALIASES`] in any case, or `torch.float32` / `bfloat16` /
+    `float16`) as a canonical training precision; an [`InvalidTrainedPrecisionError`] (a `ValueError`) names the valid
+    values for anything else.
     """
     dtype_name = _torch_dtype_name(value)
     if dtype_name is not None:
@@ -195,13 +148,7 @@ def normalize_precision(value: Any) -> str:
 
 
 def dtype_to_precision(dtype: Any) -> str:
-    """
-    The precision a runtime dtype computes in. Floating dtypes outside the vocabulary (float64, float8 variants) and
-    non-floating dtypes map to `"unknown"`: no risk rule applies to them.
-
-    Args:
-        dtype (`torch.dtype` or `str`): e.g. `torch.bfloat16` or `"bfloat16"`.
-    """
+    """The precision a runtime dtype computes in; `"unknown"` for float64, float8 and non-floating dtypes."""
     try:
         return normalize_precision(dtype)
     except InvalidTrainedPrecisionError:
