@@ -121,27 +121,23 @@ _ENV_KEY = os.environ.encodekey(ENV_VAR) if hasattr(os.environ, "encodekey") els
 
 def check_trained_precision(
     config,
-    dtype,
     *,
     mode: str | None = None,
     model_name: str | os.PathLike | None = None,
     hf_quantizer=None,
-    action: str = LOAD,
-    display_name: str | None = None,
     deferred: bool = False,
 ) -> Risk | None:
     """
-    Checks that running a model in `dtype` is safe for the precision it was trained in: warns once, raises
-    [`TrainedPrecisionRiskError`] in `"error"` mode, or says at info level that evidence overrides the risk.
+    The check of `from_pretrained`, at the dtype it resolved and recorded as `config.dtype`: warns once when that dtype
+    is risky for the precision the model was trained in, raises [`TrainedPrecisionRiskError`] in `"error"` mode, or says
+    at info level that evidence overrides the risk.
 
     Args:
-        config ([`PreTrainedConfig`]): the model's configuration.
-        dtype (`torch.dtype` or `str`): the runtime dtype; outside fp32/bf16/fp16 it is never risky.
+        config ([`PreTrainedConfig`]): the model's configuration; its `dtype` is the runtime (outside fp32/bf16/fp16 never
+            risky).
         mode (`str`, *optional*): `"warn"`, `"error"` or `"ignore"`; defaults to the environment variable, then `"warn"`.
         model_name (`str` or `os.PathLike`, *optional*): the name or path the model is loaded from.
         hf_quantizer (`HfQuantizer`, *optional*): for a quantized model, checked on its load and compute dtypes.
-        action (`str`, *optional*, defaults to `"load"`): `"load"`, `"from_config"` or `"cast"`, for the wording.
-        display_name (`str`, *optional*): the model's name in messages when it has no `model_name` (never looked up).
         deferred (`bool`, *optional*, defaults to `False`): judged once the weights are loaded (a stored fp16 plan, bound
             evidence): the registry precision is still recorded, nothing is said now.
 
@@ -149,7 +145,18 @@ def check_trained_precision(
         The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
     """
     name = os.fspath(model_name) if model_name else None
-    return _check([(config, Call(mode, name, action, display_name, hf_quantizer, deferred))], dtype)
+    return _check([(config, Call(mode, name, LOAD, hf_quantizer=hf_quantizer, deferred=deferred))], config.dtype)
+
+
+def check_trained_precision_from_config(
+    config, dtype, *, mode: str | None = None, display_name: str | None = None, deferred: bool = False
+) -> Risk | None:
+    """
+    The check of `_from_config`, as [`check_trained_precision`] is for a load: `dtype` is the runtime, and
+    `display_name` (the model class's name) names a model whose config has no `name_or_path` in messages, never looked
+    up in the registry.
+    """
+    return _check([(config, Call(mode, None, FROM_CONFIG, display_name, deferred=deferred))], dtype)
 
 
 def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
@@ -435,6 +442,7 @@ def remember_check_mode(model, mode: str | None) -> None:
 __all__ = [
     "TrainedPrecisionRiskError",
     "check_trained_precision",
+    "check_trained_precision_from_config",
     "check_trained_precision_on_cast",
     "checked_apply",
     "trained_precision_cast_scope",
