@@ -5,6 +5,8 @@ according to `config.trained_precision`, the registry and the mode.
 """
 
 import contextlib
+import contextvars
+import inspect
 import json
 import os
 import shutil
@@ -491,6 +493,32 @@ class CheckApiTest(unittest.TestCase):
         for name in ("TrainedPrecisionRiskError", "check_trained_precision", "check_trained_precision_on_cast"):
             self.assertIs(getattr(tp, name), getattr(tp_check, name))
         self.assertFalse(issubclass(tp.TrainedPrecisionRiskError, ValueError))
+
+    def test_entry_points(self):
+        # one small entry point per call site: the load check judges the dtype `from_pretrained` resolved and recorded
+        # on the config, the `_from_config` check is handed its dtype and names an unnamed model by its class
+        for entry in (tp_check.check_trained_precision, tp_check.check_trained_precision_from_config):
+            self.assertLessEqual(len(inspect.signature(entry).parameters), 5, entry.__name__)
+
+        def run():  # in a copy of the context: the load check leaves its registry answer for the construction scope
+            config = tiny_config("bf16")
+            config.dtype = torch.float16
+            with self.assertRaisesRegex(TrainedPrecisionRiskError, "was trained in bf16"):
+                tp_check.check_trained_precision(config, mode="error")
+            config.dtype = torch.bfloat16
+            self.assertIsNone(tp_check.check_trained_precision(config, mode="error"))
+            self.assertIsNone(
+                tp_check.check_trained_precision(tiny_config("bf16", dtype=torch.float16), deferred=True)
+            )
+            with self.assertRaisesRegex(
+                TrainedPrecisionRiskError, "^Model 'MyModel' was trained in bf16 .*instantiated in fp16"
+            ):
+                tp_check.check_trained_precision_from_config(
+                    tiny_config("bf16"), torch.float16, mode="error", display_name="MyModel"
+                )
+
+        reset_warning_cache()
+        contextvars.copy_context().run(run)
 
     def test_risk_message(self):
         # the one decision carries the message its error raises with, whatever path gathered the facts
