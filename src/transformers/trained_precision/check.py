@@ -14,11 +14,11 @@
 """
 The loading and casting check: warn, or raise on request, when a model runs in a precision its training makes risky.
 
-`modeling_utils.py` calls in from `from_pretrained` (with the resolved dtype), `_from_config`, and
-`PreTrainedModel._apply`, which every cast reaches (`.half()`, `.to(dtype)`, a parent module's cast). Only a change of
-floating dtype is checked, once, for the outermost model being cast. The mode is chosen per call
-(`trained_precision_check=`, kept for the model's later casts) or for the process
-(`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
+`modeling_utils.py` calls in from `from_pretrained` ([`check_trained_precision`], at the dtype it resolved),
+`_from_config` ([`check_trained_precision_from_config`]) and `PreTrainedModel._apply`, which every cast reaches
+(`.half()`, `.to(dtype)`, a parent module's cast). Only a change of floating dtype is checked, once, for the outermost
+model being cast. The mode is chosen per call (`trained_precision_check=`, kept for the model's later casts) or for the
+process (`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
 [`TrainedPrecisionRiskError`]) or `"ignore"`; a bad value raises a `ValueError`, never falls back to `"warn"`.
 
 Each check gathers the facts once ([`~trained_precision.resolver.gather_facts`]), hands them to the one pure
