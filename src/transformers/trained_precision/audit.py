@@ -74,13 +74,10 @@ def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
 
 class ActivationRecorder:
     """
-    Records the largest |activation| of every module of `model` (names prefixed by `prefix`) during the forwards run
-    inside `with ActivationRecorder(model) as recorder:`, into `recorder.output_max`, `input_max` and `calls` by
-    module name, with hooks that see keyword inputs and are removed on exit.
-
-    Each tensor costs one `torch.aminmax`, once per pass (one module's output is often the next one's input), read on
-    the host once per [`collect`]. Additive masks are not activations: keyword inputs named `*mask*` are skipped, and
-    an extreme equal to the dtype's largest finite value (the `finfo.min` masks add) is left out.
+    Records the largest |activation| of every module of `model` during the forwards inside
+    `with ActivationRecorder(model) as recorder:`, into `output_max`, `input_max` and `calls` by module name. Each
+    tensor costs one `torch.aminmax` per pass, read on the host once per [`collect`]. Additive masks are not
+    activations: keyword inputs named `*mask*` and the dtype's largest finite value (`finfo.min` masks) are left out.
     """
 
     def __init__(self, model, prefix: str = ""):
@@ -106,7 +103,6 @@ class ActivationRecorder:
         self.remove()
 
     def remove(self) -> None:
-        """Removes every hook (also called on exit)."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -146,10 +142,7 @@ class ActivationRecorder:
         return hook
 
     def collect(self) -> list[tuple[str, str, float]]:
-        """
-        Adds the passes since the last call to `input_max`/`output_max`/`calls`; returns their values in firing order,
-        `(module name, "input" or "output", max |value|)` per tensor.
-        """
+        """Adds the passes since the last call; returns `(module, "input" or "output", max |value|)` in firing order."""
         import torch
 
         if not self._events:
@@ -184,10 +177,7 @@ class ActivationRecorder:
 
 @dataclasses.dataclass
 class ModuleRange:
-    """
-    One module's measured range: its name (`"(model)"` for the model), largest |output| (`nan` once an output was
-    NaN) and |floating input|, and how many times it ran.
-    """
+    """One module's measured range: its largest |output| (`nan` once NaN) and |input|, and how many times it ran."""
 
     name: str
     max_abs: float
@@ -215,8 +205,8 @@ class ModuleRange:
 
 
 def _json_float(value: float | None):
-    """JSON has no inf/nan: they are written as the strings "inf" and "nan"."""
-    return value if value is None or math.isfinite(value) else str(value)  # "inf", "-inf", "nan"
+    """JSON has no inf/nan: they are written as the strings "inf", "-inf" and "nan"."""
+    return value if value is None or math.isfinite(value) else str(value)
 
 
 @dataclasses.dataclass
@@ -397,9 +387,8 @@ def audit_activations(
     seed: int = 0,
 ) -> ActivationAudit:
     """
-    Runs calibration forwards on `model` (in eval mode, in its current dtype and device: fp32 gives the true ranges)
-    and measures every module's largest |activation|. `inputs` are forward kwargs, one dict per pass; by default they
-    are built from `tokenizer`, `texts`, `max_length` and `seed` ([`calibration_inputs`]).
+    Measures every module's largest |activation| over calibration forwards of `model` (in eval mode, its dtype and
+    device): `inputs` (forward kwargs, one dict per pass), else [`calibration_inputs`].
     """
     import torch
 
@@ -480,23 +469,6 @@ def _model_class(config):
     return transformers.AutoModel
 
 
-def check_stored_weights(
-    path_or_id: str, local_files_only: bool = True, cache_dir: str | os.PathLike | None = None
-) -> None:
-    """
-    [`~trained_precision.storage.read_storage`]'s check of a checkpoint directory (or, when nothing may be downloaded,
-    a Hub id's cached snapshot) before the model is built: a truncated or malformed file fails at once, named.
-
-    Raises:
-        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
-    """
-    from .storage import local_checkpoint, read_storage
-
-    directory = local_checkpoint(path_or_id, cache_dir) if local_files_only or os.path.isdir(path_or_id) else None
-    if directory is not None:
-        read_storage(directory)
-
-
 def load_audit_model(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
@@ -506,14 +478,16 @@ def load_audit_model(
 ):
     """
     Loads a checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
-    without a usable one: random token ids are used), for [`audit_checkpoint`] and the fp16 plan.
-
-    Raises:
-        [`CheckpointInspectionError`]: when the model cannot be loaded.
+    without a usable one: random token ids are used), for [`audit_checkpoint`] and the fp16 plan; a
+    [`CheckpointInspectionError`] when the model cannot be loaded.
     """
+    from .storage import local_checkpoint, read_storage
+
     path_or_id = os.fspath(path_or_id)
-    # before torch and the model class are imported: a bad file fails in a second, as the report does
-    check_stored_weights(path_or_id, local_files_only=local_files_only, cache_dir=cache_dir)
+    # the report's check of the stored weights, before torch is imported: a bad file fails in a second, named
+    directory = local_checkpoint(path_or_id, cache_dir) if local_files_only or os.path.isdir(path_or_id) else None
+    if directory is not None:
+        read_storage(directory)
     import torch
 
     from ..models.auto import AutoConfig, AutoTokenizer
@@ -551,11 +525,8 @@ def audit_checkpoint(
     cache_dir: str | os.PathLike | None = None,
 ) -> ActivationAudit:
     """
-    [`audit_activations`] of a checkpoint directory or Hub id loaded by [`load_audit_model`]. `local_files_only=False`
-    lets a Hub id download; `use_safetensors=False` also loads pickled weights, which can run code.
-
-    Raises:
-        [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
+    [`audit_activations`] of a checkpoint loaded by [`load_audit_model`]; `use_safetensors=False` also loads pickled
+    weights, which can run code. A [`CheckpointInspectionError`] when the model or its inputs cannot be built.
     """
     model, tokenizer = load_audit_model(
         path_or_id, texts, local_files_only=local_files_only, use_safetensors=use_safetensors, cache_dir=cache_dir
@@ -587,6 +558,5 @@ __all__ = [
     "audit_activations",
     "audit_checkpoint",
     "calibration_inputs",
-    "check_stored_weights",
     "load_audit_model",
 ]
