@@ -212,10 +212,9 @@ def _json_float(value: float | None):
 @dataclasses.dataclass
 class ActivationAudit:
     """
-    The result of [`audit_activations`]: every module with a floating output, largest first; where a value first
-    passed fp16's max in execution order, `(module, "input" or "output", its largest over every sample)`; the modules
-    already inf/NaN in fp32; the sequences and tokens run, and their source: `"tokenizer"` (built-in texts), `"texts"`
-    (the caller's), `"random"` (token ids: no tokenizer) or `"inputs"` (the caller's tensors).
+    The result of [`audit_activations`]: every module's range, largest first; where a value first passed fp16's max
+    (`(module, "input" or "output", its largest over every sample)`); the modules already inf/NaN; the sequences and
+    tokens run, and their source (`"tokenizer"`, `"texts"`, `"random"` or `"inputs"`).
     """
 
     modules: list[ModuleRange]
@@ -346,9 +345,8 @@ def calibration_inputs(
     model, tokenizer=None, texts: list[str] | None = None, max_length: int = 128, num_random: int = 4, seed: int = 0
 ) -> tuple[list[dict[str, Any]], str]:
     """
-    The calibration batches, one sequence each (no padding enters the statistics), and their source: `texts` (default
-    [`DEFAULT_TEXTS`]) truncated to `max_length` tokens, or without a tokenizer `num_random` sequences of
-    `max_length // 2` random token ids from the embedding's vocabulary, drawn with `seed`.
+    The calibration batches, one unpadded sequence each, and their source: `texts` (default [`DEFAULT_TEXTS`]), or
+    without a tokenizer `num_random` sequences of `max_length // 2` random token ids drawn with `seed`.
     """
     import torch
 
@@ -410,7 +408,12 @@ def audit_activations(
                         first_overflow = (name, kind, value)
     finally:
         model.train(was_training)
-    modules, nonfinite = _ranked_modules(recorder)
+    modules = [
+        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
+        for name, value in recorder.output_max.items()
+    ]  # largest first, non-finite ones first of all
+    modules.sort(key=lambda m: (math.isfinite(m.max_abs), -math.inf if math.isnan(m.max_abs) else -m.max_abs))
+    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
     if first_overflow is not None:
         # where the overflow starts, with that module's largest value over every sample (as the table lists it): the
         # first value to pass fp16's max, in execution order, can be a smaller one from an earlier sample
@@ -418,16 +421,6 @@ def audit_activations(
         largest = (recorder.output_max if kind == "output" else recorder.input_max).get(name)
         first_overflow = (name, kind, value if largest is None or math.isnan(largest) else max(value, largest))
     return ActivationAudit(modules, first_overflow, nonfinite, len(inputs), tokens, source)
-
-
-def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], list[str]]:
-    """Every module's range, largest first (non-finite ones first of all), and the names of the non-finite ones."""
-    modules = [
-        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
-        for name, value in recorder.output_max.items()
-    ]
-    modules.sort(key=lambda m: (math.isfinite(m.max_abs), -math.inf if math.isnan(m.max_abs) else -m.max_abs))
-    return modules, [m.name for m in modules if not math.isfinite(m.max_abs)]
 
 
 #: Files that show a directory ships a tokenizer (without them, v5 builds a blank one mapping every word to unk).

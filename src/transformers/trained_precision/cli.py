@@ -219,8 +219,7 @@ _precision.__signature__ = inspect.Signature(
 )
 
 
-#: How the `transformers` CLI registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`: it
-#: takes the arguments as typed (`--help` included) and [`main`] parses them, as `python -m` does.
+#: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`: the arguments go as typed to [`main`], as `python -m` does.
 PRECISION_COMMAND_SETTINGS = {
     "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True, "allow_interspersed_args": False},
     "add_help_option": False,
@@ -449,8 +448,7 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             if options.dry_run and result.diff:
                 print(result.diff.rstrip("\n"))
 
-    # a path is done when none of its checkpoints failed and one was written (or already so, or would be in a dry run);
-    # a whole cache skips repos without a registry row, as expected
+    # a path is done when none of its checkpoints failed and one was written (or already so); a cache skips some
     results, code = [], EXIT_SAFE
     for path in resolved:
         found = populate_checkpoints(

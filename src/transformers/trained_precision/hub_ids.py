@@ -67,8 +67,7 @@ LEGACY_HUB_IDS: dict[str, LegacyHubId] = {
     for name in names.split()
 }
 
-# A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96 characters; no `--` or `..`; not starting or
-# ending with `-` or `.`.
+# A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96; no `--` or `..`; no `-` or `.` at either end.
 _NAME = re.compile(r"^[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?$", re.ASCII)
 
 #: The folder prefix `huggingface_hub` gives a model repository in its cache.

@@ -66,17 +66,14 @@ from .vocabulary import (
 
 logger = logging.get_logger(__name__)
 
-#: Bump when a key of [`CheckpointReport.to_dict`] appears, changes meaning or disappears. 3: `sub_models`, verdicts'
-#: `evidence` and `mitigation`; `status` and `exit_code` are the worst over the model and its sub-models. 4: `basis`,
-#: per verdict and for the whole report: what a verdict rests on.
+#: Bump when a key of [`CheckpointReport.to_dict`] appears, changes meaning or disappears. 3: `sub_models`, `evidence`,
+#: `mitigation`, and `status` the worst over the sub-models. 4: `basis`, what a verdict rests on.
 SCHEMA_VERSION = 4
 
-#: What a verdict rests on (its `basis`): the trained precision and the risk rules; evidence that the checkpoint works
-#: in that runtime (a publisher's runtime, a validated plan, a finished run), overriding the rules; or the audit's
-#: measurement on the calibration inputs. An `"unknown"` verdict rests on nothing (`None`).
+#: What a verdict rests on (its `basis`): the risk rules, evidence that overrides them, or the audit's measurement on the
+#: calibration inputs; `None` for an `"unknown"` verdict.
 BASIS_MEASURED = "measured"
-#: When the parts of a composite model that set its status rest on different bases, the report names the least
-#: certain one: a measurement on a few inputs, then evidence about one runtime, then the rules.
+#: A composite model's basis is the least certain of its parts that set its status: measured, evidence, then rule.
 _BASIS_ORDER = (None, BASIS_MEASURED, BASIS_EVIDENCE, BASIS_RULE)
 
 #: `transformers precision` exit codes, for every subcommand (the report's are also [`CheckpointReport.exit_code`]).
@@ -218,10 +215,6 @@ class Verdict:
     @property
     def is_safe(self) -> bool:
         return self.status == SAFE
-
-    @property
-    def exit_code(self) -> int:
-        return _EXIT_CODES[self.status]
 
 
 #: Verdict statuses from the best to the worst: a composite model's status is its worst part's.
@@ -439,14 +432,16 @@ def _read_config(resolved: _Resolved) -> dict[str, Any]:
     return config
 
 
-def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, Any]:
+def _declared_precision(config: dict[str, Any], config_path: str | None = None) -> tuple[str, Any]:
+    """The canonical precision a config declares, and its raw value; an invalid one warns when `config_path` is given."""
     raw = config.get(FIELD)
     if raw is None:
         return UNKNOWN, None
     try:
         return normalize_precision(raw), raw
     except InvalidTrainedPrecisionError:
-        logger.warning(f"{config_path} holds an unrecognised {FIELD} {raw!r}: treated as '{UNKNOWN}'.")
+        if config_path is not None:
+            logger.warning(f"{config_path} holds an unrecognised {FIELD} {raw!r}: treated as '{UNKNOWN}'.")
         return UNKNOWN, raw
 
 
@@ -557,15 +552,10 @@ def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubM
     reports = {}
     subs = dict(sub_config_items(config))
     for key, info in resolve_sub_models(config, name).items():
-        raw = subs[key].get(FIELD)
-        try:
-            declared = normalize_precision(raw) if raw is not None else UNKNOWN
-        except InvalidTrainedPrecisionError:
-            declared = UNKNOWN
         reports[key] = SubModelReport(
             key=key,
             model_type=subs[key].get("model_type"),
-            declared=declared,
+            declared=_declared_precision(subs[key])[0],
             effective=info.precision,
             provenance=info.provenance,
             pretraining=info.pretraining,
@@ -597,21 +587,8 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     info = resolve_trained_precision(config, resolved.name)
-    if resolved.remote_storage is not None:
-        storage = resolved.remote_storage
-    else:
-        storage = read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-
-    measured = None
-    if audit:
-        measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs)
-    return _checkpoint_report(os.fspath(path_or_id), resolved, config, declared, declared_raw, info, storage, measured)
-
-
-def _checkpoint_report(
-    checkpoint, resolved, config, declared, declared_raw, info, storage, measured
-) -> CheckpointReport:
-    """The [`CheckpointReport`] of what [`inspect_checkpoint`] read and measured: verdicts, registry, sub-models."""
+    storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
+    measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
     if read_fp16_plan(config) is not None and verdicts[FP16].status != SAFE:
         # the plan is evidence only once verified against the weights, which this report does not load
@@ -622,7 +599,7 @@ def _checkpoint_report(
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
-        checkpoint=checkpoint,
+        checkpoint=os.fspath(path_or_id),
         directory=resolved.directory,
         hub_id=info.hub_id,
         model_type=config.get("model_type"),

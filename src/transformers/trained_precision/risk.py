@@ -45,9 +45,8 @@ PRECISION_LOSS = "precision_loss"
 @dataclasses.dataclass(frozen=True)
 class Risk:
     """
-    One risky (trained, runtime) pair: the canonical precisions, its `kind` (`"overflow"` or `"precision_loss"`), its
-    `severity` (`"high"`, a known failure mode; `"low"`, weak public evidence), the `reason` in one sentence, and the
-    `safe_dtypes` for this trained precision, best first.
+    One risky (trained, runtime) pair: its `kind` (`"overflow"` or `"precision_loss"`), `severity` (`"high"`, a known
+    failure mode; `"low"`, weak public evidence), `reason`, and the `safe_dtypes` for the trained precision, best first.
     """
 
     trained: str

@@ -71,8 +71,7 @@ _KNOWN = "_trained_precision_known"  # (the config's precision and name it was r
 # How many casts of a `PreTrainedModel` this process has made: a model's record of fp16 weights holds until it moves.
 _CASTS = [0]
 
-# Per model (key: its config's id, which a head shares with its base model), whether warn mode has warned and the
-# device accumulator of its forwards, dropped when the config is collected (see `_watch`).
+# Per model (its config's id, shared by a head and its base model): whether it warned, and its device accumulator.
 _WATCHES: dict[str, _DeviceFlag] = {}
 
 
@@ -232,18 +231,14 @@ def _check(model, output, args, kwargs) -> None:
     if mode != ERROR and not (mode == WARN and not _warned(key) and _is_known(model)):
         return
     found = _overflowed(key, tensors, why, model.config)
-    if found is not None:
-        late, why = found
-        _report(model, mode, why, late, bad_input=None if late else _non_finite_input(args, kwargs))
-
-
-def _non_finite_input(args, kwargs) -> str | None:
-    """The name of a floating input that already held inf/NaN (not a mask: it may hold -inf by design), else `None`."""
-    import torch
-
+    if found is None:
+        return
+    late, why = found
+    # a floating input that already held inf/NaN is blamed instead (not a mask: it may hold -inf by design)
     named = [*((f"positional argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]
     data = [(n, v) for n, v in named if isinstance(v, torch.Tensor) and v.is_floating_point() and "mask" not in n]
-    return next((name for name, value in data if not torch.isfinite(value).all()), None)
+    bad_input = None if late else next((n for n, v in data if not torch.isfinite(v).all()), None)
+    _report(model, mode, why, late, bad_input=bad_input)
 
 
 def _traced_facts(model, output) -> tuple | None:

@@ -203,7 +203,7 @@ def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> St
 
 
 def _index_shards(directory: str, index_path: str, root: str) -> list[str]:
-    """The shard files a safetensors index lists, each a plain file name present in `directory`."""
+    """The shard files a safetensors index lists: plain file names (no directories, `..`, or absolute path) present."""
     try:
         with open_checkpoint_file(index_path, root) as f:
             files = sorted(set(json.loads(f.read().decode("utf-8"))["weight_map"].values()))
@@ -214,7 +214,6 @@ def _index_shards(directory: str, index_path: str, root: str) -> list[str]:
             f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
             f"expected ({type(e).__name__}: {e})."
         ) from e
-    # a plain file name: no directories, `..`, or absolute path
     bad = [
         n
         for n in files

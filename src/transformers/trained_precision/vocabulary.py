@@ -28,8 +28,7 @@ FIELD = "trained_precision"
 PRETRAINING_FIELD = "pretraining_precision"
 #: Both fields; they accept the same values and are validated the same way.
 FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
-#: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
-#: measurement that validated it (`transformers precision plan --write`).
+#: The config field of a measured fp16 plan: the modules kept in fp32 in fp16, and the measurement that validated it.
 FP16_PLAN_FIELD = "fp16_plan"
 #: The config field in which the Trainer records its latest run: its `status` (`"started"` until it ends, `"finished"`
 #: with finite losses and weights, `"diverged"`), how it computed (`compute`) and its optimizer steps. Only a finished
@@ -47,8 +46,7 @@ RUN_COMPUTES: tuple[str, ...] = (RUN_AMP, RUN_PURE)
 #: The config field that keeps the publisher's reference runtime of the registry row a load used, bound to the
 #: publisher's weights: a `save_pretrained` copy keeps it, a fine-tune (the Trainer stamp) drops it.
 REFERENCE_FIELD = "trained_precision_reference"
-#: The model attribute that holds a training run's precision policy (set when `bf16_full_train` casts the model; the
-#: Trainer stamp reads its `name`).
+#: The model attribute holding a run's precision policy (set by `bf16_full_train`'s cast; the Trainer stamp reads it).
 PRECISION_POLICY_ATTR = "_precision_policy"
 
 FP32 = "fp32"
