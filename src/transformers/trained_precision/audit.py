@@ -470,9 +470,8 @@ def load_audit_model(
     cache_dir: str | os.PathLike | None = None,
 ):
     """
-    Loads a checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
-    without a usable one: random token ids are used), for [`audit_checkpoint`] and the fp16 plan; a
-    [`CheckpointInspectionError`] when the model cannot be loaded.
+    A checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
+    without a usable one); a [`CheckpointInspectionError`] when the model cannot be loaded.
     """
     from .storage import local_checkpoint, read_storage
 

@@ -223,10 +223,7 @@ _STATUS_ORDER = (SAFE, UNKNOWN_STATUS, RISKY)
 
 @dataclasses.dataclass
 class SubModelReport:
-    """
-    The answer for one sub-model of a composite model: its key in `config.json` (dotted when nested), `model_type`, the
-    declared and effective trained precision with its provenance, its `pretraining_precision`, and a verdict per runtime.
-    """
+    """The answer for one sub-model of a composite model (its `config.json` key, dotted when nested)."""
 
     key: str
     model_type: str | None
@@ -735,9 +732,8 @@ class AdapterReport(_Report):
 
 def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> AdapterReport:
     """
-    Inspects a PEFT adapter directory: its record, its base (`base_model_name_or_path`, resolved as
-    [`inspect_checkpoint`] resolves any id), and a verdict per runtime from both. Reads `adapter_config.json` and
-    safetensors headers only; a missing or malformed `adapter_config.json` raises [`CheckpointInspectionError`].
+    Inspects a PEFT adapter directory: its record, its base (resolved as [`inspect_checkpoint`] does), and a verdict
+    per runtime from both; a [`CheckpointInspectionError`] for a missing or malformed `adapter_config.json`.
     """
     from .adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
 

@@ -331,9 +331,8 @@ def populate_config(
     in_cache: bool | None = None,
 ) -> PopulateResult:
     """
-    Writes `trained_precision` into one `config.json` ([`set_config_field`]), atomically under [`lock_path`]'s lock. A
-    cache snapshot's link becomes a regular file; a user's link is written through only inside the checkpoint. Never
-    raises for a bad file: on an error nothing changed. `in_cache` defaults to what the path tells.
+    Writes `trained_precision` into one `config.json` ([`set_config_field`]) atomically, under [`lock_path`]'s lock.
+    A cache snapshot's link becomes a regular file. Never raises for a bad file: on an error nothing changed.
     """
     path = Path(config_path)
 
@@ -392,10 +391,7 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
 
 
 def link_outside_checkpoint(path: str | os.PathLike) -> str | None:
-    """
-    Why `set` and `plan --write` refuse a file, `--force` or not: a link resolving outside the checkpoint, which the
-    report does not read either; `None` for a regular file or a link inside.
-    """
+    """Why `set` and `plan --write` refuse a file even with `--force` (a link out of the checkpoint), else `None`."""
     from .storage import checkpoint_root
 
     path = Path(path)

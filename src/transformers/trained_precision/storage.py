@@ -182,10 +182,7 @@ def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False)
 
 
 def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> StorageSummary:
-    """
-    Summarizes a checkpoint directory's safetensors weights (one file, an index's shards, or the files present); a
-    [`CheckpointInspectionError`] for a malformed index, a missing shard or a bad header.
-    """
+    """A checkpoint directory's safetensors weights; a [`CheckpointInspectionError`] for a bad index, shard or header."""
     root = checkpoint_root(directory)
     index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
     if os.path.lexists(index_path):
