@@ -14,10 +14,9 @@
 """
 The activation audit: how large a model's activations get, and whether fp16 (max 65504) can hold them.
 
-A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every module's largest |value| among its
-floating inputs (positional and keyword) and outputs; the audit names the first module, in execution order, that
-passes fp16's max: where the overflow starts, not the parents it propagates through. Unlike upstream's
-`DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers and reads `ModelOutput`s.
+A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every module's largest |input| and |output|;
+the audit names the first module, in execution order, past fp16's max: where the overflow starts. Unlike upstream's
+`DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers.
 """
 
 from __future__ import annotations
@@ -74,10 +73,9 @@ def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
 
 class ActivationRecorder:
     """
-    Records the largest |activation| of every module of `model` during the forwards inside
-    `with ActivationRecorder(model) as recorder:`, into `output_max`, `input_max` and `calls` by module name. Each
-    tensor costs one `torch.aminmax` per pass, read on the host once per [`collect`]. Additive masks are not
-    activations: keyword inputs named `*mask*` and the dtype's largest finite value (`finfo.min` masks) are left out.
+    Records the largest |activation| of every module of `model` inside `with ActivationRecorder(model):` into
+    `output_max`, `input_max` and `calls`, one `torch.aminmax` per tensor per pass. Additive masks (inputs named
+    `*mask*`, the dtype's largest finite value) are left out.
     """
 
     def __init__(self, model, prefix: str = ""):

@@ -15,11 +15,9 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-[`precision`] (registered with [`PRECISION_COMMAND_SETTINGS`] by huggingface_hub 1.x's typer app or 2.x's click group)
-and `python -m transformers.trained_precision` hand the arguments as typed to [`main`], so both answer every input
-alike. [`run_command`] keeps `HELP`'s exit codes for every handler of `SUBCOMMANDS`: an expected failure is a
-[`CommandError`], anything else one line and exit 70, never 1 (risky); with `--json` (or `--format json`) stdout holds
-exactly one JSON document, usage errors included. Heavy imports stay in the handlers: the report never imports torch.
+[`precision`] (the `transformers` CLI's command) and `python -m transformers.trained_precision` hand the arguments as
+typed to [`main`]. [`run_command`] keeps `HELP`'s exit codes: an expected failure is a [`CommandError`], anything else
+exit 70, never 1 (risky); with `--json` stdout holds exactly one JSON document. The report never imports torch.
 """
 
 import collections

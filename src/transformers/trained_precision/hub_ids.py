@@ -12,9 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Hub ids: how every way of naming a model (a legacy short id such as `t5-base`, a canonical id, any case, a
-`huggingface_hub` cache snapshot path under any cache root) becomes the one id the registry knows. The only place
-that parses these forms. A local directory that is not a cache snapshot has no Hub id: its name is never a guess.
+Hub ids: the one place where every way of naming a model (a legacy short id, any case, a cache snapshot path) becomes
+the id the registry knows. A local directory that is not a cache snapshot has no Hub id: its name is never a guess.
 """
 
 from __future__ import annotations

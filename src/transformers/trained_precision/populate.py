@@ -14,9 +14,8 @@
 """
 Writing `trained_precision` into existing `config.json` files: local checkpoints and Hugging Face cache snapshots.
 
-[`set_config_field`] is the one edit (also used by `utils/open_trained_precision_prs.py`): one member inserted in the
-file's own layout, nothing else changed. Files are replaced atomically. A cache snapshot's link to a content-named
-blob that other revisions may share is replaced by a regular file (`huggingface_hub`'s layout without symlinks).
+[`set_config_field`] is the one edit: one member inserted in the file's own layout, nothing else changed. Files are
+replaced atomically; a cache snapshot's link to a shared blob becomes a regular file.
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-What a checkpoint stores, read without loading it: [`read_storage`] sums its safetensors headers, with bounded reads
-of regular files inside the checkpoint only, and opens that cannot block (a FIFO is refused, not waited on); pickled
-weights are reported as present and never opened.
+What a checkpoint stores, read without loading it: [`read_storage`] sums its safetensors headers, with bounded,
+non-blocking reads of regular files inside the checkpoint only; pickled weights are never opened.
 """
 
 from __future__ import annotations
