@@ -222,9 +222,9 @@ def check_cost(model, output, compiled: bool) -> float:
         hidden = {"last_hidden_state": torch.zeros(*rows, model.config.hidden_size, dtype=model.dtype)}
 
         def call():
-            if sentinel._any_autocast() or sentinel._fp16_weights(model):
+            if torch._C._is_any_autocast_enabled() or sentinel._fp16_weights(model):
                 sentinel._check(model, output, (), {})
-            if base is not model and (sentinel._any_autocast() or sentinel._fp16_weights(base)):
+            if base is not model and (torch._C._is_any_autocast_enabled() or sentinel._fp16_weights(base)):
                 sentinel._check(base, hidden, (), {})
 
     number = 200

@@ -14,10 +14,9 @@
 """
 The activation audit: how large a model's activations get, and whether fp16 (max 65504) can hold them.
 
-A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every module's largest |value| among its
-floating inputs (positional and keyword) and outputs; the audit names the first module, in execution order, that
-passes fp16's max: where the overflow starts, not the parents it propagates through. Unlike upstream's
-`DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers and reads `ModelOutput`s.
+A calibration forward runs in fp32 while [`ActivationRecorder`] keeps every module's largest |input| and |output|;
+the audit names the first module, in execution order, past fp16's max: where the overflow starts. Unlike upstream's
+`DebugUnderflowOverflow` (a nan/inf tripwire that prints), it keeps the numbers.
 """
 
 from __future__ import annotations
@@ -74,13 +73,9 @@ def _floating_tensors(value: Any, found: list, depth: int = 0) -> list:
 
 class ActivationRecorder:
     """
-    Records the largest |activation| of every module of `model` (names prefixed by `prefix`) during the forwards run
-    inside `with ActivationRecorder(model) as recorder:`, into `recorder.output_max`, `input_max` and `calls` by
-    module name, with hooks that see keyword inputs and are removed on exit.
-
-    Each tensor costs one `torch.aminmax`, once per pass (one module's output is often the next one's input), read on
-    the host once per [`collect`]. Additive masks are not activations: keyword inputs named `*mask*` are skipped, and
-    an extreme equal to the dtype's largest finite value (the `finfo.min` masks add) is left out.
+    Records the largest |activation| of every module of `model` inside `with ActivationRecorder(model):` into
+    `output_max`, `input_max` and `calls`, one `torch.aminmax` per tensor per pass. Additive masks (inputs named
+    `*mask*`, the dtype's largest finite value) are left out.
     """
 
     def __init__(self, model, prefix: str = ""):
@@ -106,7 +101,6 @@ class ActivationRecorder:
         self.remove()
 
     def remove(self) -> None:
-        """Removes every hook (also called on exit)."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -146,10 +140,7 @@ class ActivationRecorder:
         return hook
 
     def collect(self) -> list[tuple[str, str, float]]:
-        """
-        Adds the passes since the last call to `input_max`/`output_max`/`calls`; returns their values in firing order,
-        `(module name, "input" or "output", max |value|)` per tensor.
-        """
+        """Adds the passes since the last call; returns `(module, "input" or "output", max |value|)` in firing order."""
         import torch
 
         if not self._events:
@@ -184,10 +175,7 @@ class ActivationRecorder:
 
 @dataclasses.dataclass
 class ModuleRange:
-    """
-    One module's measured range: its name (`"(model)"` for the model), largest |output| (`nan` once an output was
-    NaN) and |floating input|, and how many times it ran.
-    """
+    """One module's measured range: its largest |output| (`nan` once NaN) and |input|, and how many times it ran."""
 
     name: str
     max_abs: float
@@ -215,17 +203,16 @@ class ModuleRange:
 
 
 def _json_float(value: float | None):
-    """JSON has no inf/nan: they are written as the strings "inf" and "nan"."""
-    return value if value is None or math.isfinite(value) else str(value)  # "inf", "-inf", "nan"
+    """JSON has no inf/nan: they are written as the strings "inf", "-inf" and "nan"."""
+    return value if value is None or math.isfinite(value) else str(value)
 
 
 @dataclasses.dataclass
 class ActivationAudit:
     """
-    The result of [`audit_activations`]: every module with a floating output, largest first; where a value first
-    passed fp16's max in execution order, `(module, "input" or "output", its largest over every sample)`; the modules
-    already inf/NaN in fp32; the sequences and tokens run, and their source: `"tokenizer"` (built-in texts), `"texts"`
-    (the caller's), `"random"` (token ids: no tokenizer) or `"inputs"` (the caller's tensors).
+    The result of [`audit_activations`]: every module's range, largest first; where a value first passed fp16's max
+    (`(module, "input" or "output", its largest over every sample)`); the modules already inf/NaN; the sequences and
+    tokens run, and their source (`"tokenizer"`, `"texts"`, `"random"` or `"inputs"`).
     """
 
     modules: list[ModuleRange]
@@ -356,9 +343,8 @@ def calibration_inputs(
     model, tokenizer=None, texts: list[str] | None = None, max_length: int = 128, num_random: int = 4, seed: int = 0
 ) -> tuple[list[dict[str, Any]], str]:
     """
-    The calibration batches, one sequence each (no padding enters the statistics), and their source: `texts` (default
-    [`DEFAULT_TEXTS`]) truncated to `max_length` tokens, or without a tokenizer `num_random` sequences of
-    `max_length // 2` random token ids from the embedding's vocabulary, drawn with `seed`.
+    The calibration batches, one unpadded sequence each, and their source: `texts` (default [`DEFAULT_TEXTS`]), or
+    without a tokenizer `num_random` sequences of `max_length // 2` random token ids drawn with `seed`.
     """
     import torch
 
@@ -397,9 +383,8 @@ def audit_activations(
     seed: int = 0,
 ) -> ActivationAudit:
     """
-    Runs calibration forwards on `model` (in eval mode, in its current dtype and device: fp32 gives the true ranges)
-    and measures every module's largest |activation|. `inputs` are forward kwargs, one dict per pass; by default they
-    are built from `tokenizer`, `texts`, `max_length` and `seed` ([`calibration_inputs`]).
+    Measures every module's largest |activation| over calibration forwards of `model` (in eval mode, its dtype and
+    device): `inputs` (forward kwargs, one dict per pass), else [`calibration_inputs`].
     """
     import torch
 
@@ -421,7 +406,12 @@ def audit_activations(
                         first_overflow = (name, kind, value)
     finally:
         model.train(was_training)
-    modules, nonfinite = _ranked_modules(recorder)
+    modules = [
+        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
+        for name, value in recorder.output_max.items()
+    ]  # largest first, non-finite ones first of all
+    modules.sort(key=lambda m: (math.isfinite(m.max_abs), -math.inf if math.isnan(m.max_abs) else -m.max_abs))
+    nonfinite = [m.name for m in modules if not math.isfinite(m.max_abs)]
     if first_overflow is not None:
         # where the overflow starts, with that module's largest value over every sample (as the table lists it): the
         # first value to pass fp16's max, in execution order, can be a smaller one from an earlier sample
@@ -429,16 +419,6 @@ def audit_activations(
         largest = (recorder.output_max if kind == "output" else recorder.input_max).get(name)
         first_overflow = (name, kind, value if largest is None or math.isnan(largest) else max(value, largest))
     return ActivationAudit(modules, first_overflow, nonfinite, len(inputs), tokens, source)
-
-
-def _ranked_modules(recorder: ActivationRecorder) -> tuple[list[ModuleRange], list[str]]:
-    """Every module's range, largest first (non-finite ones first of all), and the names of the non-finite ones."""
-    modules = [
-        ModuleRange(name, value, recorder.input_max.get(name), recorder.calls.get(name, 0))
-        for name, value in recorder.output_max.items()
-    ]
-    modules.sort(key=lambda m: (math.isfinite(m.max_abs), -math.inf if math.isnan(m.max_abs) else -m.max_abs))
-    return modules, [m.name for m in modules if not math.isfinite(m.max_abs)]
 
 
 #: Files that show a directory ships a tokenizer (without them, v5 builds a blank one mapping every word to unk).
@@ -480,23 +460,6 @@ def _model_class(config):
     return transformers.AutoModel
 
 
-def check_stored_weights(
-    path_or_id: str, local_files_only: bool = True, cache_dir: str | os.PathLike | None = None
-) -> None:
-    """
-    [`~trained_precision.storage.read_storage`]'s check of a checkpoint directory (or, when nothing may be downloaded,
-    a Hub id's cached snapshot) before the model is built: a truncated or malformed file fails at once, named.
-
-    Raises:
-        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
-    """
-    from .storage import local_checkpoint, read_storage
-
-    directory = local_checkpoint(path_or_id, cache_dir) if local_files_only or os.path.isdir(path_or_id) else None
-    if directory is not None:
-        read_storage(directory)
-
-
 def load_audit_model(
     path_or_id: str | os.PathLike,
     texts: list[str] | None = None,
@@ -505,15 +468,16 @@ def load_audit_model(
     cache_dir: str | os.PathLike | None = None,
 ):
     """
-    Loads a checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
-    without a usable one: random token ids are used), for [`audit_checkpoint`] and the fp16 plan.
-
-    Raises:
-        [`CheckpointInspectionError`]: when the model cannot be loaded.
+    A checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
+    without a usable one); a [`CheckpointInspectionError`] when the model cannot be loaded.
     """
+    from .storage import local_checkpoint, read_storage
+
     path_or_id = os.fspath(path_or_id)
-    # before torch and the model class are imported: a bad file fails in a second, as the report does
-    check_stored_weights(path_or_id, local_files_only=local_files_only, cache_dir=cache_dir)
+    # the report's check of the stored weights, before torch is imported: a bad file fails in a second, named
+    directory = local_checkpoint(path_or_id, cache_dir) if local_files_only or os.path.isdir(path_or_id) else None
+    if directory is not None:
+        read_storage(directory)
     import torch
 
     from ..models.auto import AutoConfig, AutoTokenizer
@@ -551,11 +515,8 @@ def audit_checkpoint(
     cache_dir: str | os.PathLike | None = None,
 ) -> ActivationAudit:
     """
-    [`audit_activations`] of a checkpoint directory or Hub id loaded by [`load_audit_model`]. `local_files_only=False`
-    lets a Hub id download; `use_safetensors=False` also loads pickled weights, which can run code.
-
-    Raises:
-        [`CheckpointInspectionError`]: when the model or the calibration inputs cannot be built.
+    [`audit_activations`] of a checkpoint loaded by [`load_audit_model`]; `use_safetensors=False` also loads pickled
+    weights, which can run code. A [`CheckpointInspectionError`] when the model or its inputs cannot be built.
     """
     model, tokenizer = load_audit_model(
         path_or_id, texts, local_files_only=local_files_only, use_safetensors=use_safetensors, cache_dir=cache_dir
@@ -587,6 +548,5 @@ __all__ = [
     "audit_activations",
     "audit_checkpoint",
     "calibration_inputs",
-    "check_stored_weights",
     "load_audit_model",
 ]

@@ -15,11 +15,9 @@
 `transformers precision`: what precision a checkpoint was trained in, whether a runtime dtype is safe for it, and
 writing the answer into checkpoints.
 
-[`precision`] (registered with [`PRECISION_COMMAND_SETTINGS`] by huggingface_hub 1.x's typer app or 2.x's click group)
-and `python -m transformers.trained_precision` hand the arguments as typed to [`main`], so both answer every input
-alike. [`run_command`] keeps `HELP`'s exit codes for every handler of `SUBCOMMANDS`: an expected failure is a
-[`CommandError`], anything else one line and exit 70, never 1 (risky); with `--json` (or `--format json`) stdout holds
-exactly one JSON document, usage errors included. Heavy imports stay in the handlers: the report never imports torch.
+[`precision`] (the `transformers` CLI's command) and `python -m transformers.trained_precision` hand the arguments as
+typed to [`main`]. [`run_command`] keeps `HELP`'s exit codes: an expected failure is a [`CommandError`], anything else
+exit 70, never 1 (risky); with `--json` stdout holds exactly one JSON document. The report never imports torch.
 """
 
 import collections
@@ -219,8 +217,7 @@ _precision.__signature__ = inspect.Signature(
 )
 
 
-#: How the `transformers` CLI registers [`precision`]: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`: it
-#: takes the arguments as typed (`--help` included) and [`main`] parses them, as `python -m` does.
+#: `app.command(**PRECISION_COMMAND_SETTINGS)(precision)`: the arguments go as typed to [`main`], as `python -m` does.
 PRECISION_COMMAND_SETTINGS = {
     "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True, "allow_interspersed_args": False},
     "add_help_option": False,
@@ -236,15 +233,15 @@ precision.__doc__ = HELP
 
 
 def run_command(args: list[str], options: Options, *, json_output: bool = False, output_format: str = "text") -> int:
-    """
-    Runs `transformers precision ARGS...` and returns its exit code (`HELP`): whatever goes wrong below becomes one
-    line (or one JSON error document), never a traceback and never exit 1 ("risky").
-    """
+    """Runs `transformers precision ARGS...`; any failure is one line (or JSON document), never exit 1 ("risky")."""
     out = _Output(json_output or output_format == "json")
     try:
         if output_format not in ("text", "json"):
             raise CommandError(f"--format {output_format!r} is not valid: use text or json.")
-        name, args = _subcommand_of(args)
+        # a local path named like a subcommand is a checkpoint to report on
+        name = REPORT
+        if args and args[0] in SUBCOMMANDS and args[0] != REPORT and (len(args) > 1 or not os.path.exists(args[0])):
+            name, args = args[0], args[1:]
         subcommand = SUBCOMMANDS[name]
         misplaced = [option for option in options.given() if option not in subcommand.options]
         if misplaced:
@@ -260,13 +257,6 @@ def run_command(args: list[str], options: Options, *, json_output: bool = False,
         logger.debug("transformers precision failed", exc_info=True)
         out.error(_internal_error_message(e), EXIT_INTERNAL_ERROR, exception=type(e).__name__)
         return EXIT_INTERNAL_ERROR
-
-
-def _subcommand_of(args: list[str]) -> tuple[str, list[str]]:
-    """The subcommand and its arguments; a local path named like a subcommand is a checkpoint to report on."""
-    if args and args[0] in SUBCOMMANDS and args[0] != REPORT and (len(args) > 1 or not os.path.exists(args[0])):
-        return args[0], args[1:]
-    return REPORT, args
 
 
 def _misplaced_message(name: str, misplaced: list[str]) -> str:
@@ -346,8 +336,8 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
 
 def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
-    from .fp16_plan_search import Fp16PlanError, plan_checkpoint
-    from .inspection import CheckpointInspectionError
+    from .fp16_plan_search import Fp16PlanError, plan_checkpoint, plan_write_problem
+    from .inspection import CheckpointInspectionError, _resolve
 
     if len(args) != 1:
         raise CommandError(
@@ -362,16 +352,17 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
             f"{path_or_id} is neither a checkpoint directory nor a Hub id in the local cache (--download fetches it)."
         )
     if config_path is None:
-        # the report's resolution: offline, or with the Hub unreachable (one connection, 5 s at most), it fails at
-        # once instead of the download retrying for tens of seconds; online it fetches config.json
-        from .inspection import _resolve
-
+        # the report's resolution: offline or unreachable, it fails at once; online it fetches config.json
         try:
             config_path = _resolve(path_or_id, revision=None, cache_dir=options.cache_dir).config_path
         except CheckpointInspectionError as e:
             raise CommandError(str(e)) from e
-    if options.write and config_path is not None:
-        _check_plan_write(config_path, options.force)  # before the model is loaded and searched, not after
+    if options.write and config_path is not None:  # before the model is loaded and searched, not after
+        problem = plan_write_problem(config_path, options.force)
+        if problem is not None:
+            raise CommandError(
+                f"cannot write the plan into {config_path}: {problem}; nothing modified.", EXIT_NOT_DONE
+            )
     try:
         result = plan_checkpoint(
             path_or_id,
@@ -429,15 +420,6 @@ def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
     return os.path.join(directory, CONFIG_NAME) if directory is not None else None
 
 
-def _check_plan_write(config_path: str, force: bool) -> None:
-    """Refuses `--write` into a file that [`write_fp16_plan`] would refuse (a cache snapshot, a link out)."""
-    from .fp16_plan_search import plan_write_problem
-
-    problem = plan_write_problem(config_path, force)
-    if problem is not None:
-        raise CommandError(f"cannot write the plan into {config_path}: {problem}; nothing modified.", EXIT_NOT_DONE)
-
-
 def _write_plan(result, config_path: str | None, path_or_id: str, force: bool) -> str:
     """Stores a validated plan into `config_path` (and its parts into the sub-configs); returns the path written."""
     from .fp16_plan_search import write_fp16_plan
@@ -464,8 +446,7 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
             if options.dry_run and result.diff:
                 print(result.diff.rstrip("\n"))
 
-    # a path is done when none of its checkpoints failed and one was written (or already so, or would be in a dry run);
-    # a whole cache skips repos without a registry row, as expected
+    # a path is done when none of its checkpoints failed and one was written (or already so); a cache skips some
     results, code = [], EXIT_SAFE
     for path in resolved:
         found = populate_checkpoints(
@@ -511,10 +492,7 @@ def _set_precision_value(args: list[str], options: Options) -> str | None:
 
 
 def _set_path(path: str, cache_dir: str | None) -> str:
-    """
-    A path `set` writes into: every path must exist before anything is written; a Hub id that is not a local path
-    names its cached snapshot (every spelling of the id is tried).
-    """
+    """A path `set` writes into, checked before anything is written; a Hub id names its cached snapshot."""
     from .hub_ids import parse_hub_id
 
     if os.path.lexists(os.path.expanduser(path)):
@@ -546,10 +524,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    """
-    `python -m transformers.trained_precision` and the `transformers precision` console script, without the rest of
-    the `transformers` CLI's imports. A usage error is exit 2 (a JSON error document with `--json`).
-    """
+    """`python -m transformers.trained_precision` and `transformers precision`; a usage error is exit 2."""
     import click
 
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -12,9 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-Hub ids: how every way of naming a model (a legacy short id such as `t5-base`, a canonical id, any case, a
-`huggingface_hub` cache snapshot path under any cache root) becomes the one id the registry knows. The only place
-that parses these forms. A local directory that is not a cache snapshot has no Hub id: its name is never a guess.
+Hub ids: the one place where every way of naming a model (a legacy short id, any case, a cache snapshot path) becomes
+the id the registry knows. A local directory that is not a cache snapshot has no Hub id: its name is never a guess.
 """
 
 from __future__ import annotations
@@ -53,9 +52,7 @@ _LEGACY_FAMILIES: dict[str, str] = {
 
 @dataclasses.dataclass(frozen=True)
 class LegacyHubId:
-    """
-    A model id from before the Hub gave every model an organisation (`legacy`), the id it redirects to (`canonical`), and where the move is recorded (`source`).
-    """
+    """A model id from before the Hub gave every model an organisation, the id it redirects to, and the move's record."""
 
     legacy: str
     canonical: str
@@ -69,8 +66,7 @@ LEGACY_HUB_IDS: dict[str, LegacyHubId] = {
     for name in names.split()
 }
 
-# A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96 characters; no `--` or `..`; not starting or
-# ending with `-` or `.`.
+# A Hub repository name: letters, digits, `-`, `_`, `.`; at most 96; no `--` or `..`; no `-` or `.` at either end.
 _NAME = re.compile(r"^[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?$", re.ASCII)
 
 #: The folder prefix `huggingface_hub` gives a model repository in its cache.
@@ -83,9 +79,7 @@ def is_valid_repo_name(part: str) -> bool:
 
 
 def parse_hub_id(value: object) -> str | None:
-    """
-    `value` as a Hub id (`"name"` or `"org/name"`, stripped), or `None` for a path, an empty string, or a file name.
-    """
+    """`value` as a Hub id (`"name"` or `"org/name"`, stripped), or `None` for a path, an empty string, a file name."""
     if not isinstance(value, str):
         return None
     value = value.strip()
@@ -107,9 +101,7 @@ def canonical_hub_id(value: object) -> str | None:
 
 
 def hub_id_spellings(hub_id: str) -> list[str]:
-    """
-    Every id a model may be cached under (as written, canonical, legacy): the cache names folders after the typed id.
-    """
+    """Every id a model may be cached under (as written, canonical, legacy): the cache names folders as typed."""
     canonical = canonical_hub_id(hub_id)
     if canonical is None:
         return []
@@ -120,9 +112,7 @@ def hub_id_spellings(hub_id: str) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class CacheSnapshot:
-    """
-    Where a path lies in a `huggingface_hub` cache: the canonical `hub_id`, the id the folder is named after (`cached_as`), the `revision` and the `snapshot_dir`.
-    """
+    """Where a path lies in a Hub cache: the canonical `hub_id`, the id the folder names, the revision and the folder."""
 
     hub_id: str
     cached_as: str
@@ -155,10 +145,7 @@ def cache_snapshot_of(path: str | os.PathLike) -> CacheSnapshot | None:
 
 
 def hub_id_for(name_or_path: str | os.PathLike | None) -> str | None:
-    """
-    The canonical Hub id a model name or path refers to, or `None`: an existing local path has one only inside a cache
-    snapshot; a name that is not a local path is read as a Hub id, legacy short ids included.
-    """
+    """The canonical Hub id of a name or path, or `None`: an existing local path has one only in a cache snapshot."""
     if not name_or_path:
         return None
     name = os.fspath(name_or_path)
@@ -181,10 +168,7 @@ def possible_hub_ids(name_or_path: str | os.PathLike | None) -> tuple[str, ...]:
 def find_cached_snapshot(
     hub_id: str, *, filename: str, revision: str | None = None, cache_dir: str | os.PathLike | None = None
 ) -> str | None:
-    """
-    The local cache snapshot directory of a Hub id that holds `filename`, or `None`. Every spelling of the id is tried
-    ([`hub_id_spellings`]), in any case. `revision` defaults to `main`, `cache_dir` to `huggingface_hub`'s cache.
-    """
+    """The cached snapshot of a Hub id (any spelling, any case) that holds `filename`, or `None`."""
     from huggingface_hub import constants, try_to_load_from_cache
 
     spellings = hub_id_spellings(hub_id)

@@ -14,12 +14,10 @@
 """
 Inspecting a checkpoint without loading it: what `transformers precision` prints.
 
-[`inspect_checkpoint`] reads a checkpoint directory (or a Hub id in the local cache) and reports the trained precision
-as [`~trained_precision.resolver.resolve_trained_precision`] answers it for every other path, the storage dtypes
-(safetensors headers, read with a bounded read; pickled weights are never opened), and a verdict per runtime
-precision from the same [`~trained_precision.decision.decide`] as loading (`"safe"`, `"risky"`, or `"unknown"`),
-refined by the measured activation ranges when an audit ran. A composite model gets the same answer per sub-model; the
-status for an asked dtype is the worst of them all, so the report and `from_pretrained` agree.
+[`inspect_checkpoint`] reports the trained precision as loading resolves it, the storage dtypes (safetensors headers;
+pickled weights are never opened), and a verdict per runtime precision from the same
+[`~trained_precision.decision.decide`] as loading, refined by an audit's measurement. A composite model's status for an
+asked dtype is the worst of its parts', so the report and `from_pretrained` agree.
 
 ```py
 >>> from transformers.trained_precision import inspect_checkpoint
@@ -68,17 +66,14 @@ from .vocabulary import (
 
 logger = logging.get_logger(__name__)
 
-#: Bump when a key of [`CheckpointReport.to_dict`] appears, changes meaning or disappears. 3: `sub_models`, verdicts'
-#: `evidence` and `mitigation`; `status` and `exit_code` are the worst over the model and its sub-models. 4: `basis`,
-#: per verdict and for the whole report: what a verdict rests on.
+#: Bump when a key of [`CheckpointReport.to_dict`] appears, changes meaning or disappears. 3: `sub_models`, `evidence`,
+#: `mitigation`, and `status` the worst over the sub-models. 4: `basis`, what a verdict rests on.
 SCHEMA_VERSION = 4
 
-#: What a verdict rests on (its `basis`): the trained precision and the risk rules; evidence that the checkpoint works
-#: in that runtime (a publisher's runtime, a validated plan, a finished run), overriding the rules; or the audit's
-#: measurement on the calibration inputs. An `"unknown"` verdict rests on nothing (`None`).
+#: What a verdict rests on (its `basis`): the risk rules, evidence that overrides them, or the audit's measurement on the
+#: calibration inputs; `None` for an `"unknown"` verdict.
 BASIS_MEASURED = "measured"
-#: When the parts of a composite model that set its status rest on different bases, the report names the least
-#: certain one: a measurement on a few inputs, then evidence about one runtime, then the rules.
+#: A composite model's basis is the least certain of its parts that set its status: measured, evidence, then rule.
 _BASIS_ORDER = (None, BASIS_MEASURED, BASIS_EVIDENCE, BASIS_RULE)
 
 #: `transformers precision` exit codes, for every subcommand (the report's are also [`CheckpointReport.exit_code`]).
@@ -105,21 +100,12 @@ class _Resolved:
     remote_storage: StorageSummary | None = None
 
 
-def _hub_offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-
-
 #: Seconds the reachability probe of [`_hub_unreachable`] waits for a TCP connection to the Hub.
 HUB_PROBE_TIMEOUT = 5.0
 
 
 def _hub_unreachable() -> str | None:
-    """
-    Why the Hub endpoint cannot be reached (one TCP connection of [`HUB_PROBE_TIMEOUT`] seconds), or `None` when it can
-    or a proxy is configured. Without it, a download without a network retries for tens of seconds before it fails.
-    """
+    """Why the Hub cannot be reached (one TCP connection), or `None`: a download would retry for tens of seconds."""
     import socket
     from urllib.parse import urlsplit
 
@@ -167,18 +153,16 @@ def _resolve(path_or_id: str, revision: str | None = None, cache_dir: str | None
 
 
 def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_dir: str | None) -> _Resolved:
-    """
-    A Hub id that is not cached: offline or unreachable, an error that says what to do; online, its `config.json` is
-    fetched and its safetensors headers are read with HTTP range requests.
-    """
-    from huggingface_hub import constants
+    """An uncached Hub id: online, its `config.json` and safetensors headers (HTTP range requests); else an error."""
+    from huggingface_hub import constants, get_safetensors_metadata, hf_hub_download
 
     cache = os.fspath(cache_dir) if cache_dir is not None else constants.HF_HUB_CACHE
     not_cached = (
         f"{path_or_id} is not a local directory, and the Hub id is not in the local Hugging Face cache ({cache})"
     )
     elsewhere = "pass the checkpoint directory, or --cache-dir if it is cached elsewhere"
-    if _hub_offline():
+    offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
+    if constants.HF_HUB_OFFLINE or offline:
         raise CheckpointInspectionError(
             f"{not_cached}; HF_HUB_OFFLINE is set, so nothing is downloaded. {elsewhere.capitalize()}, or download it "
             f"first with `hf download {path_or_id}` while online."
@@ -190,9 +174,6 @@ def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_
             f"(only the cache is read, nothing is tried); {elsewhere}; or download it with `hf download {path_or_id}` "
             "while online."
         )
-    # Online and not cached: fetch config.json only, and read the safetensors headers with HTTP range requests.
-    from huggingface_hub import get_safetensors_metadata, hf_hub_download
-
     try:
         config_path = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision, cache_dir=cache_dir)
     except Exception as e:
@@ -214,19 +195,10 @@ def _resolve_uncached(path_or_id: str, hub_id: str, revision: str | None, cache_
 @dataclasses.dataclass
 class Verdict:
     """
-    Whether running the checkpoint at one runtime precision is safe.
-
-    Args:
-        runtime (`str`): `"fp32"`, `"bf16"` or `"fp16"`.
-        status (`str`): `"safe"`, `"risky"`, or `"unknown"` (no rule covers the trained precision, nothing measured).
-        summary (`str`): the verdict in one line a user can act on.
-        reasons (`list[str]`): the details behind it (the rule, the evidence, the measurement).
-        fix (`str`, *optional*): what to do instead.
-        kind (`str`, *optional*): `"overflow"`, `"precision_loss"`, or `"measured_overflow"` when only the audit found it.
-        severity (`str`, *optional*): `"high"` or `"low"`.
-        evidence (`dict`, *optional*): the evidence that made a risky prior safe (`kind`, `detail`, `source`).
-        mitigation (`str`, *optional*): what upstream already does about a remaining risk (`_keep_in_fp32_modules`).
-        basis (`str`, *optional*): what the status rests on: `"rule"`, `"evidence"` or `"measured"`; `None` when unknown.
+    Whether running the checkpoint at `runtime` is safe: `status` (`"safe"`, `"risky"`, `"unknown"`), a one-line
+    `summary`, the `reasons` behind it and the `fix`; a risk's `kind` (`"overflow"`, `"precision_loss"`,
+    `"measured_overflow"`) and `severity`; the `evidence` that made a risky prior safe, upstream's `mitigation`
+    (`_keep_in_fp32_modules`), and the `basis` (`"rule"`, `"evidence"`, `"measured"`; `None` when unknown).
     """
 
     runtime: str
@@ -244,10 +216,6 @@ class Verdict:
     def is_safe(self) -> bool:
         return self.status == SAFE
 
-    @property
-    def exit_code(self) -> int:
-        return _EXIT_CODES[self.status]
-
 
 #: Verdict statuses from the best to the worst: a composite model's status is its worst part's.
 _STATUS_ORDER = (SAFE, UNKNOWN_STATUS, RISKY)
@@ -255,10 +223,7 @@ _STATUS_ORDER = (SAFE, UNKNOWN_STATUS, RISKY)
 
 @dataclasses.dataclass
 class SubModelReport:
-    """
-    The answer for one sub-model of a composite model: its key in `config.json` (dotted when nested), `model_type`, the
-    declared and effective trained precision with its provenance, its `pretraining_precision`, and a verdict per runtime.
-    """
+    """The answer for one sub-model of a composite model (its `config.json` key, dotted when nested)."""
 
     key: str
     model_type: str | None
@@ -307,10 +272,9 @@ class _Report:
 @dataclasses.dataclass
 class CheckpointReport(_Report):
     """
-    What [`inspect_checkpoint`] found: `format()` renders what `transformers precision` prints, `to_dict()` its `--json`.
-    `declared` is what `config.json` says (`declared_raw` as written), `effective` what the verdicts use (the resolver's
-    answer, `effective_from` `"config"`, `"registry"` or `None`), `registry` the row of `hub_id`, `storage` the stored
-    weights, `audit` the measured ranges when an audit ran, and `sub_models` the answer per sub-model.
+    What [`inspect_checkpoint`] found: `format()` is what `transformers precision` prints, `to_dict()` its `--json`.
+    `declared` is what `config.json` says, `effective` what the verdicts use (from `effective_from`: `"config"`,
+    `"registry"` or `None`).
     """
 
     checkpoint: str
@@ -437,20 +401,20 @@ def _format_storage(storage: StorageSummary) -> str:
 
 
 def runtime_name(runtime: Any) -> str:
-    """
-    The canonical runtime precision of `runtime`; a [`CheckpointInspectionError`] for anything but fp32, bf16, fp16.
-    """
-    valid = ", ".join(RUNTIME_PRECISIONS)
+    """The canonical runtime precision of `runtime`; a [`CheckpointInspectionError`] unless fp32, bf16 or fp16."""
     try:
         name = normalize_precision(runtime)
     except InvalidTrainedPrecisionError:
         name = None
     if name not in RUNTIME_PRECISIONS:
-        raise CheckpointInspectionError(f"{runtime!r} is not a runtime dtype: use one of {valid}.")
+        raise CheckpointInspectionError(f"{runtime!r} is not a runtime dtype: use one of fp32, bf16, fp16.")
     return name
 
 
-def _read_config(config_path: str, root: str) -> dict[str, Any]:
+def _read_config(resolved: _Resolved) -> dict[str, Any]:
+    """The `config.json` of a resolved checkpoint (a downloaded one lies in the cache, then the checkpoint)."""
+    config_path = resolved.config_path
+    root = checkpoint_root(resolved.directory or os.path.dirname(config_path))
     try:
         with open_checkpoint_file(config_path, root) as f:
             config = json.loads(f.read().decode("utf-8-sig"))
@@ -465,14 +429,16 @@ def _read_config(config_path: str, root: str) -> dict[str, Any]:
     return config
 
 
-def _declared_precision(config: dict[str, Any], config_path: str) -> tuple[str, Any]:
+def _declared_precision(config: dict[str, Any], config_path: str | None = None) -> tuple[str, Any]:
+    """The canonical precision a config declares, and its raw value; an invalid one warns when `config_path` is given."""
     raw = config.get(FIELD)
     if raw is None:
         return UNKNOWN, None
     try:
         return normalize_precision(raw), raw
     except InvalidTrainedPrecisionError:
-        logger.warning(f"{config_path} holds an unrecognised {FIELD} {raw!r}: treated as '{UNKNOWN}'.")
+        if config_path is not None:
+            logger.warning(f"{config_path} holds an unrecognised {FIELD} {raw!r}: treated as '{UNKNOWN}'.")
         return UNKNOWN, raw
 
 
@@ -583,15 +549,10 @@ def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubM
     reports = {}
     subs = dict(sub_config_items(config))
     for key, info in resolve_sub_models(config, name).items():
-        raw = subs[key].get(FIELD)
-        try:
-            declared = normalize_precision(raw) if raw is not None else UNKNOWN
-        except InvalidTrainedPrecisionError:
-            declared = UNKNOWN
         reports[key] = SubModelReport(
             key=key,
             model_type=subs[key].get("model_type"),
-            declared=declared,
+            declared=_declared_precision(subs[key])[0],
             effective=info.precision,
             provenance=info.provenance,
             pretraining=info.pretraining,
@@ -612,45 +573,19 @@ def inspect_checkpoint(
     **audit_kwargs,
 ) -> CheckpointReport:
     """
-    Inspects a checkpoint without loading it (unless `audit=True`): its trained precision as loading resolves it, its
-    storage dtypes, and a verdict per runtime precision.
-
-    Args:
-        path_or_id (`str`): a `save_pretrained` directory (a cache snapshot counts as its Hub id) or a Hub id, found in the
-            local cache under any spelling; an uncached id is read online (`config.json` and safetensors headers only).
-        audit (`bool`, *optional*): also load the model in fp32 on the CPU and measure its activations on `texts`
-            ([`~trained_precision.audit.audit_checkpoint`], given `audit_kwargs`); needs torch.
-        revision (`str`, *optional*), cache_dir (`str`, *optional*): the Hub revision and cache root.
-        max_header_bytes (`int`, *optional*): the largest safetensors header read.
-        download (`bool`, *optional*), allow_pickle (`bool`, *optional*): let the audit download an uncached checkpoint's
-            weights, or unpickle `.bin` weights (which can run code).
-
-    Raises:
-        [`CheckpointInspectionError`] (a `ValueError`): bad input, a checkpoint neither cached nor reachable, or an audit
-        that would download or unpickle without its opt-in.
+    Inspects a checkpoint (a directory, or a Hub id: cached under any spelling, else read online) without loading it:
+    its trained precision as loading resolves it, its storage dtypes, and a verdict per runtime precision. `audit=True`
+    also loads it in fp32 on the CPU and measures its activations on `texts` ([`~trained_precision.audit`], needs
+    torch); `download` and `allow_pickle` let the audit download weights or unpickle `.bin` files (which can run code).
+    A [`CheckpointInspectionError`] (a `ValueError`) for bad input, a checkpoint neither cached nor reachable, or an
+    audit that would download or unpickle without its opt-in.
     """
     resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
-    # a downloaded config.json lies in the cache, which is then the checkpoint
-    config = _read_config(
-        resolved.config_path, checkpoint_root(resolved.directory or os.path.dirname(resolved.config_path))
-    )
+    config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     info = resolve_trained_precision(config, resolved.name)
-    if resolved.remote_storage is not None:
-        storage = resolved.remote_storage
-    else:
-        storage = read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-
-    measured = None
-    if audit:
-        measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs)
-    return _checkpoint_report(os.fspath(path_or_id), resolved, config, declared, declared_raw, info, storage, measured)
-
-
-def _checkpoint_report(
-    checkpoint, resolved, config, declared, declared_raw, info, storage, measured
-) -> CheckpointReport:
-    """The [`CheckpointReport`] of what [`inspect_checkpoint`] read and measured: verdicts, registry, sub-models."""
+    storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
+    measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
     if read_fp16_plan(config) is not None and verdicts[FP16].status != SAFE:
         # the plan is evidence only once verified against the weights, which this report does not load
@@ -661,7 +596,7 @@ def _checkpoint_report(
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
-        checkpoint=checkpoint,
+        checkpoint=os.fspath(path_or_id),
         directory=resolved.directory,
         hub_id=info.hub_id,
         model_type=config.get("model_type"),
@@ -797,9 +732,8 @@ class AdapterReport(_Report):
 
 def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> AdapterReport:
     """
-    Inspects a PEFT adapter directory: its record, its base (`base_model_name_or_path`, resolved as
-    [`inspect_checkpoint`] resolves any id), and a verdict per runtime from both. Reads `adapter_config.json` and
-    safetensors headers only; a missing or malformed `adapter_config.json` raises [`CheckpointInspectionError`].
+    Inspects a PEFT adapter directory: its record, its base (resolved as [`inspect_checkpoint`] does), and a verdict
+    per runtime from both; a [`CheckpointInspectionError`] for a missing or malformed `adapter_config.json`.
     """
     from .adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
 
@@ -825,10 +759,7 @@ def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> Ad
         else:
             # the base's config as its own report read it (a local directory, a cache snapshot, a downloaded file)
             resolved = _resolve(base_name, cache_dir=cache_dir)
-            config = _read_config(
-                resolved.config_path, checkpoint_root(resolved.directory or os.path.dirname(resolved.config_path))
-            )
-            base_info = resolve_trained_precision(config, resolved.name)
+            base_info = resolve_trained_precision(_read_config(resolved), resolved.name)
     else:
         base_error = f"{ADAPTER_CONFIG_NAME} names no base_model_name_or_path"
     info = adapter_precision_info(base_info, record)

@@ -14,9 +14,8 @@
 """
 Writing `trained_precision` into existing `config.json` files: local checkpoints and Hugging Face cache snapshots.
 
-[`set_config_field`] is the one edit (also used by `utils/open_trained_precision_prs.py`): one member inserted in the
-file's own layout, nothing else changed. Files are replaced atomically. A cache snapshot's link to a content-named
-blob that other revisions may share is replaced by a regular file (`huggingface_hub`'s layout without symlinks).
+[`set_config_field`] is the one edit: one member inserted in the file's own layout, nothing else changed. Files are
+replaced atomically; a cache snapshot's link to a shared blob becomes a regular file.
 """
 
 from __future__ import annotations
@@ -49,10 +48,7 @@ class ConfigEditError(ValueError):
 
 @dataclasses.dataclass
 class PopulateResult:
-    """
-    One checkpoint's outcome: its `config.json` (or the path given), a status (`WRITTEN`, ..., `ERROR`), a sentence for
-    the user, the Hub id looked up, the value written (or that would be) and the unified diff.
-    """
+    """One checkpoint's outcome: its `config.json`, a status, a sentence, the Hub id, the value and the diff."""
 
     path: str
     status: str
@@ -117,15 +113,10 @@ def _top_level_members(text: str) -> tuple[list[_Member], int, int]:
 
 def set_config_field(text: str, value: str, *, force: bool = False, source: str | None = None) -> str:
     """
-    Returns `text` (a `config.json`) with `"trained_precision": value` in the config and in every sub-config of a
-    composite model (the ones loading checks and the Trainer stamps), changing nothing else; `text` itself when every
-    config already says `value`. Another spelling of `value` (`"bfloat16"`, which loads as unknown) is rewritten.
-
-    `value` is a canonical precision (`"unknown"` removes the field); `force` replaces (or removes) a different value;
-    `source`, where `value` comes from, is quoted in a conflict's message.
-
-    Raises:
-        [`ConfigEditError`]: malformed JSON, a top level that is not an object, or a different value without `force`.
+    `text` (a `config.json`) with `"trained_precision": value` (a canonical precision; `"unknown"` removes it) in the
+    config and every sub-config, changing nothing else; another spelling of `value` is rewritten. `force` replaces a
+    different value; `source` is quoted in a conflict's message. A [`ConfigEditError`] for malformed JSON, a top level
+    that is not an object, or a different value without `force`.
     """
     _parse_object(text)
     return _set_everywhere(text, value, force=force, source=source, where="")
@@ -246,10 +237,8 @@ def unified_diff(old: str, new: str, path: str) -> str:
 
 def atomic_write_text(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
     """
-    Replaces `path` (a symlink too: its target is not written) with `text` (UTF-8, newlines unchanged) atomically: a
-    fsynced temporary file in the same directory, then `os.replace`; on any failure or interruption before the
-    replace, `path` is untouched and the temporary file removed. The new file gets `mode` (default: the old file's
-    permission bits) and, where the process may set them, the old owner and group.
+    Replaces `path` (a symlink too, not its target) with `text` atomically: a fsynced temporary file, then `os.replace`;
+    on any failure `path` is untouched. The new file gets `mode` (default: the old one's) and the old owner and group.
     """
     path = Path(path)
     old = os.stat(path)
@@ -284,9 +273,8 @@ def _is_cache_root(path: Path) -> bool:
 
 def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = None) -> list[CheckpointTarget]:
     """
-    Expands user paths (a checkpoint directory, a `config.json`, a cache snapshot, a cache repo folder `models--*`:
-    every snapshot, or a cache root `~/.cache/huggingface[/hub]`) into the `config.json` files to populate. The cache
-    layout tells the (canonical) Hub id; elsewhere it is `model_id`. A missing path yields a target with no config.
+    The `config.json` files under user paths (a checkpoint directory, a `config.json`, a cache snapshot, repo folder or
+    root), with the Hub id the cache layout tells, else `model_id`. A missing path yields a target with no config.
     """
     targets: list[CheckpointTarget] = []
     for raw in paths:
@@ -311,10 +299,7 @@ def find_checkpoints(paths: Iterable[str | os.PathLike], model_id: str | None = 
 
 
 def lock_path(path: str | os.PathLike) -> Path:
-    """
-    The lock file of the config at `path`, named by its resolved location's SHA-256 (two spellings share it), in
-    `HF_HOME/trained_precision/locks/`: one beside the config would be published by the next `hf upload`.
-    """
+    """The lock file of the config at `path`, in `HF_HOME` (one beside it would be uploaded), named by its real path."""
     import hashlib
 
     from huggingface_hub import constants
@@ -345,11 +330,8 @@ def populate_config(
     in_cache: bool | None = None,
 ) -> PopulateResult:
     """
-    Writes `trained_precision` into one `config.json` with [`set_config_field`] (`"unknown"` with `force` removes it),
-    keeping a byte-order mark, replacing the file atomically under [`lock_path`]'s lock with its mode, owner and group.
-    A cache snapshot's link becomes a regular file; a user's own link is written through when it resolves inside the
-    checkpoint, else refused ([`link_outside_checkpoint`]). Never raises for a bad file: on an error nothing changed.
-    `in_cache`: the file lies in a Hub cache snapshot (default: the path tells); `dry_run` only computes the diff.
+    Writes `trained_precision` into one `config.json` ([`set_config_field`]) atomically, under [`lock_path`]'s lock.
+    A cache snapshot's link becomes a regular file. Never raises for a bad file: on an error nothing changed.
     """
     path = Path(config_path)
 
@@ -408,11 +390,7 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
 
 
 def link_outside_checkpoint(path: str | os.PathLike) -> str | None:
-    """
-    Why `set` and `plan --write` refuse a checkpoint's file, `--force` or not: it is a link resolving outside the
-    checkpoint ([`~trained_precision.storage.checkpoint_root`]), which the report does not read either, and writing
-    through it would change someone else's file. `None` for a regular file or a link inside.
-    """
+    """Why `set` and `plan --write` refuse a file even with `--force` (a link out of the checkpoint), else `None`."""
     from .storage import checkpoint_root
 
     path = Path(path)
@@ -479,9 +457,8 @@ def populate_checkpoints(
     on_result: Callable[[PopulateResult], None] | None = None,
 ) -> list[PopulateResult]:
     """
-    [`populate_config`] for every checkpoint under `paths` ([`find_checkpoints`]), with `precision`, else the
-    `registry` row of its Hub id (from the cache layout, or `model_id` for a local directory); one without a value is
-    skipped, not guessed. `progress` shows a `tqdm` bar on a terminal; `on_result` is called with each result.
+    [`populate_config`] for every checkpoint under `paths` with `precision`, else the `registry` row of its Hub id; one
+    without a value is skipped, not guessed. `on_result` is called with each result.
     """
     targets = find_checkpoints(paths, model_id)
     if progress:

@@ -45,9 +45,8 @@ PRECISION_LOSS = "precision_loss"
 @dataclasses.dataclass(frozen=True)
 class Risk:
     """
-    One risky (trained, runtime) pair: the canonical precisions, its `kind` (`"overflow"` or `"precision_loss"`), its
-    `severity` (`"high"`, a known failure mode; `"low"`, weak public evidence), the `reason` in one sentence, and the
-    `safe_dtypes` for this trained precision, best first.
+    One risky (trained, runtime) pair: its `kind` (`"overflow"` or `"precision_loss"`), `severity` (`"high"`, a known
+    failure mode; `"low"`, weak public evidence), `reason`, and the `safe_dtypes` for the trained precision, best first.
     """
 
     trained: str
@@ -92,10 +91,7 @@ _SAFE: dict[str, tuple[str, ...]] = {FP32: (FP32,), BF16: (BF16, FP32), FP16: (F
 
 
 def assess_risk(trained: Any, runtime: Any) -> Risk | None:
-    """
-    Whether running a model trained in `trained` at `runtime` (any spelling, or a torch dtype) is risky: a [`Risk`], or
-    `None` when it is safe or unknown (dtypes outside fp32/bf16/fp16 are safe).
-    """
+    """A [`Risk`] when running a model trained in `trained` at `runtime` is risky; `None` when safe or unknown."""
     trained = normalize_precision(trained)
     runtime = dtype_to_precision(runtime)
     if UNKNOWN in (trained, runtime):
@@ -109,10 +105,8 @@ def assess_risk(trained: Any, runtime: Any) -> Risk | None:
 
 def assess_lineage_risk(lineage: Iterable[Any], runtime: Any) -> Risk | None:
     """
-    The rules' prior for a model trained in several stages, oldest first, at `runtime`: the oldest stage decides (it
-    shaped the activations), and an unknown oldest stage makes the risk unknown (`None`). A later stage makes its own
-    precision safe only with evidence that its run worked ([`~trained_precision.evidence.find_evidence`]), never by being
-    recorded: a bf16-pretrained T5 whose fp16 fine-tune diverged still overflows in fp16.
+    The rules' prior for a model trained in several stages, oldest first: the oldest stage decides (it shaped the
+    activations; unknown: `None`). A later stage's precision is safe only with evidence that its run worked.
     """
     stages = [normalize_precision(stage) for stage in lineage]
     if not stages or stages[0] == UNKNOWN:

@@ -14,28 +14,14 @@
 """
 A check inside every model's `forward` that raises (or warns) when a forward computed in fp16 returns inf or NaN.
 
-The load and cast check predicts; the paths to fp16 are open (a second cast, a wrapper, autocast, a longer input,
-edited weights), so the forward looks at what it produced. When it computed in fp16 and an output is not finite,
-`"error"` mode raises [`~trained_precision.check.TrainedPrecisionRiskError`] (naming the model, the evidence that had
-cleared fp16 for it and the fix); `"warn"` mode warns once per model (a head and its base model share one) whose
-trained precision is known; `"ignore"` does nothing. The mode is read at each such forward: the
-`trained_precision_check` the model was loaded with, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`, else `"warn"`.
-
-[`guard_forward`] wraps the `forward` of each `PreTrainedModel` subclass at class creation (`functools.wraps`: the
-signature is the model's own), so every way of running a forward passes it: `model(...)`, `model.forward(...)`, a base
-model alone, PEFT, accelerate's `prepare`, pipelines, `generate`, the Trainer, `torch.compile` (`fullgraph=True` too).
-It keeps no state across a call, so no exception (a `KeyboardInterrupt` included) can leave it off. Not checked: a
-`torch.export`ed or `torch.jit.trace`d program, and a module that is not a `PreTrainedModel` called on its own.
-
-A forward computes in fp16 when fp16 autocast is on for its device (accelerate's fp16 mixed precision too) or the model
-has fp16 weights (read once per cast, [`note_cast`]); otherwise the wrapper costs one call into torch and one dict
-read. It reads every floating output that is not a loss (a loss can be NaN in any precision): the `torch.aminmax`
-extremes of each, added in fp32, non-finite exactly when an element is; when a floating input was already not finite,
-the message blames the input. On the CPU the value is read at once. On another device each forward adds it to a device
-accumulator copied to pinned host memory behind an event that a later forward queries without waiting, so a later
-forward reports it ("a recent forward"); [`check_sentinel`] waits for what is pending. Without events, the accumulator
-is read once every [`SYNC_EVERY`] forwards. Under `torch.compile`, `torch._dynamo` runs the check after the graph
-(`reorderable_logging_functions`: no graph break) for the compiled model's own outputs, not those of sub-models inside.
+[`guard_forward`] wraps each `PreTrainedModel` subclass's `forward` at class creation, so every way of running a
+forward passes it (eager, PEFT, pipelines, `generate`, the Trainer, `torch.compile`); it keeps no state across a call.
+A forward computes in fp16 under fp16 autocast or with fp16 weights (read once per cast, [`note_cast`]); otherwise the
+wrapper costs one call into torch and one dict read. `"error"` mode raises
+[`~trained_precision.check.TrainedPrecisionRiskError`], `"warn"` warns once per model whose trained precision is known.
+On the CPU the outputs' `torch.aminmax` extremes are read at once; on another device they accumulate behind an event
+that a later forward queries without waiting ([`check_sentinel`] waits). Design, limits and costs:
+`docs/source/en/trained_precision_fp16_plan.md` ("The sentinel").
 """
 
 from __future__ import annotations
@@ -85,16 +71,12 @@ _KNOWN = "_trained_precision_known"  # (the config's precision and name it was r
 # How many casts of a `PreTrainedModel` this process has made: a model's record of fp16 weights holds until it moves.
 _CASTS = [0]
 
-# Per model (key: its config's id, which a head shares with its base model), whether warn mode has warned and the
-# device accumulator of its forwards, dropped when the config is collected (see `_watch`).
+# Per model (its config's id, shared by a head and its base model): whether it warned, and its device accumulator.
 _WATCHES: dict[str, _DeviceFlag] = {}
 
 
 def guard_forward(cls) -> None:
-    """
-    Wraps the `forward` that `cls` resolves (its own or a mixin's, such as upstream's
-    `GenericForSequenceClassification`) in the check, once per class: called by `PreTrainedModel.__init_subclass__`.
-    """
+    """Wraps the `forward` `cls` resolves (its own or a mixin's) in the check, once per class (`__init_subclass__`)."""
     import torch
 
     forward = getattr(cls, "forward", None)
@@ -117,12 +99,6 @@ def guard_forward(cls) -> None:
 
     setattr(guarded_forward, _GUARDED, True)
     cls.forward = guarded_forward
-
-
-def _any_autocast() -> bool:
-    import torch
-
-    return torch._C._is_any_autocast_enabled()
 
 
 def note_cast() -> None:
@@ -255,18 +231,14 @@ def _check(model, output, args, kwargs) -> None:
     if mode != ERROR and not (mode == WARN and not _warned(key) and _is_known(model)):
         return
     found = _overflowed(key, tensors, why, model.config)
-    if found is not None:
-        late, why = found
-        _report(model, mode, why, late, bad_input=None if late else _non_finite_input(args, kwargs))
-
-
-def _non_finite_input(args, kwargs) -> str | None:
-    """The name of a floating input that already held inf/NaN (not a mask: it may hold -inf by design), else `None`."""
-    import torch
-
+    if found is None:
+        return
+    late, why = found
+    # a floating input that already held inf/NaN is blamed instead (not a mask: it may hold -inf by design)
     named = [*((f"positional argument {i}", a) for i, a in enumerate(args)), *kwargs.items()]
     data = [(n, v) for n, v in named if isinstance(v, torch.Tensor) and v.is_floating_point() and "mask" not in n]
-    return next((name for name, value in data if not torch.isfinite(value).all()), None)
+    bad_input = None if late else next((n for n, v in data if not torch.isfinite(v).all()), None)
+    _report(model, mode, why, late, bad_input=bad_input)
 
 
 def _traced_facts(model, output) -> tuple | None:
@@ -401,11 +373,7 @@ class _Overflow:
         logger.warning(self.message())
 
     def message(self) -> str:
-        """
-        What overflowed (`late`: in a recent forward) and why, what the model was trained in, the evidence that had
-        cleared fp16, the fix, how to find the module and to silence it (`per_call`: the mode was given to
-        `from_pretrained`). With `bad_input`, the input that already held inf/NaN is blamed instead of fp16.
-        """
+        """The message; with `bad_input`, the input that already held inf/NaN is blamed instead of fp16."""
         when = "a recent forward" if self.late else "this forward"
         silence = f'load it with `{KWARG}="ignore"`' if self.per_call else f"set {ENV_VAR}=ignore"
         if self.bad_input is not None:
@@ -457,10 +425,7 @@ def _pretrained_modules(model) -> list:
 
 
 def check_sentinel(model) -> None:
-    """
-    Reports what the forwards of `model` (or of the `PreTrainedModel`s in a wrapper) accumulated on a device as a
-    forward would, waiting for the device: call it where a run ends. On the CPU nothing is ever pending.
-    """
+    """Reports what the forwards of `model` (or of a wrapper's models) accumulated on a device, waiting for it."""
     for module in _pretrained_modules(model):
         key = _key(module)
         flag = _WATCHES.get(key)
@@ -472,9 +437,8 @@ def check_sentinel(model) -> None:
 
 def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool = True) -> None:
     """
-    After a load or a cast of `model` to `dtype` (`None`: a device move, which keeps the record), records on it and its
-    sub-models the evidence that cleared fp16 (`fp16_plans`: the plans the path applied, per sub-config key), which the
-    message names; another dtype forgets it. `attach` is unused, kept for the call sites.
+    Records on `model` and its sub-models the evidence that cleared fp16 at a load or cast to `dtype` (`fp16_plans`:
+    the plans applied, per sub-config key); another dtype forgets it, `None` (a move) keeps it. `attach` is unused.
     """
     import torch
 

@@ -12,9 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-What a checkpoint stores, read without loading it: [`read_storage`] sums its safetensors headers, with bounded reads
-of regular files inside the checkpoint only, and opens that cannot block (a FIFO is refused, not waited on); pickled
-weights are reported as present and never opened.
+What a checkpoint stores, read without loading it: [`read_storage`] sums its safetensors headers, with bounded,
+non-blocking reads of regular files inside the checkpoint only; pickled weights are never opened.
 """
 
 from __future__ import annotations
@@ -63,11 +62,8 @@ def local_checkpoint(path_or_id: str, cache_dir: str | os.PathLike | None = None
 
 def open_checkpoint_file(path: str | os.PathLike, root: str | os.PathLike | None = None) -> IO[bytes]:
     """
-    Opens a checkpoint's file (binary, non-blocking) unless it resolves outside `root` (default: its own directory;
-    see [`checkpoint_root`]) or is not a regular file (a FIFO, a device, a directory).
-
-    Raises:
-        [`CheckpointInspectionError`]: for a file outside `root` or not regular; `OSError` when it cannot be opened.
+    Opens a checkpoint's file (binary, non-blocking); a [`CheckpointInspectionError`] when it resolves outside `root`
+    (default: its own directory) or is not a regular file (a FIFO, a device, a directory).
     """
     path = os.fspath(path)
     real_root = os.path.realpath(os.path.dirname(path) if root is None else os.fspath(root))
@@ -94,12 +90,8 @@ def read_safetensors_header(
     path: str | os.PathLike, max_header_bytes: int = MAX_HEADER_BYTES, root: str | os.PathLike | None = None
 ) -> dict[str, Any]:
     """
-    Reads a safetensors file's header (a little-endian `uint64` length, then that much JSON; at most
-    `8 + max_header_bytes` bytes), checked against the file's size: a truncated download fails here, not at load.
-
-    Raises:
-        [`SafetensorsHeaderError`]: for a truncated, oversized or malformed header.
-        [`CheckpointInspectionError`]: for a file outside `root` ([`open_checkpoint_file`]), or not a regular file.
+    Reads a safetensors file's header (at most `8 + max_header_bytes` bytes), checked against the file's size: a
+    [`SafetensorsHeaderError`] for a truncated, oversized or malformed one ([`open_checkpoint_file`]'s errors too).
     """
     path = os.fspath(path)
     try:
@@ -160,9 +152,8 @@ def _check_tensor_entry(path: str, name: str, info: Any, data_size: int) -> None
 @dataclasses.dataclass
 class StorageSummary:
     """
-    What the safetensors headers say: the format (`"safetensors"`, `"pickle"`: present, never opened, or `"none"`),
-    the weight files (relative to the checkpoint), whether an index listed them, the stored elements per torch dtype
-    name, in all (tied weights are stored, and counted, once), and the bytes of tensor data.
+    What the safetensors headers say: the format (`"safetensors"`, `"pickle"`: never opened, or `"none"`), the files,
+    whether an index listed them, the stored elements per torch dtype name and in all, and the bytes of tensor data.
     """
 
     format: str
@@ -190,13 +181,7 @@ def summarize_headers(headers: dict[str, dict[str, Any]], sharded: bool = False)
 
 
 def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> StorageSummary:
-    """
-    Summarizes the safetensors weights of a checkpoint directory: a single `model.safetensors`, the shards listed by
-    `model.safetensors.index.json`, or the `*.safetensors` files present. Pickled weights are never opened.
-
-    Raises:
-        [`CheckpointInspectionError`]: for a malformed index, a missing shard or a bad header.
-    """
+    """A checkpoint directory's safetensors weights; a [`CheckpointInspectionError`] for a bad index, shard or header."""
     root = checkpoint_root(directory)
     index_path = os.path.join(directory, SAFE_WEIGHTS_INDEX_NAME)
     if os.path.lexists(index_path):
@@ -214,7 +199,7 @@ def read_storage(directory: str, max_header_bytes: int = MAX_HEADER_BYTES) -> St
 
 
 def _index_shards(directory: str, index_path: str, root: str) -> list[str]:
-    """The shard files a safetensors index lists, each a plain file name present in `directory`."""
+    """The shard files a safetensors index lists: plain file names (no directories, `..`, or absolute path) present."""
     try:
         with open_checkpoint_file(index_path, root) as f:
             files = sorted(set(json.loads(f.read().decode("utf-8"))["weight_map"].values()))
@@ -225,7 +210,6 @@ def _index_shards(directory: str, index_path: str, root: str) -> list[str]:
             f"{index_path} is malformed: a JSON object with a `weight_map` of tensor name -> shard file was "
             f"expected ({type(e).__name__}: {e})."
         ) from e
-    # a plain file name: no directories, `..`, or absolute path
     bad = [
         n
         for n in files

@@ -23,14 +23,8 @@ from typing import Any
 
 #: A GPT-Neo small enough for a CPU test: 2 layers (one global and one local attention), hidden 16, 64 tokens.
 TINY_GPT_NEO: dict[str, Any] = {
-    "vocab_size": 64,
-    "hidden_size": 16,
-    "num_layers": 2,
-    "num_heads": 2,
-    "attention_types": [[["global", "local"], 1]],
-    "max_position_embeddings": 32,
-    "bos_token_id": 0,
-    "eos_token_id": 0,
+    **{"vocab_size": 64, "hidden_size": 16, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 32},
+    **{"attention_types": [[["global", "local"], 1]], "bos_token_id": 0, "eos_token_id": 0},
 }
 
 
@@ -51,14 +45,8 @@ def tiny_gpt_neo(**overrides):
 #: A GPT-2 for the fp16-plan tests and docs: 3 layers, hidden 32, 64 tokens. Its weights are drawn 10x wider than
 #: GPT-2's default (std 0.2), so that its next-token logits are not near ties that fp16 rounding alone could flip.
 TINY_GPT2: dict[str, Any] = {
-    "initializer_range": 0.2,
-    "vocab_size": 64,
-    "n_embd": 32,
-    "n_layer": 3,
-    "n_head": 2,
-    "n_positions": 64,
-    "bos_token_id": 0,
-    "eos_token_id": 0,
+    **{"initializer_range": 0.2, "vocab_size": 64, "n_embd": 32, "n_layer": 3, "n_head": 2, "n_positions": 64},
+    **{"bos_token_id": 0, "eos_token_id": 0},
 }
 
 
@@ -74,9 +62,8 @@ def tiny_gpt2(seed: int = 0, **overrides):
 
 def plant_fp16_overflow(model, up: str, down: str, peak: float = 2e5, seed: int = 0):
     """
-    Scales module `up` so that its largest fp32 output on 4 random sequences of 32 tokens (from `seed`) reaches `peak`
-    (past fp16's 65504) and `down` by the inverse: the block's output barely changes, only the values inside it leave
-    fp16's range, as in the T5 (`wi`/`wo`) and GPT-2 (`c_fc`/`c_proj`) overflow reports. Returns `model`.
+    Scales module `up` so that its largest output on 4 random sequences (from `seed`) reaches `peak`, and `down` by the
+    inverse: only the values inside the block leave fp16's range, as in T5's and GPT-2's overflow reports.
     """
     import torch
 

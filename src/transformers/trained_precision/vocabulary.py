@@ -28,31 +28,25 @@ FIELD = "trained_precision"
 PRETRAINING_FIELD = "pretraining_precision"
 #: Both fields; they accept the same values and are validated the same way.
 FIELDS: tuple[str, ...] = (FIELD, PRETRAINING_FIELD)
-#: The config field that stores a measured fp16 plan: the modules kept in fp32 when the model runs in fp16, and the
-#: measurement that validated it (`transformers precision plan --write`).
+#: The config field of a measured fp16 plan: the modules kept in fp32 in fp16, and the measurement that validated it.
 FP16_PLAN_FIELD = "fp16_plan"
-#: The config field in which the Trainer records its latest run: an object whose `status` is `"started"` from the
-#: start of `train()` (what an interrupted run and every checkpoint saved during the run keep), `"finished"` when the
-#: run ended with finite losses and weights, `"diverged"` when a loss or a weight became inf/NaN; with how the run
-#: computed (`compute`) and the optimizer steps that updated the weights. Only a
-#: finished run is evidence that `trained_precision` works for the checkpoint, and only for runs of its kind.
+#: The config field in which the Trainer records its latest run: its `status` (`"started"` until it ends, `"finished"`
+#: with finite losses and weights, `"diverged"`), how it computed (`compute`) and its optimizer steps. Only a finished
+#: run is evidence that `trained_precision` works for the checkpoint, and only for runs of its kind.
 RUN_FIELD = "trained_precision_run"
 RUN_STARTED = "started"
 RUN_FINISHED = "finished"
 RUN_DIVERGED = "diverged"
 RUN_STATUSES: tuple[str, ...] = (RUN_STARTED, RUN_FINISHED, RUN_DIVERGED)
-#: How a run computes: `"amp"`, autocast mixed precision over wider weights (the matmuls run in the run's precision,
-#: the residual stream, norms and embeddings in the weights' dtype); `"pure"`, the weights themselves in the run's
-#: precision, as in a model loaded with `dtype=torch.float16` (every activation in it).
+#: How a run computes: `"amp"`, autocast over wider weights (only the matmuls in the run's precision); `"pure"`, the
+#: weights themselves in the run's precision (every activation in it).
 RUN_AMP = "amp"
 RUN_PURE = "pure"
 RUN_COMPUTES: tuple[str, ...] = (RUN_AMP, RUN_PURE)
-#: The config field that keeps the publisher's reference runtime of the registry row a load took the precision from,
-#: bound to the publisher's weights: a `save_pretrained` copy keeps the evidence, a fine-tune (the Trainer stamp)
-#: drops it.
+#: The config field that keeps the publisher's reference runtime of the registry row a load used, bound to the
+#: publisher's weights: a `save_pretrained` copy keeps it, a fine-tune (the Trainer stamp) drops it.
 REFERENCE_FIELD = "trained_precision_reference"
-#: The model attribute that holds a training run's precision policy (set when `bf16_full_train` casts the model; the
-#: Trainer stamp reads its `name`).
+#: The model attribute holding a run's precision policy (set by `bf16_full_train`'s cast; the Trainer stamp reads it).
 PRECISION_POLICY_ATTR = "_precision_policy"
 
 FP32 = "fp32"
@@ -88,9 +82,6 @@ SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
     **{"I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1)},
 }
 
-#: Tensor-type names (`Tensor.type`, `Module.type`: "torch.HalfTensor", "torch.cuda.BFloat16Tensor") -> dtype name.
-TENSOR_TYPE_DTYPES: dict[str, str] = {"FloatTensor": "float32", "BFloat16Tensor": "bfloat16", "HalfTensor": "float16"}
-
 #: Floating dtypes that are a training precision (float8 and float64 are not: no risk rule applies to them).
 PRECISION_DTYPE_NAMES: frozenset[str] = frozenset(TORCH_DTYPE_NAMES.values())
 
@@ -109,40 +100,23 @@ class InvalidTrainedPrecisionError(ValueError):
     """Raised when a value cannot be read as a training precision."""
 
 
-def _describe_valid_values() -> str:
-    aliases = sorted(alias for alias, name in PRECISION_ALIASES.items() if alias != name)
-    return (
-        f"Valid values are {', '.join(repr(p) for p in PRECISIONS)} "
-        f"(aliases: {', '.join(repr(a) for a in aliases)}, or a torch dtype among "
-        "torch.float32, torch.bfloat16 and torch.float16)"
-    )
-
-
-def _torch_dtype_name(value: Any) -> str | None:
-    """Returns `"float32"` for `torch.float32` without importing torch; `None` for anything that is not a dtype."""
-    cls = type(value)
-    if cls.__module__ == "torch" and cls.__name__ == "dtype":
-        return str(value).replace("torch.", "")
-    return None
-
-
 def normalize_precision(value: Any) -> str:
     """
-    Reads `value` (a canonical name, an alias of [`PRECISION_ALIASES`] in any case, or `torch.float32` / `bfloat16` /
-    `float16`) as a canonical training precision; an [`InvalidTrainedPrecisionError`] (a `ValueError`) names the valid
-    values for anything else.
+    Reads `value` (a canonical name, an alias of [`PRECISION_ALIASES`] in any case, or a torch dtype) as a canonical
+    training precision; an [`InvalidTrainedPrecisionError`] (a `ValueError`) names the valid values for anything else.
     """
-    dtype_name = _torch_dtype_name(value)
-    if dtype_name is not None:
-        key = dtype_name
+    key = None
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":  # without importing torch
+        key = str(value).replace("torch.", "")
     elif isinstance(value, str):
         key = value.strip().lower()
-    else:
-        key = None
     name = PRECISION_ALIASES.get(key) if key is not None else None
     if name is None:
+        aliases = ", ".join(repr(a) for a in sorted(a for a, canonical in PRECISION_ALIASES.items() if a != canonical))
         raise InvalidTrainedPrecisionError(
-            f"{value!r} ({type(value).__name__}) is not a valid `trained_precision`. {_describe_valid_values()}."
+            f"{value!r} ({type(value).__name__}) is not a valid `trained_precision`. Valid values are "
+            f"{', '.join(repr(p) for p in PRECISIONS)} (aliases: {aliases}, or a torch dtype among torch.float32, "
+            "torch.bfloat16 and torch.float16)."
         )
     return name
 
