@@ -84,8 +84,9 @@ def build_quantize_lut(qmap: torch.Tensor) -> torch.Tensor:
     # exponent all ones: +inf takes the top code and NaN torchao's 0 (every comparison with NaN is false)
     special = (keys & 0x7F80) == 0x7F80
     low_code, step_low = low_code.masked_fill(special, 0), step_low.masked_fill(special, 0)
-    high_code = torch.where(special, torch.where(keys == 0x7F80, high_code, 0), high_code)
-    if not bool(((high_code - low_code >= 0) & (high_code - low_code <= 1)).all()):
+    inf_code = quantize_8bit_with_qmap(torch.tensor([float("inf")]), qmap).long()
+    high_code = torch.where(special, torch.where(keys == 0x7F80, inf_code, 0), high_code)
+    if not bool((special | (high_code - low_code >= 0) & (high_code - low_code <= 1)).all()):
         raise ValueError("this quantization map has two code steps in one bf16 interval: use the binary search")
     table = step_low | (low_code << 16) | (high_code << 24)
     return (table - (table >= 1 << 31).long() * (1 << 32)).to(torch.int32)
