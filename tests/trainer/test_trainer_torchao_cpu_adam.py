@@ -161,7 +161,10 @@ class TrainerTest(TestCasePlus):
         )
         record = RecordWeights(model)
         trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
-        with torch.compiler.set_stance("force_eager"), torchao_path_only() if force_torchao else contextlib.nullcontext():
+        with (
+            torch.compiler.set_stance("force_eager"),
+            torchao_path_only() if force_torchao else contextlib.nullcontext(),
+        ):
             trainer.train()
         self.assertIsInstance(trainer.optimizer.optimizer, AdamW8bitCPU)
         return record.history
