@@ -174,6 +174,16 @@ def single_param_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, 
 _compiled_update = torch.compile(single_param_adam_8bit_cpu, fullgraph=True, dynamic=False)
 
 
+_plain = torch.compile(single_param_adam, fullgraph=True, dynamic=False)
+
+
+def _flat_plain_state(p: torch.Tensor, state: dict) -> bool:
+    """Whether torchao keeps this CPU parameter's moments unquantized (under 4096 values), all contiguous."""
+    moments = (state["exp_avg"], state["exp_avg_sq"])
+    plain = all(type(m) is torch.Tensor and m.is_contiguous() for m in moments) and "max_exp_avg_sq" not in state
+    return plain and p.device.type == "cpu" and p.is_contiguous() and p.grad.is_contiguous()
+
+
 def _moment(state: OptimState8bit, lut: torch.Tensor) -> tuple:
     return (state.codes.view(-1, state.block_size), state.scale, state.qmap, lut)
 
@@ -234,10 +244,15 @@ class AdamW8bitCPU(AdamW8bit):
         stochastic_round = self.bf16_stochastic_round and p.dtype is torch.bfloat16
         luts = _cpu_lut(p, state, group["amsgrad"])
         if luts is None:
-            torch.compile(single_param_adam, fullgraph=True, dynamic=False)(
-                p.detach(), p.grad, state["step"], state["exp_avg"], state["exp_avg_sq"],
-                state.get("max_exp_avg_sq", None), group["lr"], group["betas"][0], group["betas"][1],
-                group["weight_decay"], group["eps"], self.is_adamw, stochastic_round,
+            weight, grad, moments, update = p.detach(), p.grad, (state["exp_avg"], state["exp_avg_sq"]), None
+            if _flat_plain_state(p, state):  # small CPU tensors: torchao's own update, one compile for all sizes
+                weight, grad, moments, update = weight.view(-1), grad.view(-1), [m.view(-1) for m in moments], _plain
+                for tensor in (weight, grad, *moments):
+                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
+            (update or torch.compile(single_param_adam, fullgraph=True, dynamic=False))(
+                weight, grad, state["step"], *moments, state.get("max_exp_avg_sq", None), group["lr"],
+                group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw,
+                stochastic_round,
             )  # fmt: skip
             return
         block_size = state["exp_avg"].block_size
