@@ -207,7 +207,8 @@ def _cpu_lut(p: torch.Tensor, state: dict, amsgrad: bool) -> tuple | None:
 class AdamW8bitCPU(AdamW8bit):
     """
     torchao's `AdamW8bit` whose CPU parameters with 8-bit moments take [`single_param_adam_8bit_cpu`]: the same
-    state, state dict and codes, a step near the memory limit instead of 40 to 65 times torch's fused AdamW.
+    state, state dict and codes, in about 0.4 times torchao's step time on the CPU (still 10 to 16 times torch's
+    fused fp32 AdamW: inductor emits the remaining table lookups as scalar loads).
     Every other parameter (GPU, small tensors with unquantized moments, `amsgrad`) takes torchao's own update.
     """
 
