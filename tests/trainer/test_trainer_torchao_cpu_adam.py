@@ -33,7 +33,9 @@ if is_torch_available() and is_torchao_available():
 
     from transformers.integrations import torchao_cpu_adam
     from transformers.integrations.torchao_cpu_adam import (
-        AdamW8bitCPU,
+        AdamW8bit as CPUAdamW8bit,
+    )
+    from transformers.integrations.torchao_cpu_adam import (
         build_quantize_lut,
         fp32_to_bf16_sr_hashed,
         quantize_8bit_with_lut,
@@ -89,7 +91,7 @@ class QuantizerTest(TestCasePlus):
 
 
 def torchao_path_only():
-    """Sends every parameter of `AdamW8bitCPU` to torchao's own update."""
+    """Sends every parameter of `CPUAdamW8bit` to torchao's own update."""
     return unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None)
 
 
@@ -115,17 +117,17 @@ def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4):
 class UpdateTest(TestCasePlus):
     def test_compiled_update_takes_torchaos_steps(self):
         # round-to-nearest: both compiled updates do the same fp32 arithmetic, so weights, codes and scales are equal
-        ours, theirs = steps(AdamW8bitCPU, False), steps(AdamW8bit, False)
+        ours, theirs = steps(CPUAdamW8bit, False), steps(AdamW8bit, False)
         for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, theirs):
             self.assertTrue(torch.equal(a, b), name)
 
     def test_stochastic_rounding_is_on_and_seeded_by_the_global_generator(self):
         with torch.compiler.set_stance("force_eager"):
             torch.manual_seed(3)
-            first = steps(AdamW8bitCPU, False, stochastic_round=True, count=2)[0]
+            first = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[0]
             torch.manual_seed(3)
-            again = steps(AdamW8bitCPU, False, stochastic_round=True, count=2)[0]
-            nearest = steps(AdamW8bitCPU, False, stochastic_round=False, count=2)[0]
+            again = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[0]
+            nearest = steps(CPUAdamW8bit, False, stochastic_round=False, count=2)[0]
         self.assertTrue(torch.equal(first, again))
         self.assertFalse(torch.equal(first, nearest))
 
@@ -166,7 +168,7 @@ class TrainerTest(TestCasePlus):
             torchao_path_only() if force_torchao else contextlib.nullcontext(),
         ):
             trainer.train()
-        self.assertIsInstance(trainer.optimizer.optimizer, AdamW8bitCPU)
+        self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
         return record.history
 
     def test_trainer_run_matches_torchaos_path_step_for_step(self):

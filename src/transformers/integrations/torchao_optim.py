@@ -38,7 +38,7 @@ This module adds, on top of upstream's torchao handler in `trainer_optimizer.py`
   and a run resumed from a checkpoint rounds exactly as the uninterrupted run did (the step counter is saved in the
   optimizer's `param_groups`). It is also public API for a run that turns stochastic rounding on by itself.
 
-- with `bf16_full_train=True` and `optim="adamw_torch_8bit"`, [`~integrations.torchao_cpu_adam.AdamW8bitCPU`]:
+- with `bf16_full_train=True` and `optim="adamw_torch_8bit"`, [`~integrations.torchao_cpu_adam.AdamW8bit`]:
   torchao's `AdamW8bit` (same state, state dict and codes) whose CPU parameters skip torchao's binary-search quantizer,
   which inductor's CPU backend turns into scalar gathers (40 to 65 times torch's fused AdamW), for one table lookup.
 
@@ -242,7 +242,7 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
 
     Returns:
         `type`: The optimizer class to build: torchao's, or with `bf16_full_train=True` and `"adamw_torch_8bit"` its
-        subclass [`~integrations.torchao_cpu_adam.AdamW8bitCPU`] (CPU parameters take a vectorised update).
+        subclass [`~integrations.torchao_cpu_adam.AdamW8bit`] (CPU parameters take a vectorised update).
     """
     optim_name = getattr(ctx.args.optim, "value", ctx.args.optim)
     unknown = sorted(set(ctx.optim_args) - set(TORCHAO_OPTIM_ARGS))
@@ -267,10 +267,10 @@ def prepare_torchao_optimizer(ctx, optimizer_cls: type) -> type:
 
 
 def _cpu_update_class(args, optimizer_cls: type) -> type:
-    """With `bf16_full_train=True`, torchao's `AdamW8bit` becomes [`~integrations.torchao_cpu_adam.AdamW8bitCPU`]:
+    """With `bf16_full_train=True`, torchao's `AdamW8bit` becomes [`~integrations.torchao_cpu_adam.AdamW8bit`]:
     the same optimizer whose CPU parameters take a vectorised update (same state and codes)."""
     if not getattr(args, "bf16_full_train", False) or optimizer_cls.__name__ != "AdamW8bit":
         return optimizer_cls
-    from .torchao_cpu_adam import AdamW8bitCPU
+    from .torchao_cpu_adam import AdamW8bit
 
-    return AdamW8bitCPU if issubclass(AdamW8bitCPU, optimizer_cls) else optimizer_cls
+    return AdamW8bit if issubclass(AdamW8bit, optimizer_cls) else optimizer_cls
