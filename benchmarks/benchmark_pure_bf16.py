@@ -106,7 +106,7 @@ RUNS = {
     "bf16_optimi": ("pure bf16 + optimi AdamW (Kahan), optimi alone", {"bf16_full_train": True}, "optimi"),
     "bf16_kahan": ("pure bf16 + adamw_optimi (Kahan, the switch's default)", {"bf16_full_train": True}, None),
     "bf16_8bit_sr": (
-        "pure bf16 + torchao AdamW8bit (stochastic rounding)",
+        "pure bf16 + torchao AdamW8bit (stochastic rounding; torchao_cpu_adam.AdamW8bit's update on the CPU)",
         {"bf16_full_train": True, "optim": "adamw_torch_8bit"},
         None,
     ),
@@ -271,6 +271,8 @@ OPTIMIZER_RUNS = {
     "torchao_8bit_sr_alone": "torchao AdamW8bit + stochastic rounding, bf16 weights, torchao alone",
     "torchao_8bit_sr": "torchao AdamW8bit + stochastic rounding, seeded per step (adamw_torch_8bit), bf16 weights",
     "torchao_8bit_sr_block2048": "the same with optim_args block_size=2048 (torchao's default: 256)",
+    "cpu_8bit": "torchao_cpu_adam.AdamW8bit (torchao's state and codes, table-lookup update), bf16 weights, no stochastic rounding",
+    "cpu_8bit_sr": "torchao_cpu_adam.AdamW8bit + stochastic rounding, seeded per step (adamw_torch_8bit + bf16_full_train)",
 }
 #: Left out unless `--optimizers` names them (each compiles torchao's update for every shape again).
 EXTRA_OPTIMIZER_RUNS = ("torchao_8bit_sr_block2048",)
@@ -312,10 +314,14 @@ def optimizer_microbenchmark(shapes, steps: int, warmup: int, weight_decay: floa
             return ps, optimizer
         from torchao.optim import AdamW8bit
 
+        from transformers.integrations.torchao_cpu_adam import AdamW8bit as CPUAdamW8bit
+
         ps = params(torch.bfloat16)
         block_size = 2048 if name.endswith("_block2048") else 256
-        optimizer = AdamW8bit(groups(ps), bf16_stochastic_round="_sr" in name, block_size=block_size, **common)
-        if not name.endswith(("_alone", "_8bit")):
+        optimizer = (CPUAdamW8bit if name.startswith("cpu_") else AdamW8bit)(
+            groups(ps), bf16_stochastic_round="_sr" in name, block_size=block_size, **common
+        )
+        if "_sr" in name and not name.endswith("_alone"):
             synchronize_stochastic_rounding(optimizer, seed=seed)
         return ps, optimizer
 
@@ -578,6 +584,10 @@ def run_benchmark(opts, chosen, chosen_optimizers):
             ("torchao_8bit_sr", "torchao_8bit", ""),
             ("torchao_8bit_sr", "torch_adamw_fp32_fused", ""),
             ("torchao_8bit_sr_block2048", "torchao_8bit_sr", ""),
+            ("cpu_8bit_sr", "torch_adamw_fp32_fused", "<= 3"),
+            ("cpu_8bit", "torch_adamw_fp32_fused", ""),
+            ("cpu_8bit_sr", "torchao_8bit_sr", ""),
+            ("cpu_8bit_sr", "cpu_8bit", ""),
         ]
         print()
         for a, b, goal in pairs:

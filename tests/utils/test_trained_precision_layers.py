@@ -58,6 +58,7 @@ INTEGRATION_LAYERS = {
     "pure_bf16_deepspeed": 0,  # DeepSpeed ZeRO's bf16 options for bf16_full_train, and what it refuses
     "pure_bf16_distributed": 1,  # DDP / FSDP2 / DeepSpeed decisions and FSDP2 sharding
     "optimi": 2,  # the torch-optimi handler and its optimizer hooks
+    "torchao_cpu_adam": 2,  # torchao's 8-bit AdamW update for CPU parameters (table-lookup quantizer)
     "torchao_optim": 3,  # torchao's low-bit AdamW: stochastic rounding for bf16_full_train, one stream on every rank
     "pure_bf16": 4,  # `bf16_full_train`: the switch, the cast, the warnings
 }

@@ -1,0 +1,180 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""The CPU update of torchao's 8-bit AdamW (`integrations/torchao_cpu_adam.py`): torchao's codes, torchao's steps."""
+
+import contextlib
+import unittest.mock
+
+from transformers import TrainingArguments
+from transformers.testing_utils import TestCasePlus, require_torch, require_torchao
+from transformers.trained_precision.testing_utils import random_token_dataset
+from transformers.utils import is_torch_available, is_torchao_available
+
+
+if is_torch_available():
+    import torch
+
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback
+
+if is_torch_available() and is_torchao_available():
+    from torchao.optim import AdamW8bit
+    from torchao.optim.quant_utils import create_dynamic_map, quantize_8bit_with_qmap
+
+    from transformers.integrations import torchao_cpu_adam
+    from transformers.integrations.torchao_cpu_adam import (
+        AdamW8bit as CPUAdamW8bit,
+    )
+    from transformers.integrations.torchao_cpu_adam import (
+        build_quantize_lut,
+        fp32_to_bf16_sr_hashed,
+        quantize_8bit_with_lut,
+    )
+
+
+def adversarial_inputs(qmap):
+    """The map's values, its midpoints and their float neighbours, zeros, subnormals, extremes, inf and NaN."""
+    midpoints = (qmap[1:] + qmap[:-1]) / 2
+    up, down = torch.tensor(float("inf")), torch.tensor(float("-inf"))
+    specials = [0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.0, -1.0, 3.4e38, -3.4e38, float("inf"), float("-inf")]
+    nans = torch.tensor([0x7FC00000, 0x7F800001, 0x7F80FFFF, -1, -0x7F0000], dtype=torch.int32).view(torch.float32)
+    pieces = [qmap, midpoints, torch.nextafter(midpoints, up), torch.nextafter(midpoints, down)]
+    pieces += [torch.nextafter(qmap, up), torch.nextafter(qmap, down), torch.tensor(specials), nans]
+    return torch.cat(pieces)
+
+
+@require_torch
+@require_torchao
+class QuantizerTest(TestCasePlus):
+    def assert_torchaos_codes(self, x, qmap, lut):
+        expected, got = quantize_8bit_with_qmap(x, qmap), quantize_8bit_with_lut(x, lut)
+        different = (expected != got).nonzero().flatten()
+        self.assertEqual(len(different), 0, f"inputs {x[different[:5]].tolist()}")
+
+    def test_codes_equal_torchaos(self):
+        generator = torch.Generator().manual_seed(0)
+        for signed in (True, False):
+            qmap = torch.tensor(create_dynamic_map(signed=signed), dtype=torch.float32)
+            lut = build_quantize_lut(qmap)
+            self.assert_torchaos_codes(adversarial_inputs(qmap), qmap, lut)
+            uniform = torch.rand(1 << 16, generator=generator) * 2 - 1
+            tiny = torch.randn(1 << 14, generator=generator) * 1e-6
+            self.assert_torchaos_codes(torch.cat([uniform, tiny]), qmap, lut)
+            bits = torch.randint(-(1 << 31), 1 << 31, (1 << 18,), generator=generator, dtype=torch.int64)
+            self.assert_torchaos_codes(bits.to(torch.int32).view(torch.float32), qmap, lut)  # any float32
+
+    def test_a_map_too_dense_for_the_table_is_refused(self):
+        qmap = torch.linspace(1.0, 1.0 + 255 * 2**-20, 256)  # many code steps between two bf16 values
+        with self.assertRaisesRegex(ValueError, "two code steps in one bf16 interval"):
+            build_quantize_lut(qmap)
+
+    def test_stochastic_rounding_is_unbiased_and_reproducible(self):
+        x = torch.full((1 << 16,), 1.0 + 2**-7 * 0.3)  # 30% of the way from 1 to the next bf16 value
+        seed = torch.tensor(12345)
+        rounded = fp32_to_bf16_sr_hashed(x, seed)
+        self.assertEqual(set(rounded.float().unique().tolist()), {1.0, 1.0 + 2**-7})
+        self.assertAlmostEqual((rounded.float() == 1.0 + 2**-7).float().mean().item(), 0.3, delta=0.01)
+        self.assertTrue(torch.equal(rounded, fp32_to_bf16_sr_hashed(x, seed)))
+        self.assertFalse(torch.equal(rounded, fp32_to_bf16_sr_hashed(x, seed + 1)))
+        exact = torch.tensor([1.0, -2.5, 0.0])
+        self.assertTrue(torch.equal(fp32_to_bf16_sr_hashed(exact, seed).float(), exact))
+
+
+def torchao_path_only():
+    """Sends every parameter of `CPUAdamW8bit` to torchao's own update."""
+    return unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None)
+
+
+def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4):
+    """Weights and moments after `count` steps on fixed gradients, from the same start: a 64 x 128 matrix (8-bit
+    moments, weight decay) and a bias (unquantized moments)."""
+    weight = torch.nn.Parameter(torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).bfloat16())
+    bias = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
+    groups = [{"params": [weight], "weight_decay": 0.01}, {"params": [bias], "weight_decay": 0.0}]
+    optimizer = optimizer_cls(groups, lr=1e-2, bf16_stochastic_round=stochastic_round)
+    generator = torch.Generator().manual_seed(1)
+    with torchao_path_only() if force_torchao else contextlib.nullcontext():
+        for i in range(count):
+            for p in (weight, bias):
+                p.grad = (torch.randn(p.shape, generator=generator) * 10.0 ** -(i % 3)).bfloat16()
+            optimizer.step()
+    state = optimizer.state[weight]
+    return weight.detach(), bias.detach(), state["exp_avg"].codes, state["exp_avg_sq"].codes, state["exp_avg"].scale
+
+
+@require_torch
+@require_torchao
+class UpdateTest(TestCasePlus):
+    def test_compiled_update_takes_torchaos_steps(self):
+        # round-to-nearest: both compiled updates do the same fp32 arithmetic, so weights, codes and scales are equal
+        ours, theirs = steps(CPUAdamW8bit, False), steps(AdamW8bit, False)
+        for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, theirs):
+            self.assertTrue(torch.equal(a, b), name)
+
+    def test_stochastic_rounding_is_on_and_seeded_by_the_global_generator(self):
+        with torch.compiler.set_stance("force_eager"):
+            torch.manual_seed(3)
+            first = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[0]
+            torch.manual_seed(3)
+            again = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[0]
+            nearest = steps(CPUAdamW8bit, False, stochastic_round=False, count=2)[0]
+        self.assertTrue(torch.equal(first, again))
+        self.assertFalse(torch.equal(first, nearest))
+
+
+class RecordWeights(TrainerCallback if is_torch_available() else object):
+    def __init__(self, model):
+        self.model, self.history = model, []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.history.append([p.detach().clone() for p in self.model.parameters()])
+
+
+@require_torch
+@require_torchao
+class TrainerTest(TestCasePlus):
+    def train(self, force_torchao):
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=64, n_layer=2, n_head=2))
+        args = TrainingArguments(
+            self.get_auto_remove_tmp_dir(),
+            bf16_full_train=True,
+            optim="adamw_torch_8bit",
+            optim_args="bf16_stochastic_round=false",
+            use_cpu=True,
+            report_to=[],
+            save_strategy="no",
+            disable_tqdm=True,
+            per_device_train_batch_size=4,
+            learning_rate=1e-3,
+            weight_decay=0.01,
+            max_steps=4,
+            seed=3,
+        )
+        record = RecordWeights(model)
+        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
+        with (
+            torch.compiler.set_stance("force_eager"),
+            torchao_path_only() if force_torchao else contextlib.nullcontext(),
+        ):
+            trainer.train()
+        self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
+        return record.history
+
+    def test_trainer_run_matches_torchaos_path_step_for_step(self):
+        # stochastic rounding off, so both paths are deterministic: every weight equal after every step
+        ours, theirs = self.train(False), self.train(True)
+        self.assertEqual(len(ours), 4)
+        for step, (a, b) in enumerate(zip(ours, theirs)):
+            for i, (x, y) in enumerate(zip(a, b)):
+                self.assertTrue(torch.equal(x, y), f"step {step}, parameter {i}")
