@@ -97,7 +97,7 @@ class AdapterRun:
             `compute_dtype` of its quantized matmuls.
         steps (`int`, *optional*): optimizer steps the run took, when known.
         binding (`dict`, *optional*): what a finished run that is evidence was made on
-            ([`~trained_precision.evidence.Binding`]: the digest of base + adapter weights it ended on, the longest
+            ([`~trained_precision.binding.Binding`]: the digest of base + adapter weights it ended on, the longest
             input, the backend), checked against the model the adapter is loaded into.
     """
 

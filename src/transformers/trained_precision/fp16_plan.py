@@ -16,16 +16,16 @@ Applying a stored fp16 plan: the modules of a model that must run in fp32 for it
 every fp16 load, cast and fine-tune, and the one decision whether the plan is evidence that fp16 is safe.
 
 A plan is measured and validated against fp32 and stored in the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]).
-It records what it promises: the `fingerprint` of the weights it was measured on (a digest of every value of every
-weight, [`weights_fingerprint`]) and of its own content ([`plan_fingerprint`]), and `validated_on` (the number of
+It records what it promises: the `fingerprint` of the weights and config it was measured on and of its own content
+([`plan_fingerprint`], the binding every kind of evidence records: [`~trained_precision.binding`]), and `validated_on` (the number of
 sequences, their lengths, the device and its backend).
 [`~trained_precision.fp16_plan_search.search_fp16_plan`] measures a plan.
 
 [`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in fp32 and whether the
 plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not `False`, the model
 is not quantized), every module name resolves, and its binding holds, checked where every piece of evidence's is
-([`~trained_precision.evidence.binding_problem`]): the fingerprint matches these weights and the plan, it was
-validated up to the model's own length limit ([`~trained_precision.evidence.model_max_length`]:
+([`~trained_precision.binding.binding_problem`]): the fingerprint matches these weights and the plan, it was
+validated up to the model's own length limit ([`~trained_precision.binding.model_max_length`]:
 `max_position_embeddings` / `n_positions`; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that
 takes longer inputs needs `search_fp16_plan(model, max_length=...)`), on the same kind of device. Anything else is no
 evidence: the trained-precision warning (or error) stands and says why ("the plan is stale: measure it again").
@@ -57,18 +57,10 @@ from .check import (
     nothing_to_check,
     trained_precision_cast_scope,
 )
+from .binding import BINDING_VERSION, BOUND_PLAN, Binding, binding_digest, binding_problem, model_max_length
+from .binding import weights_subject
 from .configuration import sub_config_items
-from .evidence import (
-    BOUND_PLAN,
-    FP16_PLAN_VERSION,
-    Binding,
-    backend_of,
-    binding_problem,
-    bound_evidence_pending,
-    read_fp16_plan,
-    weights_digest,
-    weights_subject,
-)
+from .evidence import FP16_PLAN_VERSION, bound_evidence_pending, read_fp16_plan
 from .resolver import bind_persisted_reference
 from .sentinel import note_cast, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
@@ -254,48 +246,26 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
 
 def usable_length(config) -> int:
     """
-    The longest input a plan search sweeps by default: its config's `max_position_embeddings`
-    (or `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs, at most
-    [`DEFAULT_MAX_LENGTH`]; [`DEFAULT_MAX_LENGTH`] when no config states one (relative positions, as T5's). A plan is
-    evidence only up to the length it swept: for a model that takes longer inputs, pass a longer `max_length`.
+    The longest input a plan search sweeps by default: [`~trained_precision.binding.model_max_length`], at most
+    [`DEFAULT_MAX_LENGTH`]. A plan is evidence only up to the length it swept: for a model that takes longer inputs,
+    pass a longer `max_length`.
     """
-    found = []
-    for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
-        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx"):
-            value = getattr(item, key, None) if not isinstance(item, dict) else item.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                found.append(value)
-                break
-    return min([*found, DEFAULT_MAX_LENGTH])
-
-
-def _backend(device) -> str:
-    """The device's backend, as a plan records it ([`~trained_precision.evidence.backend_of`])."""
-    return backend_of(device)
-
-
-def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | None:
-    """
-    The digest a plan's fingerprint is made of: [`~trained_precision.evidence.weights_digest`] of `model` (every
-    value of every weight, the modules `fp32_modules` taken in fp32, the others rounded to fp16, so that a model gives
-    the same digest in fp32, when the plan is measured, and in fp16 with the plan applied), or `None` when a weight is
-    offloaded.
-    """
-    return weights_digest(model, fp32_modules)
+    return min(model_max_length(config), DEFAULT_MAX_LENGTH)
 
 
 def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
     """
-    The `fingerprint` a plan stores: [`weights_fingerprint`] of `model` with the plan's modules (`fp32_modules`: as
-    named in `model`, by default the plan's own) and the plan's own content (all but the fingerprint), so that new
-    weights (a fine-tune), another checkpoint and a hand edit of the plan all change it.
+    The `fingerprint` a plan stores: [`~trained_precision.binding.binding_digest`] of `model` (its weights, the plan's
+    modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
+    the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
+    checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
     """
-    weights = weights_fingerprint(model, plan["modules"] if fp32_modules is None else fp32_modules)
-    if weights is None:
+    bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
+    if bound is None:
         return None
     content = {key: value for key, value in plan.items() if key != "fingerprint"}
     text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(f"{weights}:{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{bound}:{text}".encode()).hexdigest()
 
 
 #: What a reason a plan is no evidence ends with: what to do about it.
@@ -334,17 +304,17 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
     """
     Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
     first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.evidence.binding_problem`]).
+    of evidence is ([`~trained_precision.binding.binding_problem`]).
     """
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
-        return f"it was made by an older version and is bound to no weights (or to a sample of them); {STALE}"
+        return f"it was made by an older version and is not bound to these weights and config; {STALE}"
     if isinstance(plan.get("stale"), str):
         return f"{plan['stale']}; {STALE}"
     recorded = plan["validation"].get("modules")
     if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
         return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
     domain = plan["validated_on"]
-    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN)
+    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN, BINDING_VERSION)
     return binding_problem(
         binding,
         subject,
@@ -364,7 +334,7 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
     it), the model is not quantized and every module name resolves in the model. It is evidence when it is applied
     and also bound to this model: its fingerprint matches these weights and the plan itself, its modules are the ones
     its validation record names, and it was validated on inputs up to the model's own length limit, on the same kind
-    of device ([`~trained_precision.evidence.binding_problem`]).
+    of device ([`~trained_precision.binding.binding_problem`]).
 
     Args:
         model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
@@ -651,5 +621,4 @@ __all__ = [
     "resolve_plan_modules",
     "sub_models",
     "usable_length",
-    "weights_fingerprint",
 ]

@@ -61,9 +61,10 @@ from typing import Any
 
 from ..utils import logging
 from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs, load_audit_model
+from .binding import backend_of
 from .check import quiet_casts
+from .evidence import FP16_PLAN_VERSION
 from .fp16_plan import (
-    _backend,
     _first_floating,
     _weight_share,
     keep_module_in_fp32,
@@ -82,8 +83,8 @@ logger = logging.get_logger(__name__)
 
 #: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
 SWEEP_START = 32
-#: The version of the stored plan's schema (2: bound to its weights and to its inputs).
-PLAN_VERSION = 3  # the fingerprint digests every value (version 2 sampled 256 per tensor)
+#: The version of the stored plan's schema (4: its fingerprint is the binding every kind of evidence records).
+PLAN_VERSION = FP16_PLAN_VERSION
 #: The default headroom: a module is hot when a value reaches fp16's max divided by this.
 DEFAULT_HEADROOM = 2.0
 #: A plan that keeps more than this share of the weights in fp32 is refused: run the model in bf16 or fp32 instead.
@@ -544,7 +545,7 @@ def _validation_domain(model, inputs: list[dict], held_out_inputs: list[dict]) -
         "max_tokens": max(lengths, default=0),
         "tokens": sum(lengths),
         "device": device.type if device is not None else "cpu",
-        "backend": _backend(device) if device is not None else "cpu",
+        "backend": backend_of(device) if device is not None else "cpu",
         "torch": torch.__version__.split("+")[0],
     }
 

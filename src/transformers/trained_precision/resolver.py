@@ -48,18 +48,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
+from .binding import BOUND_PUBLISHER, bind, binding_problem
 from .configuration import sub_config_items
 from .evidence import (
-    BOUND_PUBLISHER,
     FINISHED_RUN,
     REFERENCE_RUNTIME,
-    Binding,
     Evidence,
-    binding_problem,
     find_evidence,
     keep_in_fp32_mitigation,
     read_reference_record,
-    weights_subject,
 )
 from .hub_ids import hub_id_for, possible_hub_ids
 from .registry import RegistryEntry, lookup
@@ -175,7 +172,7 @@ class TrainedPrecisionInfo:
             `trained_precision`.
         architectures (`tuple[str, ...]`): the config's `architectures`, for upstream's `_keep_in_fp32_modules`.
         reference (`dict`, *optional*): the copy's `trained_precision_reference`, with its binding.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model a finished run and a
+        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the loaded model a finished run and a
             copy's publisher reference are checked against; without it they are no evidence.
         run_source (`str`, *optional*): what `run` is when it is not the config's `trained_precision_run` (a PEFT
             adapter's run, stored in the adapter's weights file), for messages.
@@ -283,12 +280,12 @@ class TrainedPrecisionInfo:
         if evidence is None:
             return None
         if evidence.kind == FINISHED_RUN:
-            binding, runs = Binding.from_dict(self.run.binding), (self.run.compute,)
+            binding, runs = self.run.binding, (self.run.compute,)
             what = f"The finished run in {self.run_source or f'`{RUN_FIELD}`'}"
             recreate = "train it again with this version"
             key = "run"
         elif evidence.kind == REFERENCE_RUNTIME and found["copied_from"]:
-            binding, runs = Binding.from_dict((self.reference or {}).get("binding")), (BOUND_PUBLISHER,)
+            binding, runs = (self.reference or {}).get("binding"), (BOUND_PUBLISHER,)
             what = f"The publisher reference in `{REFERENCE_FIELD}` ('{found['copied_from']}')"
             recreate = f"load '{found['copied_from']}' itself and save it again"
             key = "entry"
@@ -353,8 +350,8 @@ def resolve_trained_precision(
         fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the model's weights
             (`trained_precision.fp16_plan.decide_fp16_plan`). The plan a config stores is evidence only through it:
             without the weights (the torch-free report), a stored plan is unverified and clears nothing.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model, which a finished run
-            and a copy's publisher reference must be bound to ([`~trained_precision.evidence.binding_problem`]);
+        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the loaded model, which a finished run
+            and a copy's publisher reference must be bound to ([`~trained_precision.binding.binding_problem`]);
             without it (the torch-free report, a check before the weights are loaded) they clear nothing.
     """
     if not name_or_path:
@@ -558,20 +555,18 @@ def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
     """
     Binds the publisher reference that loading `model` persisted ([`persist_registry_precision`]; `persisted_row` is
     the registry row the load wrote, `None` when it wrote none) to the weights it loaded
-    ([`~trained_precision.evidence.Binding`]: a sampled digest, any length, any backend), so that a `save_pretrained`
-    copy keeps the publisher's evidence only while its weights are the publisher's. The digest samples each weight:
-    every load of the publisher's model pays for it, and hashing every value would cost seconds on a 7B model. A
-    reference read from a copy's `config.json` is never bound again. Returns whether it bound one.
+    and config ([`~trained_precision.binding.Binding`]: any length, any backend), so that a `save_pretrained` copy
+    keeps the publisher's evidence only while its weights and config are the publisher's. A reference read from a
+    copy's `config.json` is never bound again. Returns whether it bound one.
     """
     config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
     if not isinstance(record, dict) or "binding" in record or persisted_row is None:
         return False
-    subject = weights_subject(model)
-    digest = subject.digest(sampled=True) if subject is not None else None
-    if digest is None:
+    binding = bind(model, BOUND_PUBLISHER)  # any length, any backend
+    if binding is None:
         return False
-    record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER, sampled=True).to_dict()
+    record["binding"] = binding
     return True
 
 

@@ -23,9 +23,9 @@ proves:
   into fp16 weights. A pure run (the weights themselves in fp16) is evidence for both.
 - its length: at least [`MIN_RUN_STEPS`] optimizer steps that updated the weights; steps a gradient scaler skipped
   (an inf/NaN gradient) do not count;
-- what it ran on (its `binding`, [`~trained_precision.evidence.Binding`]): the weights it ended on (a digest of every
-  value), the longest input it saw and the backend. Weights changed after the run, a model that takes longer inputs
-  than the run saw, or another kind of device: no evidence ([`~trained_precision.evidence.binding_problem`]).
+- what it ran on (its `binding`, [`~trained_precision.binding.Binding`]): the weights and config it ended on (their
+  digest), the longest input it saw and the backend. Weights changed after the run, a model that takes longer inputs
+  than the run saw, or another kind of device: no evidence ([`~trained_precision.binding.binding_problem`]).
 A run that diverged, or did not end, is no evidence, and neither is a record written before the run's kind and steps
 were recorded (a bare `"finished"`) or before its binding was (train again to re-create it).
 An fp32 run writes no record: fp32 is never a risky runtime, so its record would be evidence for nothing.
@@ -63,9 +63,9 @@ class RunRecord:
         fp16_plan (`bool`, *optional*, defaults to `False`): whether a stored fp16 plan kept modules in fp32 during
             the run: the run proves fp16 only together with that plan, so it counts only while the plan itself is
             evidence (see [`~trained_precision.evidence.find_evidence`]).
-        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.evidence.Binding`]: the
+        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.binding.Binding`]: the
             digest of the weights it ended on, the longest input it saw, the backend, its kind), written by
-            `finish_trained_precision_run` and checked by [`~trained_precision.evidence.binding_problem`]; a record
+            `finish_trained_precision_run` and checked by [`~trained_precision.binding.binding_problem`]; a record
             without one is no evidence.
     """
 
