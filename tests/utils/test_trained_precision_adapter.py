@@ -43,8 +43,8 @@ from transformers.trained_precision.adapter import (
     start_adapter_run,
     write_adapter_record,
 )
-from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
 from transformers.trained_precision.binding import backend_of, bind
+from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
 from transformers.trained_precision.resolver import TrainedPrecisionInfo
 from transformers.trained_precision.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import tiny_gpt_neo

@@ -37,7 +37,6 @@ from transformers.trained_precision.binding import (
     bind,
     binding_digest,
     config_digest,
-    weights_digest,
     weights_subject,
 )
 from transformers.trained_precision.configuration import sub_config_items
@@ -697,7 +696,9 @@ class RealWorldCasesTest(TestCasePlus):
 
         reset_warning_cache()
         with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
-            cls.from_pretrained(self.edited_copy(name, bookkeeping), dtype=torch.float16, trained_precision_check="error")
+            cls.from_pretrained(
+                self.edited_copy(name, bookkeeping), dtype=torch.float16, trained_precision_check="error"
+            )
         self.assertEqual(cl.out, "")  # still evidence: nothing the forward computes changed
 
         def forward_field(config):
@@ -705,7 +706,9 @@ class RealWorldCasesTest(TestCasePlus):
 
         reset_warning_cache()
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
-            cls.from_pretrained(self.edited_copy(name, forward_field), dtype=torch.float16, trained_precision_check="error")
+            cls.from_pretrained(
+                self.edited_copy(name, forward_field), dtype=torch.float16, trained_precision_check="error"
+            )
         message = str(raised.exception)
         self.assertIn(what, message)
         self.assertIn("no evidence here", message)
@@ -718,7 +721,13 @@ class RealWorldCasesTest(TestCasePlus):
     @parameterized.expand(
         [
             ("run", AutoModelForCausalLM, "finished", "trained_precision_run", "train it again with this version"),
-            ("reference", AutoModelForCausalLM, "llama_copy", "trained_precision_reference", "itself and save it again"),
+            (
+                "reference",
+                AutoModelForCausalLM,
+                "llama_copy",
+                "trained_precision_reference",
+                "itself and save it again",
+            ),
         ]
         if is_torch_available()
         else []

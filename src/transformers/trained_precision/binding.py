@@ -125,7 +125,9 @@ class Binding:
 def _forward_fields(value: Any) -> Any:
     """A config's `to_dict()` without [`UNBOUND_FIELDS`], at every depth (sub-configs)."""
     if isinstance(value, dict):
-        return {k: _forward_fields(v) for k, v in value.items() if k not in UNBOUND_FIELDS and not str(k).startswith("_")}
+        return {
+            k: _forward_fields(v) for k, v in value.items() if k not in UNBOUND_FIELDS and not str(k).startswith("_")
+        }
     if isinstance(value, (list, tuple)):
         return [_forward_fields(item) for item in value]
     return value
@@ -287,8 +289,7 @@ def binding_problem(
     binding = Binding.from_dict(binding)
     if binding is None or binding.version != BINDING_VERSION:
         return (
-            "it records no binding to the weights and config it was made on (an older version wrote it): "
-            f"{recreate}"
+            f"it records no binding to the weights and config it was made on (an older version wrote it): {recreate}"
         )
     if subject is None:
         return "it can only be checked against the loaded weights, and they are not loaded here"

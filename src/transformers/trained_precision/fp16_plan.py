@@ -45,6 +45,15 @@ import re
 from typing import Any
 
 from ..utils import logging
+from .binding import (
+    BINDING_VERSION,
+    BOUND_PLAN,
+    Binding,
+    binding_digest,
+    binding_problem,
+    model_max_length,
+    weights_subject,
+)
 from .check import (
     FROM_CONFIG,
     LOAD,
@@ -57,8 +66,6 @@ from .check import (
     nothing_to_check,
     trained_precision_cast_scope,
 )
-from .binding import BINDING_VERSION, BOUND_PLAN, Binding, binding_digest, binding_problem, model_max_length
-from .binding import weights_subject
 from .configuration import sub_config_items
 from .evidence import FP16_PLAN_VERSION, bound_evidence_pending, read_fp16_plan
 from .resolver import bind_persisted_reference
