@@ -30,7 +30,7 @@ if is_torch_available():
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
     from transformers.trained_precision import fp16_plan
-    from transformers.trained_precision.binding import SAMPLED_VALUES
+    from transformers.trained_precision.binding import sample_positions
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan import plan_fingerprint, usable_length
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
@@ -259,9 +259,9 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         # where the model runs, by the forward's check in error mode
         name = "transformer.h.0.mlp.c_fc.weight"
         names = [n for n, _ in self.model.named_parameters()]
-        stride = self.model.get_parameter(name).numel() // SAMPLED_VALUES
-        self.assertGreater(stride, 1)  # else every value is sampled
-        sampled = (names.index(name) * 7919) % stride
+        numel = self.model.get_parameter(name).numel()
+        sampled, _, length = sample_positions(numel, names.index(name))
+        self.assertLess(length, numel)  # else every value is sampled
 
         def one_value(position):
             def edit(model):
@@ -271,7 +271,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
             return edit
 
         self.assert_no_evidence(self.variant(edit_model=one_value(sampled)), "its digest does not match these weights")
-        path = self.variant(edit_model=one_value(sampled + 1))
+        path = self.variant(edit_model=one_value(sampled + length))  # right after a sampled run
         model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             logits(model)

@@ -33,10 +33,10 @@ from parameterized import parameterized
 from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
 from transformers.trained_precision import cli
 from transformers.trained_precision.binding import (
-    SAMPLED_VALUES,
     bind,
     binding_digest,
     config_digest,
+    sample_positions,
     weights_subject,
 )
 from transformers.trained_precision.configuration import sub_config_items
@@ -644,12 +644,11 @@ class RealWorldCasesTest(TestCasePlus):
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
         names = [name for name, _ in edited.named_parameters()]
         weight = edited.model.layers[0].mlp.up_proj.weight
-        stride = weight.numel() // SAMPLED_VALUES
-        self.assertGreater(stride, 1)  # else every value is sampled and the edit below cannot be missed
-        start = (names.index("model.layers.0.mlp.up_proj.weight") * 7919) % stride
+        start, _, length = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
+        self.assertLess(length, weight.numel())  # else every value is sampled and the edit below cannot be missed
         before = binding_digest(edited)
         with torch.no_grad():
-            weight.view(-1)[start + 1] = 1e6  # the value right after a sampled one
+            weight.view(-1)[start + length] = 1e6  # the value right after a sampled run
         self.assertEqual(binding_digest(edited), before)
         kept = weight.view(-1)[start].item()
         with torch.no_grad():
@@ -952,16 +951,16 @@ class BindingTest(unittest.TestCase):
         weight.data = weight.data.to(torch.int8)  # a dtype
         self.assertNotEqual(binding_digest(quantized), before)
         with torch.no_grad():
-            weight = model.model.layers[0].mlp.up_proj.weight
-            self.assertEqual(weight.numel() // SAMPLED_VALUES, 2)  # every second value is sampled
-            weight.view(-1)[:2] += 1.0  # so one of two neighbours is
+            names = [name for name, _ in model.named_parameters()]
+            first, _, _ = sample_positions(512, names.index("model.layers.0.mlp.up_proj.weight"))
+            model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
 
     def test_the_weights_are_digested_once_while_they_are_unchanged(self):
         from transformers.trained_precision import binding
 
         model = self.llama()
-        with mock.patch.object(binding, "weights_digest", wraps=binding.weights_digest) as digest:
+        with mock.patch.object(binding, "_weights_digest", wraps=binding._weights_digest) as digest:
             first = binding_digest(model)
             self.assertEqual(binding_digest(model), first)
             self.assertEqual(digest.call_count, 1)

@@ -17,8 +17,8 @@ what it was made on, written by its producer beside it and checked by [`binding_
 
 A binding records a digest ([`binding_digest`]) of
 
-- the name, shape and dtype of every weight, and [`SAMPLED_VALUES`] strided values of each (floating values as fp16,
-  or fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
+- the name, shape and dtype of every weight, and [`SAMPLED_VALUES`] of its values in [`SAMPLED_RUNS`] runs (floating
+  values as fp16, or fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
 - the config's fields that change what the forward computes: the whole config (and its sub-configs) less the
   precision record, the evidence and bookkeeping ([`UNBOUND_FIELDS`]), so an edit of `config.json` such as Granite's
   `logits_scaling` or a `layer_norm_eps` breaks it;
@@ -50,8 +50,11 @@ from .vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 #: The version of the binding records written now. Version 1 (no `version` field: a digest of every value, or a
 #: sample without the config) is read and is no evidence: the message says to make the evidence again.
 BINDING_VERSION = 2
-#: Values per weight the digest covers (strided over the flattened weight, from an offset that moves per weight).
+#: Values per weight the digest covers: `SAMPLED_RUNS` runs of consecutive values, evenly spaced over the flattened
+#: weight from an offset that moves per weight. A run reads one or two pages of a lazily mapped file; values apart
+#: would read a page each (a first digest of a 7B checkpoint then costs a quarter of its load).
 SAMPLED_VALUES = 256
+SAMPLED_RUNS = 4
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
 BOUND_PLAN = "plan"
@@ -63,24 +66,10 @@ _LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 #: or loaded in, and bookkeeping or runtime switches that do not change what the forward computes (and every field
 #: whose name starts with `_`: `_name_or_path`, `_commit_hash`, `_attn_implementation`...).
 UNBOUND_FIELDS = frozenset(
-    {
-        *FIELDS,
-        FP16_PLAN_FIELD,
-        RUN_FIELD,
-        REFERENCE_FIELD,
-        "dtype",
-        "torch_dtype",
-        "name_or_path",
-        "transformers_version",
-        "architectures",
-        "use_cache",
-        "return_dict",
-        "output_hidden_states",
-        "output_attentions",
-        "torchscript",
-    }
+    (*FIELDS, FP16_PLAN_FIELD, RUN_FIELD, REFERENCE_FIELD, "dtype", "torch_dtype", "name_or_path", "architectures")
+    + ("transformers_version", "use_cache", "return_dict", "output_hidden_states", "output_attentions", "torchscript")
 )
-#: Where a model keeps its digests: `{fp32 modules: (state of the weights, digest)}`.
+#: Where a model keeps its weights' digests: `{fp32 modules: (state of the weights, digest)}`.
 _CACHE = "_trained_precision_binding"
 
 
@@ -140,11 +129,22 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def sample_positions(numel: int, index: int) -> tuple[int, int, int]:
+    """
+    Where the sample of the `index`-th weight, of `numel` values, lies: `(first, stride, length)`, runs of `length`
+    values from `first + k * stride` for `k < SAMPLED_RUNS`; the whole weight (one run) when it is that small.
+    """
+    if numel <= SAMPLED_VALUES:
+        return 0, numel, numel
+    length, stride = SAMPLED_VALUES // SAMPLED_RUNS, numel // SAMPLED_RUNS
+    return (index * 7919) % (stride - length + 1), stride, length
+
+
 def _sample(tensor, index: int):
-    """[`SAMPLED_VALUES`] strided values of a flattened weight, from an offset that depends on `index`."""
     data = tensor.detach().reshape(-1)
-    stride = max(1, data.numel() // SAMPLED_VALUES)
-    return data[(index * 7919) % stride :: stride][:SAMPLED_VALUES]
+    first, stride, length = sample_positions(data.numel(), index)
+    runs = SAMPLED_RUNS if length < data.numel() else 1
+    return data.as_strided((runs, length), (stride, 1), data.storage_offset() + first)
 
 
 def _weights_state(model) -> tuple | None:
@@ -159,17 +159,9 @@ def _weights_state(model) -> tuple | None:
     return tuple(state)
 
 
-def weights_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
-    """
-    The SHA-256 over the name, shape, dtype and [`SAMPLED_VALUES`] values of every weight of `model` (each tied tensor
-    once), or `None` when a weight is not materialised here (offloaded, a DTensor shard, a ZeRO-3 partition). Floating
-    values count as fp16, those of the modules `fp32_modules` as fp32. Names are taken without the
-    `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights.
-    """
+def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
     import torch
 
-    if _weights_state(model) is None:
-        return None
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
     digest = hashlib.sha256()
@@ -186,9 +178,12 @@ def weights_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
 
 def binding_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
     """
-    The digest a binding records: [`weights_digest`] of `model` (a PEFT model: its base model, adapters included) with
-    the modules `fp32_modules` in fp32, and [`config_digest`] of its config; `None` when a weight is not here. The
-    weights' part is kept on the model while its weights are unchanged, so a load that asks twice pays once.
+    The digest a binding records, or `None` when a weight is not materialised here (offloaded, a DTensor shard, a
+    ZeRO-3 partition): a SHA-256 over [`config_digest`] and the name, shape, dtype and sampled values of every weight
+    of `model` (a PEFT model: its base model, adapters included; each tied tensor once), floating values as fp16, those
+    of the modules `fp32_modules` as fp32. Names are taken without the `base_model_prefix`, so a checkpoint's head
+    model and its base model agree on their shared weights. The weights' part is kept on the model while its weights
+    are unchanged: a load that asks twice pays once.
     """
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
@@ -198,7 +193,7 @@ def binding_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
     cache = model.__dict__.setdefault(_CACHE, {})
     key = tuple(sorted(fp32_modules))
     if key not in cache or cache[key][0] != state:
-        cache[key] = (state, weights_digest(model, key))
+        cache[key] = (state, _weights_digest(model, key))
     return hashlib.sha256(f"{cache[key][1]}:{config_digest(getattr(model, 'config', None))}".encode()).hexdigest()
 
 
@@ -321,6 +316,7 @@ __all__ = [
     "BINDING_VERSION",
     "BOUND_PLAN",
     "BOUND_PUBLISHER",
+    "SAMPLED_RUNS",
     "SAMPLED_VALUES",
     "UNBOUND_FIELDS",
     "Binding",
@@ -331,6 +327,6 @@ __all__ = [
     "binding_problem",
     "config_digest",
     "model_max_length",
-    "weights_digest",
+    "sample_positions",
     "weights_subject",
 ]

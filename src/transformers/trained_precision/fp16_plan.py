@@ -15,24 +15,21 @@
 Applying a stored fp16 plan: the modules of a model that must run in fp32 for it to run safely in fp16, kept in fp32 by
 every fp16 load, cast and fine-tune, and the one decision whether the plan is evidence that fp16 is safe.
 
-A plan is measured and validated against fp32 and stored in the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]).
-It records what it promises: the `fingerprint` of the weights and config it was measured on and of its own content
-([`plan_fingerprint`], the binding every kind of evidence records: [`~trained_precision.binding`]), and `validated_on` (the number of
-sequences, their lengths, the device and its backend).
-[`~trained_precision.fp16_plan_search.search_fp16_plan`] measures a plan.
+A plan is measured and validated against fp32 ([`~trained_precision.fp16_plan_search.search_fp16_plan`]) and stored in
+the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) with what it promises: its `fingerprint` ([`plan_fingerprint`]:
+the binding every kind of evidence records, [`~trained_precision.binding`], of the weights and config it was measured
+on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend).
 
-[`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in fp32 and whether the
-plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not `False`, the model
-is not quantized), every module name resolves, and its binding holds, checked where every piece of evidence's is
-([`~trained_precision.binding.binding_problem`]): the fingerprint matches these weights and the plan, it was
-validated up to the model's own length limit ([`~trained_precision.binding.model_max_length`]:
-`max_position_embeddings` / `n_positions`; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that
-takes longer inputs needs `search_fp16_plan(model, max_length=...)`), on the same kind of device. Anything else is no
-evidence: the trained-precision warning (or error) stands and says why ("the plan is stale: measure it again").
+[`decide_fp16_plan`] decides, for a model and a path, which modules stay in fp32 and whether the plan is evidence: only
+when it is applied on that path, every module name resolves, and its binding holds
+([`~trained_precision.binding.binding_problem`]: these weights and config, validated up to the model's own length
+limit, on the same kind of device; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that takes
+longer inputs needs `search_fp16_plan(model, max_length=...)`). Anything else is no evidence: the warning (or error)
+stands and says why ("the plan is stale: measure it again").
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
-their outputs go back to the dtype their inputs came in (fp16), so fp16 modules never receive fp32 tensors. Module
-names are relative to the model the config belongs to.
+their outputs go back to the dtype their inputs came in, so fp16 modules never receive fp32 tensors. Module names are
+relative to the model the config belongs to.
 """
 
 from __future__ import annotations
@@ -334,24 +331,17 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
 
 def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True):
     """
-    The one decision about a stored fp16 plan on a path: which modules stay in fp32, and whether the plan is evidence
-    that fp16 is safe. Loading, `_from_config`, every cast, the Trainer and the checks all ask it.
-
-    A plan is applied when `dtype` is fp16, `use_fp16_plan` is not `False` (at loading, or for a model loaded with
-    it), the model is not quantized and every module name resolves in the model. It is evidence when it is applied
-    and also bound to this model: its fingerprint matches these weights and the plan itself, its modules are the ones
-    its validation record names, and it was validated on inputs up to the model's own length limit, on the same kind
-    of device ([`~trained_precision.binding.binding_problem`]).
+    The one decision about a stored fp16 plan on a path (loading, `_from_config`, every cast, the Trainer, the checks):
+    which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
+    `use_fp16_plan` is not `False` (here or at the model's load), the model is not quantized and every module name
+    resolves; it is evidence when also bound to this model ([`_evidence_problem`]).
 
     Args:
         model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
         dtype (`torch.dtype`): the dtype it runs in.
         use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
         hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        verify (`bool`, *optional*, defaults to `True`): compute the fingerprint (`False`: only which modules).
-
-    Returns:
-        [`Fp16PlanDecision`]
+        verify (`bool`, *optional*, defaults to `True`): check the binding (`False`: only which modules).
     """
     import torch
 
@@ -496,23 +486,12 @@ def apply_fp16_plan(
 ) -> list[str]:
     """
     Applies the model's stored fp16 plan when `dtype` is fp16, as [`decide_fp16_plan`] decides: each planned module
-    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`), and, with
-    `training=True`, by the Trainer (with `fp16=True`, `dtype` is fp16: the weights stay fp32 and autocast runs the
-    rest in fp16). Casts apply it through [`fp16_plan_apply`].
-
-    Args:
-        model ([`PreTrainedModel`]): the model.
-        dtype (`torch.dtype`): the dtype the model runs in.
-        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` ignores the stored plan, now and in later
-            casts of this model.
-        training (`bool`, *optional*, defaults to `False`): for a training run. The run changes the weights the plan
-            was measured on, so the stored plan is marked stale ([`mark_fp16_plan_stale`]): still applied, no longer
-            evidence.
-        check (`str`, *optional*): `"load"` or `"from_config"`: also run the trained-precision check that the call
-            deferred until the weights could verify the plan (see [`fp16_plan_pending`]).
-
-    Returns:
-        `list[str]`: the modules kept in fp32 (empty when there is no plan or `dtype` is not fp16).
+    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`: `"load"` or
+    `"from_config"`, which also runs the trained-precision check deferred until the weights could verify the plan, see
+    [`fp16_plan_pending`]) and by the Trainer (`training=True`, with `fp16=True`: the weights stay fp32 and autocast
+    runs the rest in fp16; the run changes the weights, so the plan is marked stale: applied, no longer evidence).
+    `use_fp16_plan=False` ignores the plan now and in later casts. Casts apply it through [`fp16_plan_apply`].
+    Returns the modules kept in fp32.
     """
     if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
         model = model.get_base_model()
@@ -543,28 +522,13 @@ def apply_fp16_plan(
 def fp16_plan_apply(model, apply, fn, recurse=True):
     """
     `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
-    parent module's cast): [`~trained_precision.check.checked_apply`] with the stored fp16 plan. The trained precision
-    is checked (see [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`]
-    verified as evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact
-    weights (the values from before the cast, in fp32) and run as planned modules afterwards. The target comes from
-    the cast itself ([`~trained_precision.check.cast_target_dtype`]), so a second fp16 cast of a model already in fp16
-    (the Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module
-    and name, so a cast that replaces the parameter objects
-    (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
-
-    Every cast of a model runs it, so a cast with nothing to decide costs a few microseconds: when the model's config
-    records nothing that can be judged, applied or watched
-    ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
-    plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
-
-    Args:
-        model ([`PreTrainedModel`]): the model whose `_apply` runs.
-        apply (`Callable`): `nn.Module._apply`, bound to `model`.
-        fn (`Callable`): the function `_apply` maps over the tensors.
-        recurse (`bool`, *optional*, defaults to `True`): passed to `apply`.
-
-    Returns:
-        What `apply(fn, recurse)` returns (the model).
+    parent module's cast), with the trained-precision check (see [`~trained_precision.check.trained_precision_cast_scope`])
+    and the stored fp16 plan: the plan [`decide_fp16_plan`] verified is the check's evidence, and when the cast goes to
+    fp16 (read from the cast itself, [`~trained_precision.check.cast_target_dtype`], so a second fp16 cast keeps the
+    plan too) the planned modules keep their exact fp32 weights, put back by module and name, and run as planned
+    modules. A cast of a model whose config records nothing to judge, apply or watch
+    ([`~trained_precision.check.nothing_to_check`]) only marks its sub-models as inside it and runs: a few
+    microseconds. Returns what `apply(fn, recurse)` returns.
     """
     note_cast()  # whether the weights are fp16 is read again at the next forward
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model

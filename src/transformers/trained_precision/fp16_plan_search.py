@@ -123,26 +123,14 @@ def length_sweep(max_length: int) -> list[int]:
 @dataclasses.dataclass
 class PlanResult:
     """
-    The result of [`search_fp16_plan`].
-
-    Args:
-        modules (`list[str]`): the modules kept in fp32, in execution order (empty: the whole model fits fp16).
-        passed (`bool`): whether fp16 with these modules in fp32 passed validation.
-        refusal (`str`, *optional*): why no plan can make fp16 safe (then `passed` is `False`).
-        headroom_required (`float`): the headroom asked for.
-        headroom (`float`): the measured headroom of what runs in fp16 (fp16's max over the largest value there).
-        fp32_weight_share (`float`): the share of the weights kept in fp32.
-        calibration_sha256 (`str`): the SHA-256 of the calibration texts and token ids.
-        validation (`dict`): `passed`, `max_abs_error`, `cosine`, `top1_agreement`, `texts` (the number of
-            sequences) and `modules` (the modules it validated in fp32).
-        hot (`list[tuple[str, float]]`): the modules whose measured values passed the limit, with their max.
-        attempts (`int`): how many validations ran.
-        seconds (`dict`): time spent measuring and validating.
-        parts (`dict`): for a passed plan, what each config stores (see [`split_plan`]): `""` the model's own config,
-            else a sub-config's key.
-        validated_on (`dict`): what the plan was validated on: `sequences`, `lengths` (the distinct token lengths),
-            `max_tokens`, `tokens` (in all), `device`, `backend` and `torch`.
-        fingerprint (`str`): [`plan_fingerprint`] of the measured model and this plan.
+    The result of [`search_fp16_plan`]: the modules kept in fp32 in execution order (empty: the whole model fits fp16),
+    whether fp16 with them `passed` validation, or why no plan can make fp16 safe (`refusal`); the headroom asked for
+    (`headroom_required`) and measured (fp16's max over the largest value of what runs in fp16); the share of the
+    weights kept in fp32; the SHA-256 of the calibration texts and token ids; the `validation` (`passed`,
+    `max_abs_error`, `cosine`, `top1_agreement`, `texts` and the `modules` it validated in fp32); the `hot` modules
+    with their largest value; how many validations ran (`attempts`) and the time spent (`seconds`); for a passed plan
+    what each config stores (`parts`, see [`split_plan`]); what it was validated on (`validated_on`: `sequences`,
+    `lengths`, `max_tokens`, `tokens`, `device`, `backend`, `torch`); and its [`plan_fingerprint`].
     """
 
     modules: list[str]
@@ -467,19 +455,14 @@ def search_fp16_plan(
     Args:
         model (`PreTrainedModel`): the model, in fp32 (it is not modified; validation runs on fp16 copies).
         tokenizer (*optional*): tokenizes the texts; without one, random token ids are used.
-        texts (`list[str]`, *optional*): calibration texts (default: the audit's built-in texts).
-        held_out_texts (`list[str]`, *optional*): validation-only texts (default: [`HELD_OUT_TEXTS`]). The search
-            validates on them and grows the plan against them: a test set must be kept apart from both.
+        texts, held_out_texts (`list[str]`, *optional*): calibration texts (default: the audit's) and validation-only
+            texts (default: [`HELD_OUT_TEXTS`]; the plan grows against them: keep a test set apart from both).
         headroom (`float`, *optional*, defaults to 2.0): a module is hot when a value reaches 65504 / `headroom`.
-        max_length (`int`, *optional*): the longest input calibrated and validated on; defaults to the model's
-            [`usable_length`] (at most [`DEFAULT_MAX_LENGTH`]). The search runs on the texts (each truncated to it)
-            and on one sequence per length of [`length_sweep`], for calibration and for validation alike. A plan is
+        max_length (`int`, *optional*): the longest input calibrated and validated on (the texts truncated to it, and
+            one sequence per length of [`length_sweep`]); defaults to the model's [`usable_length`]. A plan is
             evidence only for models whose usable length it covers.
         seed (`int`, *optional*, defaults to 0): for random token ids (the held-out ones use `seed + 1`).
         inputs, held_out_inputs (`list[dict]`, *optional*): ready-made forward kwargs instead of texts.
-
-    Returns:
-        [`PlanResult`]: `passed` with the modules, or a `refusal`.
 
     Raises:
         [`Fp16PlanError`]: bad input (the headroom, a model that does not run, non-finite values already in fp32).
@@ -892,18 +875,12 @@ def write_fp16_plan(
 ) -> bool:
     """
     Stores `plan` as `fp16_plan` in a `config.json` (and, with `parts` from [`split_plan`], each sub-config's part in
-    that sub-config's object), with `set`'s guarantees: only those members change (indentation, key order and a
-    byte-order mark are kept), the file is replaced atomically, once, under the lock file `set` uses, and keeps its
-    mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) is refused unless `force`: the snapshot
-    would then differ from the Hub revision it names; with `force`, its link is replaced by a regular file (the shared
-    blob is not touched).
-
-    Returns:
-        `bool`: whether the file changed (`False`: it already held this plan).
+    that sub-config's object), with `set`'s guarantees: only those members change, the file is replaced atomically
+    under `set`'s lock and keeps its mode. A Hub cache snapshot is refused unless `force` (then its link is replaced by
+    a regular file; the shared blob is not touched). Returns whether the file changed.
 
     Raises:
-        [`ConfigEditError`]: a malformed or non-object file, a sub-config it lacks, or a Hub cache snapshot without
-            `force` (nothing is modified).
+        [`ConfigEditError`]: a malformed file, a sub-config it lacks, a snapshot without `force` (nothing modified).
         `OSError`: it cannot be written.
     """
     from .hub_ids import cache_snapshot_of
