@@ -76,15 +76,10 @@ _CACHE = "_trained_precision_binding"
 @dataclasses.dataclass(frozen=True)
 class Binding:
     """
-    What a piece of evidence was made on.
-
-    Args:
-        digest (`str`): [`binding_digest`] of the model it was made on (for a plan, with the plan's content).
-        max_tokens (`int`, *optional*): the longest input it saw; `None` for a publisher's reference runtime, which
-            covers the lengths the publisher runs.
-        backend (`str`, *optional*): where it ran ([`backend_of`]: `"cpu AVX512"`, `"cuda NVIDIA H100"`); `None`: any.
-        run (`str`): what made it: `"pure"` or `"amp"` (a training run), `"plan"`, `"publisher"`.
-        version (`int`, *optional*): the binding's version; older ones are no evidence.
+    What a piece of evidence was made on: the [`binding_digest`] of the model (for a plan, with the plan's content),
+    the longest input it saw (`max_tokens`; `None` for a publisher's reference runtime, which covers the lengths the
+    publisher runs), where it ran (`backend`, [`backend_of`]; `None`: anywhere), what made it (`run`: `"pure"` or
+    `"amp"` for a training run, `"plan"`, `"publisher"`) and the binding's `version` (older ones are no evidence).
     """
 
     digest: str

@@ -126,10 +126,6 @@ def _floating(values, depth: int = 0):
             yield from _floating(value.values(), depth + 1)
 
 
-def _first_floating(values) -> Any:
-    return next(_floating(values), None)
-
-
 def _compute_dtype(module):
     """The dtype a planned module computes in: its weights' (fp32 once planned), fp32 for modules without weights."""
     import torch
@@ -206,10 +202,8 @@ def _module_names(model) -> set[str]:
 
 def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
     """
-    The plan's module names as named in `model`, or `None` when some of them name no module of it.
-
-    A plan is stored relative to the model its config belongs to: loading another head of the same checkpoint (the
-    base model of a `...ForCausalLM` plan, or the reverse) adds or strips the `base_model_prefix`.
+    The plan's module names as named in `model` (another head of the checkpoint adds or strips the
+    `base_model_prefix`), or `None` when some of them name no module of it.
     """
     existing = _module_names(model)
     prefix = getattr(model, "base_model_prefix", "") or ""
@@ -280,13 +274,9 @@ STALE += " (`transformers precision plan`)"
 @dataclasses.dataclass
 class Fp16PlanDecision:
     """
-    What [`decide_fp16_plan`] decided for a model on a path.
-
-    Args:
-        modules (`list[str]`): the modules that run in fp32 on this path, named in the model (empty: none).
-        plans (`list[tuple[str, dict]]`): the stored plans that are applied, as `(sub-config key or "", plan)`.
-        evidence (`dict[str, dict]`): per sub-config key, the plan that is evidence that fp16 is safe.
-        problems (`dict[str, str]`): per sub-config key, why its stored plan is no evidence.
+    What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
+    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
+    fp16 is safe, or the `problems` that make it none.
     """
 
     modules: list[str] = dataclasses.field(default_factory=list)
@@ -398,10 +388,7 @@ def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
 
 
 def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
-    """
-    Warns (once) that a stored plan names modules `owner` does not have, so no plan is applied; returns why the plan
-    is no evidence.
-    """
+    """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
     missing = sorted(set(plan["modules"]) - _module_names(owner))
     where = f"`{key}` sub-config" if key else "config"
     message = (
@@ -416,10 +403,7 @@ def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
 
 
 def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=None) -> bool:
-    """
-    Whether a load's check must wait for the weights: `dtype` is fp16, the plan is not switched off, the model is not
-    quantized, and its config (or a sub-config) stores a plan, which only the loaded weights can verify.
-    """
+    """Whether a load's check must wait for the weights: fp16, the plan on, not quantized, and evidence to bind."""
     import torch
 
     if dtype != torch.float16 or not use_fp16_plan or hf_quantizer is not None or config is None:
@@ -432,10 +416,7 @@ def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=No
 
 
 def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
-    """
-    For the loader: the `dtype_plan` entries (parameter-name patterns -> `torch.float32`) that load the stored plan's
-    modules straight into fp32, as upstream loads `_keep_in_fp32_modules`. Empty unless `dtype` is fp16.
-    """
+    """For the loader: `dtype_plan` entries that load the plan's modules straight into fp32 (as `_keep_in_fp32_modules`)."""
     import torch
 
     decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
@@ -443,10 +424,7 @@ def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
 
 
 def mark_fp16_plan_stale(model, reason: str) -> bool:
-    """
-    Marks the stored fp16 plans of `model` (and of its sub-configs) stale with `reason`: they stay applied, and are
-    no evidence any more (a training run changes the weights they were measured on). Returns whether one was marked.
-    """
+    """Marks the model's stored plans stale with `reason` (still applied, no evidence); returns whether one was marked."""
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
     marked = False

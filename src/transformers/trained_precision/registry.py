@@ -44,24 +44,21 @@ class RegistryEntry:
     One registry row.
 
     Args:
-        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`). Globs use
-            `*` and `?` in the repository name only; the organisation is always literal.
+        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`): `*` and `?`
+            in the repository name only, the organisation is always literal.
         precision (`str`): the canonical trained precision (`"fp32"`, `"bf16"` or `"fp16"`).
         source (`str`): an https URL where the trainers state it.
         note (`str`): a short note, e.g. "mixed bf16, fp32 master weights".
         model_type (`str`, *optional*): the config's `model_type`, checked against upstream's `CONFIG_MAPPING`.
         exceptions (`tuple[str, ...]`): ids (or globs) a glob must not match; usually they have rows of their own.
-        stored_dtype (`str`, *optional*): the precision the Hub checkpoint is *stored* in, where a source says it
-            differs from the trained precision (a bf16-trained model stored in fp16). A stored dtype alone is not
-            evidence that the model runs well in it: anyone can save bf16 weights as fp16.
-        confidence (`str`, *optional*): how directly `source` states the precision: `"stated"` (the trainers state
-            it for this checkpoint or its family) or `"inferred"` (it follows from what the source states: the same
-            training pipeline or configuration, a sibling, the published model config, the publisher's runtime).
-            See `CONFIDENCE_LEVELS`. Every row of `REGISTRY` has one (tests/utils/test_trained_precision_registry.py).
-        reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference
-            runtime (Llama 2: fp16 inference), when it differs from `precision`. It is evidence that this runtime
-            works for this checkpoint, and needs a source of its own.
-        reference_source (`str`, *optional*): an https URL where the publisher documents `reference_runtime`.
+        stored_dtype (`str`, *optional*): the precision the Hub checkpoint is stored in, where a source says it differs
+            from the trained one. Not evidence that the model runs well in it: anyone can save bf16 weights as fp16.
+        confidence (`str`, *optional*): how directly `source` states the precision (`CONFIDENCE_LEVELS`); every row
+            of `REGISTRY` has one.
+        reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference runtime
+            (Llama 2: fp16 inference), when it differs from `precision`: evidence that this runtime works for this
+            checkpoint, with a source of its own (`reference_source`, an https URL).
+        reference_source (`str`, *optional*): see `reference_runtime`.
     """
 
     model_id: str
