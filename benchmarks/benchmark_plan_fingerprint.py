@@ -15,7 +15,7 @@
 Load cost of binding evidence (a stored fp16 plan, a finished run, a publisher reference) to a model.
 
 A load that finds such evidence computes the model's binding (`trained_precision.binding.binding_digest`: the names,
-shapes and dtypes of the weights, 256 strided values of each, and the config's forward fields), once: a second ask
+shapes and dtypes of the weights, 1,024 values of each in two runs, and the config's forward fields), once: a second ask
 reads the kept digest. For each checkpoint of `benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B
 Llama layout in bf16, the 7B one in fp16, T5-large's shape in bf16; write them with that script), a child process
 loads it lazily (`from_pretrained` in its stored dtype, which maps the safetensors file) and times the binding cold
@@ -32,6 +32,7 @@ import fcntl
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -81,14 +82,15 @@ def child(folder: str, old: bool) -> None:
     logging.set_verbosity_error()
     cls = T5ForConditionalGeneration if "t5" in os.path.basename(folder) else AutoModelForCausalLM
     dtype = torch.float16 if folder.endswith("float16") else torch.bfloat16
-    base = status("VmHWM")
-    start = time.perf_counter()
+    base, start, cpu = status("VmHWM"), time.perf_counter(), time.process_time()
     model = cls.from_pretrained(folder, dtype=dtype)
-    result = {"load_s": time.perf_counter() - start, "hwm_load": status("VmHWM"), "base": base}
-    start = time.perf_counter()
+    result = {"load_s": time.perf_counter() - start, "load_cpu": time.process_time() - cpu, "base": base}
+    result["hwm_load"], faults = status("VmHWM"), resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    start, cpu = time.perf_counter(), time.process_time()
     binding_digest(model)
-    result["binding_s"] = time.perf_counter() - start
+    result["binding_s"], result["binding_cpu"] = time.perf_counter() - start, time.process_time() - cpu
     result["hwm_binding"] = status("VmHWM")
+    result["major_faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults
     start = time.perf_counter()
     binding_digest(model)
     result["kept_s"] = time.perf_counter() - start
@@ -147,10 +149,13 @@ def main():
             runs.append(json.loads(output.strip().splitlines()[-1]))
         median = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
         shares = sorted(r["binding_s"] / r["load_s"] for r in runs)
+        cpu_share = statistics.median(r["binding_cpu"] / r["load_cpu"] for r in runs)
         old = f"{median('old_s'):.2f} ({median('old_s') / median('load_s'):.0%})" if args.old else "-"
         print(
-            f"| {shape} | {runs[0]['tensors']} | {median('load_s'):.2f} | {median('binding_s') * 1e3:.1f} | "
-            f"{median('kept_s') * 1e3:.2f} | {statistics.median(shares):.2%} [{shares[0]:.2%}-{shares[-1]:.2%}] | "
+            f"| {shape} | {runs[0]['tensors']} | {median('load_s'):.2f} ({median('load_cpu'):.2f}) | "
+            f"{median('binding_s') * 1e3:.1f} ({median('binding_cpu') * 1e3:.1f}; {median('major_faults'):.0f}) | "
+            f"{median('kept_s') * 1e3:.2f} | {statistics.median(shares):.2%} [{shares[0]:.2%}-{shares[-1]:.2%}] "
+            f"({cpu_share:.2%}) | "
             f"{median('hwm_load') / 1e9:.2f} / {median('hwm_binding') / 1e9:.2f} | {old} |",
             flush=True,
         )

@@ -616,12 +616,16 @@ class RealWorldCasesTest(TestCasePlus):
 
     def test_a_copy_edited_outside_the_trainer_loses_the_publisher_evidence(self):
         """
-        Review finding 2: the Llama 2 copy with one neuron changed in a plain PyTorch edit (no Trainer) overflows in
-        fp16; its config still names the publisher, and the load in error mode raises, saying why the evidence went.
+        Review finding 2: the Llama 2 copy with one neuron changed in a plain PyTorch edit (no Trainer; a neuron the
+        binding's sample reads, see the next test for one it does not) overflows in fp16; its config still names the
+        publisher, and the load in error mode raises, saying why the evidence went.
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
+        weight = edited.model.layers[0].mlp.up_proj.weight
+        names = [name for name, _ in edited.named_parameters()]
+        first, _, _ = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
         with torch.no_grad():
-            edited.model.layers[0].mlp.up_proj.weight[3] *= 1e6
+            weight[first // weight.shape[1]] *= 1e6  # a neuron whose weights the binding samples
         path = os.path.join(self.tmp, "llama_edited")
         edited.save_pretrained(path)
         ids = torch.arange(32)[None] % 64

@@ -52,9 +52,9 @@ from .vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 BINDING_VERSION = 2
 #: Values per weight the digest covers: `SAMPLED_RUNS` runs of consecutive values, evenly spaced over the flattened
 #: weight from an offset that moves per weight. A run reads one or two pages of a lazily mapped file; values apart
-#: would read a page each (a first digest of a 7B checkpoint then costs a quarter of its load).
-SAMPLED_VALUES = 256
-SAMPLED_RUNS = 4
+#: read a page each (256 values apart: a first digest of a 7B checkpoint costs as much as its lazy load).
+SAMPLED_VALUES = 1024
+SAMPLED_RUNS = 2
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
 BOUND_PLAN = "plan"
