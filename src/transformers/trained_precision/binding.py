@@ -135,11 +135,10 @@ def sample_positions(numel: int, index: int) -> tuple[int, int, int]:
     return (index * 7919) % (stride - length + 1), stride, length
 
 
-def _sample(tensor, index: int):
+def _sample(tensor, index: int) -> list:
     data = tensor.detach().reshape(-1)
     first, stride, length = sample_positions(data.numel(), index)
-    runs = SAMPLED_RUNS if length < data.numel() else 1
-    return data.as_strided((runs, length), (stride, 1), data.storage_offset() + first)
+    return [data[start : start + length] for start in range(first, data.numel(), max(stride, 1))][:SAMPLED_RUNS]
 
 
 def _weights_state(model) -> tuple | None:
@@ -159,15 +158,17 @@ def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
 
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
-    digest = hashlib.sha256()
+    headers, samples = [], {}  # the samples of a dtype, concatenated once: a few tensor operations per weight
     for index, (name, tensor) in enumerate(model.named_parameters()):
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
         dtype = tensor.dtype
         if tensor.is_floating_point():
             dtype = torch.float32 if name.startswith(planned) else torch.float16
-        digest.update(f"{key}:{tuple(tensor.shape)}:{dtype};".encode())
-        sample = _sample(tensor, index).to(device="cpu", dtype=dtype).contiguous()
-        digest.update(sample.view(torch.uint8).numpy())
+        headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
+        samples.setdefault((tensor.dtype, dtype, tensor.device), []).extend(_sample(tensor, index))
+    digest = hashlib.sha256("".join(headers).encode())
+    for (_, dtype, _), runs in sorted(samples.items(), key=str):
+        digest.update(torch.cat(runs).to(device="cpu", dtype=dtype).view(torch.uint8).numpy())
     return digest.hexdigest()
 
 
