@@ -907,8 +907,8 @@ class BindingTest(unittest.TestCase):
 
     def llama(self, **kwargs):
         torch.manual_seed(0)
-        values = dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
-        return LlamaForCausalLM(LlamaConfig(**{**values, **kwargs}))
+        values = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1}
+        return LlamaForCausalLM(LlamaConfig(**{**values, "num_attention_heads": 2, **kwargs}))
 
     def test_the_config_fields_the_forward_computes_with_are_bound(self):
         from transformers import GraniteConfig
