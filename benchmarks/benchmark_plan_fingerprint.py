@@ -133,7 +133,8 @@ def main():
         f"{torch.backends.cpu.get_cpu_capability()}; torch {torch.__version__}"
     )
     print(
-        "| checkpoint | tensors | lazy load s | binding ms (cold) | kept ms | binding / load | peak RSS after load / after binding GB | old digest s (share of load) |"
+        "| checkpoint | tensors | lazy load s (CPU s) | binding ms (CPU ms; major faults) | kept ms | binding / load "
+        "(CPU / CPU) | peak RSS after load / after binding GB | old digest s (share of load) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):

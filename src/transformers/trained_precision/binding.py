@@ -167,7 +167,7 @@ def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
         headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
         samples.setdefault((tensor.dtype, dtype, tensor.device), []).extend(_sample(tensor, index))
     digest = hashlib.sha256("".join(headers).encode())
-    for (_, dtype, _), runs in sorted(samples.items(), key=str):
+    for (_, dtype, _), runs in sorted(samples.items(), key=lambda item: str(item[0])):
         digest.update(torch.cat(runs).to(device="cpu", dtype=dtype).view(torch.uint8).numpy())
     return digest.hexdigest()
 
