@@ -943,6 +943,9 @@ class BindingTest(unittest.TestCase):
         before = binding_digest(model)
         self.assertEqual(binding_digest(self.llama()), before)  # the same weights and config
         self.assertEqual(binding_digest(self.llama().to(torch.float16)), before)  # values count as fp16
+        mixed = self.llama().to(torch.float16)
+        mixed.model.layers[0].mlp.float()  # stored in fp32 (as `_keep_in_fp32_modules` loads), counted as fp16
+        self.assertEqual(binding_digest(mixed), before)
         self.assertNotEqual(binding_digest(self.llama(vocab_size=65)), before)  # a shape
         self.assertNotEqual(binding_digest(model, ["model.layers.0.mlp"]), before)  # fp32 in an fp16 plan
         mlp = self.llama().model.layers[0].mlp

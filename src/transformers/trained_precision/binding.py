@@ -158,17 +158,17 @@ def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
 
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
-    headers, samples = [], {}  # the samples of a dtype, concatenated once: a few tensor operations per weight
+    headers, samples = [], {}  # the samples of a dtype, hashed together: a few tensor operations per weight
     for index, (name, tensor) in enumerate(model.named_parameters()):
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
         dtype = tensor.dtype
         if tensor.is_floating_point():
             dtype = torch.float32 if name.startswith(planned) else torch.float16
         headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
-        samples.setdefault((tensor.dtype, dtype, tensor.device), []).extend(_sample(tensor, index))
+        samples.setdefault(dtype, []).extend(run.to(device="cpu", dtype=dtype) for run in _sample(tensor, index))
     digest = hashlib.sha256("".join(headers).encode())
-    for (_, dtype, _), runs in sorted(samples.items(), key=lambda item: str(item[0])):
-        digest.update(torch.cat(runs).to(device="cpu", dtype=dtype).view(torch.uint8).numpy())
+    for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
+        digest.update(torch.cat(samples[dtype]).view(torch.uint8).numpy())
     return digest.hexdigest()
 
 
