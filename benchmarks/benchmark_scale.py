@@ -37,8 +37,8 @@ Measures (`--parts`, all by default):
   memory. The 1.1B row itself runs when `MemAvailable` has the predicted peak + 3 GB; then a size that bf16 AMP
   cannot fit trains a few steps with Kahan (and 8-bit + SR).
 - `load`: `from_pretrained` + the first `--tokens`-token forward, fork / upstream: bf16; fp16 (a bf16-trained model,
-  the check warns). The digest alone (`weights_digest`, full and sampled) at 1.1B and 7B, in seconds and as a
-  share of the load: what an fp16 load of a checkpoint storing an fp16 plan or a bound run pays on top.
+  the check warns). The binding alone (`binding_digest`: first, then kept) at 1.1B and 7B, as a share of the
+  load: what a load of a checkpoint storing an fp16 plan, a bound run or a publisher reference pays on top.
 - `sentinel`: what the forward's fp16 check costs an fp16 forward and a `generate` step at 1.1B (the check
   timed on the real outputs against the forward's time; fp16 is emulated on AVX2-only CPUs, which makes the share
   smaller than where fp16 is native).
@@ -540,12 +540,12 @@ def load_and_forward(spec: dict) -> None:
     again = time.perf_counter() - start
     digests = {}
     if spec.get("digest"):
-        from transformers.trained_precision.evidence import weights_digest
+        from transformers.trained_precision.binding import binding_digest
 
-        for sampled in (False, True):
+        for key in ("binding", "kept"):  # the first digest of this load, then the one kept on the model
             start = time.perf_counter()
-            weights_digest(model, sampled=sampled)
-            digests["sampled" if sampled else "full"] = time.perf_counter() - start
+            binding_digest(model)
+            digests[key] = time.perf_counter() - start
     child_result(
         import_s=imported,
         load_s=loaded,
@@ -679,8 +679,8 @@ def load_row(shape: str, name: str, runs: dict) -> dict:
         f"from_pretrained {median(r['load_s'] for r in fork):6.2f} / "
         f"{median(r['load_s'] for r in up):6.2f} s = {row['load_ratio']}; import + load + forward = "
         f"{row.get('total_ratio', '-')} (with the import); second load in the process {row.get('again_ratio', '-')}; peak {median(r['peak_rss'] for r in fork) / GB:.2f} / "
-        f"{median(r['peak_rss'] for r in up) / GB:.2f} GB; digest {median(r['digest_s']['full'] for r in fork):.2f} s "
-        f"(sampled {median(r['digest_s']['sampled'] for r in fork) * 1e3:.0f} ms); load {fork[-1]['load']}"
+        f"{median(r['peak_rss'] for r in up) / GB:.2f} GB; binding {median(r['digest_s']['binding'] for r in fork) * 1e3:.1f} ms "
+        f"(kept {median(r['digest_s']['kept'] for r in fork) * 1e3:.1f} ms) after the second load; load {fork[-1]['load']}"
         + (
             f"\n{'':<52}the fork's own code on the load path: {row['fork_code']['first_load_ms']:.1f} ms on the first "
             f"load, {row['fork_code']['second_load_ms']:.1f} ms on the second = "

@@ -30,6 +30,7 @@ if is_torch_available():
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
     from transformers.trained_precision import fp16_plan
+    from transformers.trained_precision.binding import sample_positions
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan import plan_fingerprint, usable_length
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
@@ -46,12 +47,12 @@ def overflowing_gpt2():
 
 def stored_plan(model, modules=(GPT2_MLP,)):
     """
-    A plan for `model` as the search stores it (schema version 3), keeping `modules` in fp32, bound to `model`'s
+    A plan for `model` as the search stores it (schema version 4), keeping `modules` in fp32, bound to `model`'s
     weights and validated on inputs of the model's whole length limit.
     """
     length = usable_length(model.config)
     plan = {
-        "version": 3,
+        "version": 4,
         "dtype": "fp16",
         "modules": list(modules),
         "headroom": 2.0,
@@ -252,13 +253,38 @@ class Fp16PlanRuntimeTest(TestCasePlus):
             f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens",
         )
 
-    def test_a_one_neuron_edit_is_no_evidence(self):
-        # review finding 9: one column of `c_fc` scaled far past fp16's range, where a 256-value sample never looked
-        def one_neuron(model):
-            with torch.no_grad():
-                model.transformer.h[0].mlp.c_fc.weight[:, 5] *= 5e4
+    def test_a_one_value_edit_is_no_evidence_where_sampled_and_caught_by_the_forward_elsewhere(self):
+        # review finding 9: one value of `c_fc` far past fp16's range. The binding samples each weight (reading every
+        # value costs seconds and the whole file at 7B): an edit of a sampled value breaks it, any other is caught
+        # where the model runs, by the forward's check in error mode
+        name = "transformer.h.0.mlp.c_fc.weight"
+        names = [n for n, _ in self.model.named_parameters()]
+        numel = self.model.get_parameter(name).numel()
+        sampled, _, length = sample_positions(numel, names.index(name))
+        self.assertLess(length, numel)  # else every value is sampled
 
-        self.assert_no_evidence(self.variant(edit_model=one_neuron), "its digest does not match these weights")
+        def one_value(position):
+            def edit(model):
+                with torch.no_grad():
+                    model.get_parameter(name).view(-1)[position] = 1e6
+
+            return edit
+
+        self.assert_no_evidence(self.variant(edit_model=one_value(sampled)), "its digest does not match these weights")
+        path = self.variant(edit_model=one_value(sampled + length))  # right after a sampled run
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            logits(model)
+        self.assertIn("fp16 had been cleared for it by evidence: a measured fp16 plan", str(raised.exception))
+
+    def test_a_plan_of_an_older_version_is_applied_and_is_no_evidence(self):
+        def older(plan):
+            plan["version"] = 3  # bound to every value of the weights, not to the config
+
+        path = self.variant(edit_config=older)
+        self.assert_no_evidence(path, "it was made by an older version and is not bound to these weights and config")
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)  # warns
+        self.assertEqual(model.get_submodule(f"{GPT2_MLP}.c_fc").weight.dtype, torch.float32)  # still applied
 
     def test_a_plan_is_evidence_only_up_to_the_model_s_own_length_limit(self):
         # a model that takes 4096 tokens: the default search sweeps up to 2048, so its plan stops there

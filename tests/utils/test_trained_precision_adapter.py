@@ -43,8 +43,8 @@ from transformers.trained_precision.adapter import (
     start_adapter_run,
     write_adapter_record,
 )
+from transformers.trained_precision.binding import backend_of, bind
 from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-from transformers.trained_precision.evidence import Binding, backend_of, weights_digest
 from transformers.trained_precision.resolver import TrainedPrecisionInfo
 from transformers.trained_precision.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import tiny_gpt_neo
@@ -410,7 +410,7 @@ class CheckAdapterPrecisionTest(TestCasePlus):
 
     def test_a_pure_fp16_run_overrides_the_risk_for_the_weights_it_ended_on(self):
         model = tiny_gpt_neo(trained_precision="bf16")
-        bound = Binding(weights_digest(model), 32, backend_of(torch.device("cpu")), "pure").to_dict()
+        bound = bind(model, "pure", 32, backend_of(torch.device("cpu")))
         self.assertIsNone(
             check_adapter_precision(model, "a", record=pure_fp16_run(binding=bound), dtype=torch.float16, mode="error")
         )

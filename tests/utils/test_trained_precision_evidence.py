@@ -32,18 +32,21 @@ from parameterized import parameterized
 
 from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
 from transformers.trained_precision import cli
+from transformers.trained_precision.binding import (
+    bind,
+    binding_digest,
+    config_digest,
+    sample_positions,
+    weights_subject,
+)
 from transformers.trained_precision.configuration import sub_config_items
 from transformers.trained_precision.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
     REFERENCE_RUNTIME,
-    SAMPLED_VALUES,
-    Binding,
     find_evidence,
     fp16_plan_problem,
     read_fp16_plan,
-    weights_digest,
-    weights_subject,
 )
 from transformers.trained_precision.populate import set_config_field
 from transformers.trained_precision.registry import REGISTRY, lookup
@@ -596,8 +599,8 @@ class RealWorldCasesTest(TestCasePlus):
         self.assertEqual(copy["trained_precision"], "bf16")
         binding = copy[REFERENCE_FIELD].pop("binding")  # the digest of the publisher's weights, as loaded
         self.assertEqual(
-            (binding["run"], binding["max_tokens"], binding["sampled"], len(binding["digest"])),
-            ("publisher", None, True, 64),
+            (binding["run"], binding["max_tokens"], binding["version"], len(binding["digest"])),
+            ("publisher", None, 2, 64),
         )
         self.assertEqual(copy[REFERENCE_FIELD], {"model_id": LLAMA2, "runtime": "fp16", "stored_dtype": "fp16"})
         with open(os.path.join(self.path("llama_fine_tuned"), "config.json"), encoding="utf-8") as f:
@@ -613,12 +616,16 @@ class RealWorldCasesTest(TestCasePlus):
 
     def test_a_copy_edited_outside_the_trainer_loses_the_publisher_evidence(self):
         """
-        Review finding 2: the Llama 2 copy with one neuron changed in a plain PyTorch edit (no Trainer) overflows in
-        fp16; its config still names the publisher, and the load in error mode raises, saying why the evidence went.
+        Review finding 2: the Llama 2 copy with one neuron changed in a plain PyTorch edit (no Trainer; a neuron the
+        binding's sample reads, see the next test for one it does not) overflows in fp16; its config still names the
+        publisher, and the load in error mode raises, saying why the evidence went.
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
+        weight = edited.model.layers[0].mlp.up_proj.weight
+        names = [name for name, _ in edited.named_parameters()]
+        first, _, _ = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
         with torch.no_grad():
-            edited.model.layers[0].mlp.up_proj.weight[3] *= 1e6
+            weight[first // weight.shape[1]] *= 1e6  # a neuron whose weights the binding samples
         path = os.path.join(self.tmp, "llama_edited")
         edited.save_pretrained(path)
         ids = torch.arange(32)[None] % 64
@@ -634,20 +641,26 @@ class RealWorldCasesTest(TestCasePlus):
 
     def test_an_edit_the_sampled_reference_misses_is_caught_where_the_copy_runs(self):
         """
-        The publisher reference is bound by a sampled digest (a full one would tax every load of the publisher's
-        model): one value edited between two sampled ones keeps the copy's evidence at load, and error mode then
+        Evidence is bound by a sample of each weight (every value would tax every load: seconds and the whole file
+        read at 7B): one value edited between two sampled ones keeps the copy's evidence at load, and error mode then
         raises at the first non-finite fp16 forward instead (the sentinel), never returning the NaN logits.
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
-        names = [name for name, tensor in edited.named_parameters() if tensor.is_floating_point()]
+        names = [name for name, _ in edited.named_parameters()]
         weight = edited.model.layers[0].mlp.up_proj.weight
-        stride = weight.numel() // SAMPLED_VALUES
-        self.assertGreater(stride, 1)  # else every value is sampled and the edit below cannot be missed
-        start = (names.index("model.layers.0.mlp.up_proj.weight") * 7919) % stride
-        before = weights_digest(edited, sampled=True)
+        start, _, length = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
+        self.assertLess(length, weight.numel())  # else every value is sampled and the edit below cannot be missed
+        before = binding_digest(edited)
         with torch.no_grad():
-            weight.view(-1)[start + 1] = 1e6  # the value right after a sampled one
-        self.assertEqual(weights_digest(edited, sampled=True), before)
+            weight.view(-1)[start + length] = 1e6  # the value right after a sampled run
+        self.assertEqual(binding_digest(edited), before)
+        kept = weight.view(-1)[start].item()
+        with torch.no_grad():
+            weight.view(-1)[start] = 1e6  # a sampled value
+        self.assertNotEqual(binding_digest(edited), before)
+        with torch.no_grad():
+            weight.view(-1)[start] = kept
+
         path = os.path.join(self.tmp, "llama_edited_unsampled")
         edited.save_pretrained(path)
         reset_warning_cache()
@@ -656,6 +669,87 @@ class RealWorldCasesTest(TestCasePlus):
         with torch.no_grad(), self.assertRaises(TrainedPrecisionRiskError) as raised:
             model(input_ids=ids)
         self.assertIn("fp16", str(raised.exception))
+
+    def edited_copy(self, name, edit):
+        """A copy of the checkpoint `name` with `edit` applied to its `config.json`; returns its directory."""
+        path = os.path.join(self.tmp, f"{name}_config_edited")
+        shutil.rmtree(path, ignore_errors=True)
+        shutil.copytree(self.path(name), path)
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        edit(config)
+        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        return path
+
+    @parameterized.expand(
+        [
+            ("plan", T5ForConditionalGeneration, "t5_planned", "layer_norm_epsilon", "Its stored fp16 plan"),
+            ("run", AutoModelForCausalLM, "finished", "layer_norm_epsilon", "The finished run in"),
+            ("reference", AutoModelForCausalLM, "llama_copy", "rms_norm_eps", "The publisher reference in"),
+        ]
+        if is_torch_available()
+        else []
+    )
+    def test_evidence_made_before_a_config_edit_stops_clearing_fp16(self, _, cls, name, field, what):
+        """A plan, a run, a publisher reference: bound to the config too, so an edit of the forward's numbers warns."""
+
+        def bookkeeping(config):
+            config.update(transformers_version="0.0.1", _name_or_path="elsewhere", use_cache=False)
+
+        reset_warning_cache()
+        with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            cls.from_pretrained(
+                self.edited_copy(name, bookkeeping), dtype=torch.float16, trained_precision_check="error"
+            )
+        self.assertEqual(cl.out, "")  # still evidence: nothing the forward computes changed
+
+        def forward_field(config):
+            config[field] = config[field] * 100
+
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            cls.from_pretrained(
+                self.edited_copy(name, forward_field), dtype=torch.float16, trained_precision_check="error"
+            )
+        message = str(raised.exception)
+        self.assertIn(what, message)
+        self.assertIn("no evidence here", message)
+        self.assertIn("its digest does not match these weights and config", message)
+        reset_warning_cache()
+        with LoggingLevel(logging.WARNING), CaptureLogger(logging.get_logger(CHECK_LOGGER)) as cl:
+            cls.from_pretrained(self.edited_copy(name, forward_field), dtype=torch.float16)
+        self.assertIn("does not match these weights and config", cl.out)  # the warning is back, with the reason
+
+    @parameterized.expand(
+        [
+            ("run", AutoModelForCausalLM, "finished", "trained_precision_run", "train it again with this version"),
+            (
+                "reference",
+                AutoModelForCausalLM,
+                "llama_copy",
+                "trained_precision_reference",
+                "itself and save it again",
+            ),
+        ]
+        if is_torch_available()
+        else []
+    )
+    def test_a_binding_of_an_older_version_is_no_evidence(self, _, cls, name, field, rerun):
+        """A binding without `version` (version 1: the full or sampled weights' digest, no config): rerun what made it."""
+
+        def older(config):
+            binding = config[field]["binding"]
+            del binding["version"]
+            if field == REFERENCE_FIELD:
+                binding["sampled"] = True
+
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            cls.from_pretrained(self.edited_copy(name, older), dtype=torch.float16, trained_precision_check="error")
+        message = str(raised.exception)
+        self.assertIn("it records no binding to the weights and config it was made on (an older version", message)
+        self.assertIn(rerun, message)
 
     def test_every_case_agrees_on_every_path(self):
         """The table's answers, seen together: what users meet is the same answer everywhere."""
@@ -808,6 +902,84 @@ class MalformedConfigTest(TestCasePlus):
 
 
 @require_torch
+class BindingTest(unittest.TestCase):
+    """The one binding of every kind of evidence: the weights' names, shapes, dtypes and a sample of values, the config."""
+
+    def llama(self, **kwargs):
+        torch.manual_seed(0)
+        values = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1}
+        return LlamaForCausalLM(LlamaConfig(**{**values, "num_attention_heads": 2, **kwargs}))
+
+    def test_the_config_fields_the_forward_computes_with_are_bound(self):
+        from transformers import GraniteConfig
+
+        for config, field, value in (
+            (LlamaConfig(), "rms_norm_eps", 1e-3),
+            (GraniteConfig(), "logits_scaling", 8.0),
+            (GraniteConfig(), "embedding_multiplier", 2.0),
+        ):
+            before = config_digest(config)
+            setattr(config, field, value)
+            self.assertNotEqual(config_digest(config), before, field)
+
+    def test_the_precision_record_and_evidence_fields_are_not_bound(self):
+        config = LlamaConfig()
+        before = config_digest(config)
+        config.trained_precision, config.pretraining_precision = "bf16", "fp32"
+        setattr(config, FP16_PLAN_FIELD, {"version": 4})
+        setattr(config, RUN_FIELD, {"status": "finished"})
+        setattr(config, REFERENCE_FIELD, {"model_id": LLAMA2})
+        config.dtype, config.name_or_path, config.transformers_version = "float16", "elsewhere", "0.0.1"
+        self.assertEqual(config_digest(config), before)
+        composite = tiny_encoder_decoder().config
+        before = config_digest(composite)
+        composite.decoder.trained_precision = "bf16"
+        self.assertEqual(config_digest(composite), before)
+        composite.decoder.layer_norm_eps = 1e-3  # a sub-config's forward field
+        self.assertNotEqual(config_digest(composite), before)
+
+    def test_a_changed_name_shape_dtype_or_sampled_value_breaks_the_binding(self):
+        model = self.llama()
+        before = binding_digest(model)
+        self.assertEqual(binding_digest(self.llama()), before)  # the same weights and config
+        self.assertEqual(binding_digest(self.llama().to(torch.float16)), before)  # values count as fp16
+        mixed = self.llama().to(torch.float16)
+        mixed.model.layers[0].mlp.float()  # stored in fp32 (as `_keep_in_fp32_modules` loads), counted as fp16
+        self.assertEqual(binding_digest(mixed), before)
+        self.assertNotEqual(binding_digest(self.llama(vocab_size=65)), before)  # a shape
+        self.assertNotEqual(binding_digest(model, ["model.layers.0.mlp"]), before)  # fp32 in an fp16 plan
+        mlp = self.llama().model.layers[0].mlp
+        mlp.renamed = mlp.up_proj  # a name
+        del mlp.up_proj
+        self.assertNotEqual(binding_digest(mlp), binding_digest(self.llama().model.layers[0].mlp))
+        quantized = self.llama()
+        weight = quantized.model.layers[0].mlp.up_proj.weight
+        weight.requires_grad_(False)
+        weight.data = weight.data.to(torch.int8)  # a dtype
+        self.assertNotEqual(binding_digest(quantized), before)
+        with torch.no_grad():
+            names = [name for name, _ in model.named_parameters()]
+            first, _, _ = sample_positions(512, names.index("model.layers.0.mlp.up_proj.weight"))
+            model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
+        self.assertNotEqual(binding_digest(model), before)
+
+    def test_the_weights_are_digested_once_while_they_are_unchanged(self):
+        from transformers.trained_precision import binding
+
+        model = self.llama()
+        with mock.patch.object(binding, "_weights_digest", wraps=binding._weights_digest) as digest:
+            first = binding_digest(model)
+            self.assertEqual(binding_digest(model), first)
+            self.assertEqual(digest.call_count, 1)
+            with torch.no_grad():
+                model.lm_head.weight.mul_(2.0)  # a training step, an edit: moves the version counter
+            self.assertNotEqual(binding_digest(model), first)
+            model.config.rms_norm_eps = 1e-2  # the config is read each time
+            binding_digest(model)
+            self.assertEqual(digest.call_count, 2)
+
+
+@require_torch
 class EvidenceRulesTest(unittest.TestCase):
     """The record rules, on records bound to a real tiny model (what the Trainer writes), checked against it."""
 
@@ -821,8 +993,8 @@ class EvidenceRulesTest(unittest.TestCase):
         """`config` with its run record bound to the tiny model, resolved against that model."""
         record = config.get(RUN_FIELD)
         if isinstance(record, dict):
-            binding = Binding(self.subject.digest(), 32, self.subject.backend, record.get("compute", "pure"))
-            config = {**config, RUN_FIELD: {**record, "binding": binding.to_dict()}}
+            binding = bind(self.model, record.get("compute", "pure"), 32, self.subject.backend)
+            config = {**config, RUN_FIELD: {**record, "binding": binding}}
         return resolve_trained_precision(config, subject=self.subject)
 
     def test_lineage_prior_is_the_oldest_stage(self):

@@ -573,20 +573,20 @@ class RegistryFileTest(TestCasePlus):
         [
             (
                 "not_https",
-                '"https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json"',
-                '"github.com/gpt-neo/configs/GPT3_2-7B_pretrained.json"',
+                "| https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json |",
+                "| github.com/gpt-neo/configs/GPT3_2-7B_pretrained.json |",
                 "row 1 `EleutherAI/gpt-neo-2.7B`: source 'github.com/gpt-neo/configs/GPT3_2-7B_pretrained.json'",
             ),
             (
                 "confidence",
-                '(EleutherAI/gpt-neo#207)",\n        "gpt_neo",\n        confidence=STATED,\n',
-                '(EleutherAI/gpt-neo#207)",\n        "gpt_neo",\n',
+                "EleutherAI/gpt-neo-2.7B | fp32 | stated |",
+                "EleutherAI/gpt-neo-2.7B | fp32 |  |",
                 "row 1 `EleutherAI/gpt-neo-2.7B`: the row has no confidence",
             ),
             (
                 "source",
-                '"https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json"',
-                '""',
+                "| https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json |",
+                "|  |",
                 "row 1 `EleutherAI/gpt-neo-2.7B`: the row has no source",
             ),
         ]

@@ -62,7 +62,7 @@ class ResolutionTest(unittest.TestCase):
         self.assertIn("records no binding", assessment.dropped)
         self.assertIn("train it again with this version", assessment.dropped)
         # a bound record read without the weights (the torch-free report) clears nothing either
-        bound = {"digest": "0" * 64, "max_tokens": 32, "backend": "cpu AVX512", "run": "pure"}
+        bound = {"digest": "0" * 64, "max_tokens": 32, "backend": "cpu AVX512", "run": "pure", "version": 2}
         config["trained_precision_run"] = {**finished_run(), "binding": bound}
         assessment = resolve_trained_precision(config).assess("fp16")
         self.assertIsNotNone(assessment.risk)

@@ -90,7 +90,7 @@ class AdapterRun:
     weights (`adapter_dtype`, `base_dtype`), the base's id and its lineage before the run (`base_precision`,
     `base_pretraining`, and `base_provenance`: `"config"`, `"registry: <row>"` or `"unknown"`), a quantized base's
     `method`, `bits`, `quant_type` and `compute_dtype` (`base_quantization`), the optimizer `steps`, and the `binding`
-    of a finished run that is evidence ([`~trained_precision.evidence.Binding`]: the digest of base + adapter weights
+    of a finished run that is evidence ([`~trained_precision.binding.Binding`]: the digest of base + adapter weights
     it ended on, the longest input, the backend), checked against the model the adapter is loaded into.
     """
 

@@ -36,13 +36,11 @@ precision`, which reads no weights, reports it as unverified.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from typing import Any
 
 from ..utils import logging
+from .binding import SAMPLED_VALUES, weights_subject  # noqa: F401 (re-exported: the checks bind with it)
 from .configuration import sub_config_items
 from .run_record import RunRecord
 from .vocabulary import (
@@ -63,11 +61,11 @@ logger = logging.get_logger(__name__)
 REFERENCE_RUNTIME = "reference_runtime"
 FP16_PLAN = "fp16_plan"
 FINISHED_RUN = "finished_run"
-#: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Version 1 plans (no fingerprint, no record of
-#: their inputs) and version 2 plans (a fingerprint of sampled values) are still read and applied, but are never
-#: evidence.
-FP16_PLAN_VERSION = 3
-FP16_PLAN_VERSIONS = (1, 2, 3)
+#: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Older plans (version 1: no fingerprint, no record
+#: of their inputs; 2: a fingerprint of sampled values; 3: of every value, without the config) are still read and
+#: applied, but are never evidence.
+FP16_PLAN_VERSION = 4
+FP16_PLAN_VERSIONS = (1, 2, 3, 4)
 
 # The fixed schema of a stored fp16 plan: member -> accepted types (`bool` is never a number here).
 _PLAN_SCHEMA: dict[str, tuple[type, ...]] = {
@@ -268,8 +266,8 @@ def find_evidence(
         if copied_from:
             name = copied_from if entry.is_glob else name
             copy = (
-                f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD}; its weights match "
-                f"the publisher's on a sample of {SAMPLED_VALUES} values per weight)"
+                f", and this is an unchanged copy of '{copied_from}' (config: {REFERENCE_FIELD}; its config and weights "
+                f"match the publisher's, on a sample of {SAMPLED_VALUES} values per weight)"
             )
         return Evidence(
             REFERENCE_RUNTIME,
@@ -328,153 +326,6 @@ def keep_in_fp32_mitigation(
     return Evidence(KEEP_IN_FP32, FP16, detail, None)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The binding: what a piece of evidence was made on, and the one check of it
-
-#: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
-#: `compute`: `"pure"` or `"amp"`).
-BOUND_PLAN = "plan"
-BOUND_PUBLISHER = "publisher"
-#: The longest input assumed for a model whose config states no limit (relative positions, as T5's).
-ASSUMED_MAX_LENGTH = 2048
-_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
-
-
-@dataclasses.dataclass(frozen=True)
-class Binding:
-    """
-    What a piece of evidence was made on, written by its producer beside it (the Trainer's run record, the load that
-    persists a publisher reference, the plan search) and checked by [`binding_problem`] only.
-
-    Args:
-        digest (`str`): [`weights_digest`] of the weights it was made on (every value of every weight, or a sample of
-            each weight when `sampled`).
-        max_tokens (`int`, *optional*): the longest input it saw; `None` for a publisher's reference runtime, which
-            covers the lengths the publisher runs.
-        backend (`str`, *optional*): where it ran ([`backend_of`]: `"cpu AVX512"`, `"cuda NVIDIA H100"`); `None`: any.
-        run (`str`): what made it: `"pure"` or `"amp"` (a training run), `"plan"`, `"publisher"`.
-        sampled (`bool`, *optional*, defaults to `False`): whether `digest` covers [`SAMPLED_VALUES`] values of each
-            weight rather than all of them. A publisher reference is bound when the publisher's model is loaded, and
-            hashing every value there would tax every load of it (seconds for a 7B model); a sample catches a
-            fine-tune (it moves every weight), not an edit of a few values, which the forward's sentinel still
-            catches in fp16.
-    """
-
-    digest: str
-    max_tokens: int | None
-    backend: str | None
-    run: str
-    sampled: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        value = dataclasses.asdict(self)
-        if not self.sampled:
-            del value["sampled"]
-        return value
-
-    @classmethod
-    def from_dict(cls, value: Any) -> Binding | None:
-        """The binding a record stores, or `None` when it has none or it is malformed (no evidence either way)."""
-        if not isinstance(value, dict) or not isinstance(value.get("digest"), str) or "run" not in value:
-            return None
-        tokens, backend = value.get("max_tokens"), value.get("backend")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-            return None
-        backend = backend if isinstance(backend, str) else None
-        return cls(value["digest"], tokens, backend, str(value["run"]), value.get("sampled") is True)
-
-
-#: Values per weight that a sampled digest covers (strided, from a position that moves from weight to weight).
-SAMPLED_VALUES = 256
-
-
-def _sample(tensor, index: int):
-    """[`SAMPLED_VALUES`] strided values of a flattened weight, starting at a position that depends on `index`."""
-    data = tensor.detach().reshape(-1)
-    stride = max(1, data.numel() // SAMPLED_VALUES)
-    return data[(index * 7919) % stride :: stride][:SAMPLED_VALUES]
-
-
-def weights_digest(model, fp32_modules: Iterable[str] = (), sampled: bool = False) -> str | None:
-    """
-    A SHA-256 over the name, shape and every value of every floating weight of `model` (each tied tensor once), or
-    `None` when a weight is not materialised here (on the meta device: offloaded; a sharded `DTensor` under FSDP2; a
-    DeepSpeed ZeRO-3 partition). Values are hashed as fp16, those of the
-    modules `fp32_modules` as fp32, so a model gives one digest in fp32 and in fp16 (with an fp16 plan's modules in
-    fp32); an edit that fp16 cannot see does not change what fp16 computes. Names are taken without the
-    `base_model_prefix`, so a checkpoint's head model and its base model agree on their shared weights. With
-    `sampled`, only [`SAMPLED_VALUES`] values of each weight are hashed (see [`Binding`]). Each weight is hashed on
-    its own, in full on up to 8 threads (`hashlib` and the copies to the CPU release the GIL), and the digest covers
-    those hashes in order.
-    """
-    import torch
-
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    planned = tuple(f"{name}." for name in fp32_modules)
-    jobs = []
-    for index, (name, tensor) in enumerate(model.named_parameters()):
-        if not tensor.is_floating_point():
-            continue
-        if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
-            return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part of it
-        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        dtype = torch.float32 if name.startswith(planned) else torch.float16
-        jobs.append((f"{key}:{tuple(tensor.shape)}:{dtype};", _sample(tensor, index) if sampled else tensor, dtype))
-    if sampled:  # a few values per weight: threads would cost more than they save
-        hashes = [_tensor_hash(job) for job in jobs]
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1, len(jobs)))) as pool:
-            hashes = list(pool.map(_tensor_hash, jobs))
-    digest = hashlib.sha256()
-    for (header, _, _), value in zip(jobs, hashes):
-        digest.update(header.encode())
-        digest.update(value)
-    return digest.hexdigest()
-
-
-def _tensor_hash(job) -> bytes:
-    """The SHA-256 of one weight's values in the dtype a [`weights_digest`] job names (as raw bits)."""
-    import torch
-
-    _, tensor, dtype = job
-    data = tensor.detach().to(device="cpu", dtype=dtype).contiguous()  # no copy for a CPU tensor in `dtype`
-    return hashlib.sha256(data.view(torch.int32 if dtype == torch.float32 else torch.int16).numpy()).digest()
-
-
-def backend_of(device: Any) -> str:
-    """Where a model runs, as a binding records it: `"cpu <vector extension>"`, `"cuda <device name>"`, or the type."""
-    import torch
-
-    if device.type == "cpu":
-        return f"cpu {torch.backends.cpu.get_cpu_capability()}"
-    if device.type == "cuda" and torch.cuda.is_available():
-        return f"cuda {torch.cuda.get_device_name(device)}"
-    return device.type
-
-
-def _backend_family(backend: str | None) -> str | None:
-    """The device type of a backend: what a binding must share with the runtime (a GPU name alone means CUDA)."""
-    if not backend:
-        return None
-    first = backend.split()[0]
-    return first if first in ("cpu", "cuda", "mps", "xpu", "npu", "hpu", "meta") else "cuda"
-
-
-def model_max_length(config: Any) -> int:
-    """
-    The longest input a model takes, which evidence must cover: the config's `max_position_embeddings` (or an alias),
-    the shortest over its sub-configs; [`ASSUMED_MAX_LENGTH`] when none states one.
-    """
-    found = []
-    for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
-        for key in _LENGTH_KEYS:
-            value = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                found.append(value)
-                break
-    return min(found) if found else ASSUMED_MAX_LENGTH
-
-
 def bound_evidence_pending(config: Any) -> bool:
     """
     Whether a config (or a sub-config) records evidence only the loaded weights can check (a finished run, a copy's
@@ -488,91 +339,8 @@ def bound_evidence_pending(config: Any) -> bool:
     return False
 
 
-class WeightsSubject:
-    """
-    The model a piece of evidence is checked against: its weights (digested once, when a binding asks), the longest
-    input it takes and where it runs. [`weights_subject`] makes one; without one (`transformers precision` reads only
-    `config.json`) no bound evidence counts.
-    """
-
-    def __init__(self, model: Any, max_tokens: int, backend: str | None):
-        self.model, self.max_tokens, self.backend = model, max_tokens, backend
-        self._digests: dict[tuple[str, ...], str | None] = {}
-
-    def digest(self, fp32_modules: Iterable[str] = (), sampled: bool = False) -> str | None:
-        key = (*sorted(fp32_modules), sampled)
-        if key not in self._digests:
-            self._digests[key] = weights_digest(self.model, key[:-1], sampled=sampled)
-        return self._digests[key]
-
-
-def weights_subject(model: Any) -> WeightsSubject | None:
-    """The [`WeightsSubject`] of a loaded model (a PEFT model: its base model), or `None` for one without a config."""
-    if callable(getattr(model, "get_base_model", None)):
-        model = model.get_base_model()
-    config = getattr(model, "config", None)
-    if config is None:
-        return None
-    device = next((t.device for t in model.parameters()), None)
-    return WeightsSubject(model, model_max_length(config), backend_of(device) if device is not None else None)
-
-
-def binding_problem(
-    binding: Binding | None,
-    subject: WeightsSubject | None,
-    *,
-    runs: tuple[str, ...],
-    recreate: str,
-    digest: Callable[[], str | None] | None = None,
-) -> str | None:
-    """
-    The one check of every piece of evidence that lowers a verdict (a finished run, a publisher reference of a copy,
-    an fp16 plan): why it is no evidence for `subject`, or `None` when it is bound to it. In order: it records a
-    binding (else it was written by an older version: `recreate` says how to make it again), the weights can be
-    checked (`subject`), it was made by one of `runs`, it covers the model's own length limit (beyond the length it
-    saw, it says nothing), it ran on the same kind of device, and its digest is that of these weights (`digest`: how
-    to compute it, by default [`weights_digest`] of the subject; computed last, once).
-    """
-    if binding is None:
-        return f"it records no binding to the weights it was made on (an older version wrote it): {recreate}"
-    if subject is None:
-        return "it can only be checked against the loaded weights, and they are not loaded here"
-    if binding.run not in runs:
-        return f"it was made by a {binding.run!r} run, not by {' or '.join(repr(r) for r in runs)}"
-    if binding.run != BOUND_PUBLISHER and binding.max_tokens is None:
-        return f"it records no input lengths: {recreate}"
-    if binding.max_tokens is not None and binding.max_tokens < subject.max_tokens:
-        return (
-            f"it saw inputs of up to {binding.max_tokens} tokens, and this model takes {subject.max_tokens}: beyond "
-            f"{binding.max_tokens} tokens it is no evidence ({recreate}, on inputs of {subject.max_tokens} tokens)"
-        )
-    made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
-    if made is not None and runs_on is not None and made != runs_on:
-        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {recreate} there"
-    found = digest() if digest is not None else subject.digest(sampled=binding.sampled)
-    if found is None:
-        return "the weights are not all in memory (offloaded), so its digest cannot be checked"
-    if found != binding.digest:
-        return (
-            "its digest does not match these weights (they, or the record, changed since it was made: a fine-tune, "
-            f"an edit, another checkpoint): {recreate}"
-        )
-    return None
-
-
 __all__ = [
-    "ASSUMED_MAX_LENGTH",
-    "BOUND_PLAN",
-    "SAMPLED_VALUES",
-    "BOUND_PUBLISHER",
-    "Binding",
-    "WeightsSubject",
-    "backend_of",
-    "binding_problem",
     "bound_evidence_pending",
-    "model_max_length",
-    "weights_digest",
-    "weights_subject",
     "FINISHED_RUN",
     "FP16_PLAN",
     "KEEP_IN_FP32",

@@ -15,24 +15,21 @@
 Applying a stored fp16 plan: the modules of a model that must run in fp32 for it to run safely in fp16, kept in fp32 by
 every fp16 load, cast and fine-tune, and the one decision whether the plan is evidence that fp16 is safe.
 
-A plan is measured and validated against fp32 and stored in the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]).
-It records what it promises: the `fingerprint` of the weights it was measured on (a digest of every value of every
-weight, [`weights_fingerprint`]) and of its own content ([`plan_fingerprint`]), and `validated_on` (the number of
-sequences, their lengths, the device and its backend).
-[`~trained_precision.fp16_plan_search.search_fp16_plan`] measures a plan.
+A plan is measured and validated against fp32 ([`~trained_precision.fp16_plan_search.search_fp16_plan`]) and stored in
+the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) with what it promises: its `fingerprint` ([`plan_fingerprint`]:
+the binding every kind of evidence records, [`~trained_precision.binding`], of the weights and config it was measured
+on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend).
 
-[`decide_fp16_plan`] is the one place that decides, for a model and a path, which modules stay in fp32 and whether the
-plan is evidence that fp16 is safe: only when it is applied on that path (`use_fp16_plan` is not `False`, the model
-is not quantized), every module name resolves, and its binding holds, checked where every piece of evidence's is
-([`~trained_precision.evidence.binding_problem`]): the fingerprint matches these weights and the plan, it was
-validated up to the model's own length limit ([`~trained_precision.evidence.model_max_length`]:
-`max_position_embeddings` / `n_positions`; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that
-takes longer inputs needs `search_fp16_plan(model, max_length=...)`), on the same kind of device. Anything else is no
-evidence: the trained-precision warning (or error) stands and says why ("the plan is stale: measure it again").
+[`decide_fp16_plan`] decides, for a model and a path, which modules stay in fp32 and whether the plan is evidence: only
+when it is applied on that path, every module name resolves, and its binding holds
+([`~trained_precision.binding.binding_problem`]: these weights and config, validated up to the model's own length
+limit, on the same kind of device; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that takes
+longer inputs needs `search_fp16_plan(model, max_length=...)`). Anything else is no evidence: the warning (or error)
+stands and says why ("the plan is stale: measure it again").
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
-their outputs go back to the dtype their inputs came in (fp16), so fp16 modules never receive fp32 tensors. Module
-names are relative to the model the config belongs to.
+their outputs go back to the dtype their inputs came in, so fp16 modules never receive fp32 tensors. Module names are
+relative to the model the config belongs to.
 """
 
 from __future__ import annotations
@@ -45,6 +42,15 @@ import re
 from typing import Any
 
 from ..utils import logging
+from .binding import (
+    BINDING_VERSION,
+    BOUND_PLAN,
+    Binding,
+    binding_digest,
+    binding_problem,
+    model_max_length,
+    weights_subject,
+)
 from .check import (
     FROM_CONFIG,
     LOAD,
@@ -58,17 +64,7 @@ from .check import (
     trained_precision_cast_scope,
 )
 from .configuration import sub_config_items
-from .evidence import (
-    BOUND_PLAN,
-    FP16_PLAN_VERSION,
-    Binding,
-    backend_of,
-    binding_problem,
-    bound_evidence_pending,
-    read_fp16_plan,
-    weights_digest,
-    weights_subject,
-)
+from .evidence import FP16_PLAN_VERSION, bound_evidence_pending, read_fp16_plan
 from .resolver import bind_persisted_reference
 from .sentinel import note_cast, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
@@ -128,10 +124,6 @@ def _floating(values, depth: int = 0):
             yield from _floating(value, depth + 1)
         elif depth < 4 and isinstance(value, dict):
             yield from _floating(value.values(), depth + 1)
-
-
-def _first_floating(values) -> Any:
-    return next(_floating(values), None)
 
 
 def _compute_dtype(module):
@@ -210,10 +202,8 @@ def _module_names(model) -> set[str]:
 
 def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
     """
-    The plan's module names as named in `model`, or `None` when some of them name no module of it.
-
-    A plan is stored relative to the model its config belongs to: loading another head of the same checkpoint (the
-    base model of a `...ForCausalLM` plan, or the reverse) adds or strips the `base_model_prefix`.
+    The plan's module names as named in `model` (another head of the checkpoint adds or strips the
+    `base_model_prefix`), or `None` when some of them name no module of it.
     """
     existing = _module_names(model)
     prefix = getattr(model, "base_model_prefix", "") or ""
@@ -254,48 +244,26 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
 
 def usable_length(config) -> int:
     """
-    The longest input a plan search sweeps by default: its config's `max_position_embeddings`
-    (or `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs, at most
-    [`DEFAULT_MAX_LENGTH`]; [`DEFAULT_MAX_LENGTH`] when no config states one (relative positions, as T5's). A plan is
-    evidence only up to the length it swept: for a model that takes longer inputs, pass a longer `max_length`.
+    The longest input a plan search sweeps by default: [`~trained_precision.binding.model_max_length`], at most
+    [`DEFAULT_MAX_LENGTH`]. A plan is evidence only up to the length it swept: for a model that takes longer inputs,
+    pass a longer `max_length`.
     """
-    found = []
-    for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
-        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx"):
-            value = getattr(item, key, None) if not isinstance(item, dict) else item.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                found.append(value)
-                break
-    return min([*found, DEFAULT_MAX_LENGTH])
-
-
-def _backend(device) -> str:
-    """The device's backend, as a plan records it ([`~trained_precision.evidence.backend_of`])."""
-    return backend_of(device)
-
-
-def weights_fingerprint(model, fp32_modules: list[str] | tuple = ()) -> str | None:
-    """
-    The digest a plan's fingerprint is made of: [`~trained_precision.evidence.weights_digest`] of `model` (every
-    value of every weight, the modules `fp32_modules` taken in fp32, the others rounded to fp16, so that a model gives
-    the same digest in fp32, when the plan is measured, and in fp16 with the plan applied), or `None` when a weight is
-    offloaded.
-    """
-    return weights_digest(model, fp32_modules)
+    return min(model_max_length(config), DEFAULT_MAX_LENGTH)
 
 
 def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
     """
-    The `fingerprint` a plan stores: [`weights_fingerprint`] of `model` with the plan's modules (`fp32_modules`: as
-    named in `model`, by default the plan's own) and the plan's own content (all but the fingerprint), so that new
-    weights (a fine-tune), another checkpoint and a hand edit of the plan all change it.
+    The `fingerprint` a plan stores: [`~trained_precision.binding.binding_digest`] of `model` (its weights, the plan's
+    modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
+    the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
+    checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
     """
-    weights = weights_fingerprint(model, plan["modules"] if fp32_modules is None else fp32_modules)
-    if weights is None:
+    bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
+    if bound is None:
         return None
     content = {key: value for key, value in plan.items() if key != "fingerprint"}
     text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(f"{weights}:{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{bound}:{text}".encode()).hexdigest()
 
 
 #: What a reason a plan is no evidence ends with: what to do about it.
@@ -306,13 +274,9 @@ STALE += " (`transformers precision plan`)"
 @dataclasses.dataclass
 class Fp16PlanDecision:
     """
-    What [`decide_fp16_plan`] decided for a model on a path.
-
-    Args:
-        modules (`list[str]`): the modules that run in fp32 on this path, named in the model (empty: none).
-        plans (`list[tuple[str, dict]]`): the stored plans that are applied, as `(sub-config key or "", plan)`.
-        evidence (`dict[str, dict]`): per sub-config key, the plan that is evidence that fp16 is safe.
-        problems (`dict[str, str]`): per sub-config key, why its stored plan is no evidence.
+    What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
+    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
+    fp16 is safe, or the `problems` that make it none.
     """
 
     modules: list[str] = dataclasses.field(default_factory=list)
@@ -334,17 +298,17 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
     """
     Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
     first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.evidence.binding_problem`]).
+    of evidence is ([`~trained_precision.binding.binding_problem`]).
     """
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
-        return f"it was made by an older version and is bound to no weights (or to a sample of them); {STALE}"
+        return f"it was made by an older version and is not bound to these weights and config; {STALE}"
     if isinstance(plan.get("stale"), str):
         return f"{plan['stale']}; {STALE}"
     recorded = plan["validation"].get("modules")
     if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
         return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
     domain = plan["validated_on"]
-    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN)
+    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN, BINDING_VERSION)
     return binding_problem(
         binding,
         subject,
@@ -357,24 +321,17 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
 
 def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True):
     """
-    The one decision about a stored fp16 plan on a path: which modules stay in fp32, and whether the plan is evidence
-    that fp16 is safe. Loading, `_from_config`, every cast, the Trainer and the checks all ask it.
-
-    A plan is applied when `dtype` is fp16, `use_fp16_plan` is not `False` (at loading, or for a model loaded with
-    it), the model is not quantized and every module name resolves in the model. It is evidence when it is applied
-    and also bound to this model: its fingerprint matches these weights and the plan itself, its modules are the ones
-    its validation record names, and it was validated on inputs up to the model's own length limit, on the same kind
-    of device ([`~trained_precision.evidence.binding_problem`]).
+    The one decision about a stored fp16 plan on a path (loading, `_from_config`, every cast, the Trainer, the checks):
+    which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
+    `use_fp16_plan` is not `False` (here or at the model's load), the model is not quantized and every module name
+    resolves; it is evidence when also bound to this model ([`_evidence_problem`]).
 
     Args:
         model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
         dtype (`torch.dtype`): the dtype it runs in.
         use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
         hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        verify (`bool`, *optional*, defaults to `True`): compute the fingerprint (`False`: only which modules).
-
-    Returns:
-        [`Fp16PlanDecision`]
+        verify (`bool`, *optional*, defaults to `True`): check the binding (`False`: only which modules).
     """
     import torch
 
@@ -431,10 +388,7 @@ def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
 
 
 def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
-    """
-    Warns (once) that a stored plan names modules `owner` does not have, so no plan is applied; returns why the plan
-    is no evidence.
-    """
+    """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
     missing = sorted(set(plan["modules"]) - _module_names(owner))
     where = f"`{key}` sub-config" if key else "config"
     message = (
@@ -449,10 +403,7 @@ def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
 
 
 def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=None) -> bool:
-    """
-    Whether a load's check must wait for the weights: `dtype` is fp16, the plan is not switched off, the model is not
-    quantized, and its config (or a sub-config) stores a plan, which only the loaded weights can verify.
-    """
+    """Whether a load's check must wait for the weights: fp16, the plan on, not quantized, and evidence to bind."""
     import torch
 
     if dtype != torch.float16 or not use_fp16_plan or hf_quantizer is not None or config is None:
@@ -465,10 +416,7 @@ def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=No
 
 
 def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
-    """
-    For the loader: the `dtype_plan` entries (parameter-name patterns -> `torch.float32`) that load the stored plan's
-    modules straight into fp32, as upstream loads `_keep_in_fp32_modules`. Empty unless `dtype` is fp16.
-    """
+    """For the loader: `dtype_plan` entries that load the plan's modules straight into fp32 (as `_keep_in_fp32_modules`)."""
     import torch
 
     decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
@@ -476,10 +424,7 @@ def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
 
 
 def mark_fp16_plan_stale(model, reason: str) -> bool:
-    """
-    Marks the stored fp16 plans of `model` (and of its sub-configs) stale with `reason`: they stay applied, and are
-    no evidence any more (a training run changes the weights they were measured on). Returns whether one was marked.
-    """
+    """Marks the model's stored plans stale with `reason` (still applied, no evidence); returns whether one was marked."""
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
     marked = False
@@ -519,23 +464,12 @@ def apply_fp16_plan(
 ) -> list[str]:
     """
     Applies the model's stored fp16 plan when `dtype` is fp16, as [`decide_fp16_plan`] decides: each planned module
-    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`), and, with
-    `training=True`, by the Trainer (with `fp16=True`, `dtype` is fp16: the weights stay fp32 and autocast runs the
-    rest in fp16). Casts apply it through [`fp16_plan_apply`].
-
-    Args:
-        model ([`PreTrainedModel`]): the model.
-        dtype (`torch.dtype`): the dtype the model runs in.
-        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` ignores the stored plan, now and in later
-            casts of this model.
-        training (`bool`, *optional*, defaults to `False`): for a training run. The run changes the weights the plan
-            was measured on, so the stored plan is marked stale ([`mark_fp16_plan_stale`]): still applied, no longer
-            evidence.
-        check (`str`, *optional*): `"load"` or `"from_config"`: also run the trained-precision check that the call
-            deferred until the weights could verify the plan (see [`fp16_plan_pending`]).
-
-    Returns:
-        `list[str]`: the modules kept in fp32 (empty when there is no plan or `dtype` is not fp16).
+    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`: `"load"` or
+    `"from_config"`, which also runs the trained-precision check deferred until the weights could verify the plan, see
+    [`fp16_plan_pending`]) and by the Trainer (`training=True`, with `fp16=True`: the weights stay fp32 and autocast
+    runs the rest in fp16; the run changes the weights, so the plan is marked stale: applied, no longer evidence).
+    `use_fp16_plan=False` ignores the plan now and in later casts. Casts apply it through [`fp16_plan_apply`].
+    Returns the modules kept in fp32.
     """
     if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
         model = model.get_base_model()
@@ -566,28 +500,13 @@ def apply_fp16_plan(
 def fp16_plan_apply(model, apply, fn, recurse=True):
     """
     `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
-    parent module's cast): [`~trained_precision.check.checked_apply`] with the stored fp16 plan. The trained precision
-    is checked (see [`~trained_precision.check.trained_precision_cast_scope`]) with the plan [`decide_fp16_plan`]
-    verified as evidence, and when the cast goes to fp16 and a plan applies, the planned modules keep their exact
-    weights (the values from before the cast, in fp32) and run as planned modules afterwards. The target comes from
-    the cast itself ([`~trained_precision.check.cast_target_dtype`]), so a second fp16 cast of a model already in fp16
-    (the Trainer's `fp16_full_eval`, `model.half().to(device)`) keeps the plan too. The weights are put back by module
-    and name, so a cast that replaces the parameter objects
-    (`torch.__future__.set_overwrite_module_params_on_conversion(True)`) keeps them as well.
-
-    Every cast of a model runs it, so a cast with nothing to decide costs a few microseconds: when the model's config
-    records nothing that can be judged, applied or watched
-    ([`~trained_precision.check.nothing_to_check`]: unknown trained precision and lineage, no registry row, no fp16
-    plan, not in `"error"` mode), the cast only marks its sub-models as inside it, reads nothing else, and runs.
-
-    Args:
-        model ([`PreTrainedModel`]): the model whose `_apply` runs.
-        apply (`Callable`): `nn.Module._apply`, bound to `model`.
-        fn (`Callable`): the function `_apply` maps over the tensors.
-        recurse (`bool`, *optional*, defaults to `True`): passed to `apply`.
-
-    Returns:
-        What `apply(fn, recurse)` returns (the model).
+    parent module's cast), with the trained-precision check (see [`~trained_precision.check.trained_precision_cast_scope`])
+    and the stored fp16 plan: the plan [`decide_fp16_plan`] verified is the check's evidence, and when the cast goes to
+    fp16 (read from the cast itself, [`~trained_precision.check.cast_target_dtype`], so a second fp16 cast keeps the
+    plan too) the planned modules keep their exact fp32 weights, put back by module and name, and run as planned
+    modules. A cast of a model whose config records nothing to judge, apply or watch
+    ([`~trained_precision.check.nothing_to_check`]) only marks its sub-models as inside it and runs: a few
+    microseconds. Returns what `apply(fn, recurse)` returns.
     """
     note_cast()  # whether the weights are fp16 is read again at the next forward
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
@@ -651,5 +570,4 @@ __all__ = [
     "resolve_plan_modules",
     "sub_models",
     "usable_length",
-    "weights_fingerprint",
 ]

@@ -17,30 +17,25 @@ measurement, proven against fp32, and written into the checkpoint's config, wher
 [`~trained_precision.fp16_plan.apply_fp16_plan`] applies it to every later fp16 load, cast and fine-tune.
 
 The search ([`search_fp16_plan`]) runs on a sweep of input lengths up to the model's usable length
-([`~trained_precision.fp16_plan.usable_length`]), since some overflows appear only at long inputs (late positions,
-long attention sums):
+([`~trained_precision.fp16_plan.usable_length`]), since some overflows appear only at long inputs:
 
-0. every weight outside fp16's range divided by the headroom keeps its module in fp32.
-1. one fp32 calibration pass, watched by the audit's [`ActivationRecorder`], measures every module's largest input and
-   output. A module is *hot* when one of them passes fp16's 65504 divided by the headroom (default 2).
-2. A hot tensor leaves its module into the code of the module that called it, so that caller must run in fp32: for
-   every hot module the plan takes its nearest calling ancestor that is not hot itself (for an MLP whose inner
-   activations overflow: the MLP, whose input and output fit). When that walk reaches the model itself, or a repeated
-   block (an item of a `ModuleList`) is hot at its boundary, the values that overflow are the residual stream, which
-   no set of modules can keep in fp32 short of the whole model: there is no plan, run the model in bf16 or fp32.
-3. The plan is validated: the model runs in fp16 with the plan against the fp32 outputs (logits, or the last hidden
-   state of an encoder) on the calibration texts and on held-out texts. It passes with no inf/NaN, a max error within
-   [`MAX_RELATIVE_ERROR`] of the largest reference value, a cosine of at least [`MIN_COSINE`] and a top-1 agreement of
-   at least [`MIN_TOP1_AGREEMENT`]. When it fails, the plan grows: the first module whose fp16 output turned
-   non-finite, else the module with the least headroom not yet in fp32; then it validates again.
-4. A plan that would keep more than [`MAX_FP32_SHARE`] of the weights in fp32 is refused as well.
+0. every weight outside fp16's range divided by the headroom (default 2) keeps its module in fp32;
+1. one fp32 calibration pass ([`ActivationRecorder`]) measures every module's largest input and output: a module is
+   *hot* when one of them passes fp16's 65504 divided by the headroom;
+2. a hot tensor leaves its module into the code of its caller, so the plan takes, for every hot module, its nearest
+   calling ancestor that is not hot itself (for an MLP whose inner activations overflow: the MLP). When that walk
+   reaches the model, or a repeated block (an item of a `ModuleList`) is hot at its boundary, the residual stream
+   overflows and no set of modules short of the whole model can hold it: no plan, run the model in bf16 or fp32;
+3. the plan is validated in fp16 against the fp32 outputs (logits, or an encoder's last hidden state) on the
+   calibration and held-out texts: no inf/NaN, a max error within [`MAX_RELATIVE_ERROR`] of the largest reference
+   value, a cosine of at least [`MIN_COSINE`], a top-1 agreement of at least [`MIN_TOP1_AGREEMENT`]. A failure grows
+   the plan (the first module whose fp16 output turned non-finite, else the one with the least headroom) and
+   validates again; a plan keeping more than [`MAX_FP32_SHARE`] of the weights in fp32 is refused.
 
-[`write_fp16_plan`] stores it in a checkpoint's `config.json`, changing only that member, atomically.
+[`write_fp16_plan`] stores it in a checkpoint's `config.json`, changing only that member, atomically:
 
 ```py
->>> from transformers.trained_precision.fp16_plan_search import search_fp16_plan
 >>> result = search_fp16_plan(model, tokenizer=tokenizer)     # a model in fp32
->>> print(result.format())
 >>> model.config.fp16_plan = result.to_config_dict()            # what `transformers precision plan --write` stores
 ```
 """
@@ -61,10 +56,11 @@ from typing import Any
 
 from ..utils import logging
 from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs, load_audit_model
+from .binding import backend_of
 from .check import quiet_casts
+from .evidence import FP16_PLAN_VERSION
 from .fp16_plan import (
-    _backend,
-    _first_floating,
+    _floating,
     _weight_share,
     keep_module_in_fp32,
     plan_fingerprint,
@@ -82,8 +78,8 @@ logger = logging.get_logger(__name__)
 
 #: The shortest length of the sweep; each next length is 4x the previous one, up to the longest.
 SWEEP_START = 32
-#: The version of the stored plan's schema (2: bound to its weights and to its inputs).
-PLAN_VERSION = 3  # the fingerprint digests every value (version 2 sampled 256 per tensor)
+#: The version of the stored plan's schema (4: its fingerprint is the binding every kind of evidence records).
+PLAN_VERSION = FP16_PLAN_VERSION
 #: The default headroom: a module is hot when a value reaches fp16's max divided by this.
 DEFAULT_HEADROOM = 2.0
 #: A plan that keeps more than this share of the weights in fp32 is refused: run the model in bf16 or fp32 instead.
@@ -122,26 +118,14 @@ def length_sweep(max_length: int) -> list[int]:
 @dataclasses.dataclass
 class PlanResult:
     """
-    The result of [`search_fp16_plan`].
-
-    Args:
-        modules (`list[str]`): the modules kept in fp32, in execution order (empty: the whole model fits fp16).
-        passed (`bool`): whether fp16 with these modules in fp32 passed validation.
-        refusal (`str`, *optional*): why no plan can make fp16 safe (then `passed` is `False`).
-        headroom_required (`float`): the headroom asked for.
-        headroom (`float`): the measured headroom of what runs in fp16 (fp16's max over the largest value there).
-        fp32_weight_share (`float`): the share of the weights kept in fp32.
-        calibration_sha256 (`str`): the SHA-256 of the calibration texts and token ids.
-        validation (`dict`): `passed`, `max_abs_error`, `cosine`, `top1_agreement`, `texts` (the number of
-            sequences) and `modules` (the modules it validated in fp32).
-        hot (`list[tuple[str, float]]`): the modules whose measured values passed the limit, with their max.
-        attempts (`int`): how many validations ran.
-        seconds (`dict`): time spent measuring and validating.
-        parts (`dict`): for a passed plan, what each config stores (see [`split_plan`]): `""` the model's own config,
-            else a sub-config's key.
-        validated_on (`dict`): what the plan was validated on: `sequences`, `lengths` (the distinct token lengths),
-            `max_tokens`, `tokens` (in all), `device`, `backend` and `torch`.
-        fingerprint (`str`): [`plan_fingerprint`] of the measured model and this plan.
+    The result of [`search_fp16_plan`]: the modules kept in fp32 in execution order (empty: the whole model fits fp16),
+    whether fp16 with them `passed` validation, or why no plan can make fp16 safe (`refusal`); the headroom asked for
+    (`headroom_required`) and measured (fp16's max over the largest value of what runs in fp16); the share of the
+    weights kept in fp32; the SHA-256 of the calibration texts and token ids; the `validation` (`passed`,
+    `max_abs_error`, `cosine`, `top1_agreement`, `texts` and the `modules` it validated in fp32); the `hot` modules
+    with their largest value; how many validations ran (`attempts`) and the time spent (`seconds`); for a passed plan
+    what each config stores (`parts`, see [`split_plan`]); what it was validated on (`validated_on`: `sequences`,
+    `lengths`, `max_tokens`, `tokens`, `device`, `backend`, `torch`); and its [`plan_fingerprint`].
     """
 
     modules: list[str]
@@ -225,7 +209,7 @@ def _main_output(output):
             return value, is_logits
     if isinstance(output, torch.Tensor):
         return output, False
-    value = _first_floating([output])
+    value = next(_floating([output]), None)
     if value is None:
         raise Fp16PlanError(f"the model's output ({type(output).__name__}) holds no floating tensor to validate")
     return value, False
@@ -248,9 +232,7 @@ def _run(model, batches, recorder: ActivationRecorder | None = None):
 def _run_padded(model, batches):
     """
     The main outputs of `model` on single-sequence `batches`, run as right-padded batches of similar lengths (many
-    small forwards cost mostly Python overhead), cut back to each sequence's length and returned in the order given;
-    `None` when the batches are not plain token ids. The attention mask hides the padding, so the outputs equal those
-    of one sequence at a time up to rounding.
+    small forwards cost mostly Python overhead) and cut back, in the order given; `None` unless plain token ids.
     """
     if any(set(b) - {"input_ids", "attention_mask"} or b["input_ids"].shape[0] != 1 for b in batches):
         return None
@@ -321,10 +303,7 @@ def _reference_stats(reference: list, is_logits: bool) -> list:
 
 
 def _compare(reference: list, candidate: list, is_logits: bool, stats: list | None = None) -> dict:
-    """
-    Max error, worst cosine and top-1 agreement of `candidate` against `reference`, and whether they pass. The max
-    error also tells finiteness (inf and NaN propagate through it); each output is read a few times, without copies.
-    """
+    """Max error (which also tells finiteness), worst cosine and top-1 agreement of `candidate` against `reference`."""
     import torch
 
     stats = stats if stats is not None else _reference_stats(reference, is_logits)
@@ -383,10 +362,7 @@ def _calibration_hash(texts: list[str] | None, batches: list[dict]) -> str:
 
 
 def sweep_inputs(model, tokenizer=None, texts: list[str] | None = None, lengths=(), seed: int = 0) -> list[dict]:
-    """
-    One sequence per length in `lengths`: with a tokenizer, windows of the `texts` joined and repeated (natural text
-    at every length); without one, random token ids drawn with `seed`.
-    """
+    """One sequence per length: windows of the `texts` joined and repeated (with a tokenizer), else random token ids."""
     import torch
 
     device = next((t.device for t in model.parameters()), torch.device("cpu"))
@@ -426,10 +402,7 @@ def _fp16_copy(model, names: list[str]):
 
 @contextlib.contextmanager
 def _as_planned_fp16(model, names: list[str]):
-    """
-    Runs `model` itself in fp16 with the modules `names` in fp32, for the duration of the block: no copy of the model
-    (a copy would cost more than the validation forward). The fp32 tensors are kept aside and put back afterwards.
-    """
+    """Runs `model` itself in fp16 with `names` in fp32 for the block (a copy would cost more), then puts it back."""
     import torch
 
     kept = [(t, t.data) for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
@@ -466,19 +439,14 @@ def search_fp16_plan(
     Args:
         model (`PreTrainedModel`): the model, in fp32 (it is not modified; validation runs on fp16 copies).
         tokenizer (*optional*): tokenizes the texts; without one, random token ids are used.
-        texts (`list[str]`, *optional*): calibration texts (default: the audit's built-in texts).
-        held_out_texts (`list[str]`, *optional*): validation-only texts (default: [`HELD_OUT_TEXTS`]). The search
-            validates on them and grows the plan against them: a test set must be kept apart from both.
+        texts, held_out_texts (`list[str]`, *optional*): calibration texts (default: the audit's) and validation-only
+            texts (default: [`HELD_OUT_TEXTS`]; the plan grows against them: keep a test set apart from both).
         headroom (`float`, *optional*, defaults to 2.0): a module is hot when a value reaches 65504 / `headroom`.
-        max_length (`int`, *optional*): the longest input calibrated and validated on; defaults to the model's
-            [`usable_length`] (at most [`DEFAULT_MAX_LENGTH`]). The search runs on the texts (each truncated to it)
-            and on one sequence per length of [`length_sweep`], for calibration and for validation alike. A plan is
+        max_length (`int`, *optional*): the longest input calibrated and validated on (the texts truncated to it, and
+            one sequence per length of [`length_sweep`]); defaults to the model's [`usable_length`]. A plan is
             evidence only for models whose usable length it covers.
         seed (`int`, *optional*, defaults to 0): for random token ids (the held-out ones use `seed + 1`).
         inputs, held_out_inputs (`list[dict]`, *optional*): ready-made forward kwargs instead of texts.
-
-    Returns:
-        [`PlanResult`]: `passed` with the modules, or a `refusal`.
 
     Raises:
         [`Fp16PlanError`]: bad input (the headroom, a model that does not run, non-finite values already in fp32).
@@ -514,10 +482,7 @@ def search_fp16_plan(
 
 
 def _calibration_batches(model, tokenizer, texts, calibration_texts: list[str], max_length: int, seed: int) -> list:
-    """
-    The calibration inputs: the texts (random token ids without a tokenizer, at most 64 long), then one sequence per
-    length of the sweep.
-    """
+    """The calibration inputs: the texts (random ids without a tokenizer, at most 64 long), then the sweep."""
     short = min(max_length, 64) if tokenizer is None else max_length
     inputs, _ = calibration_inputs(model, tokenizer, texts, max_length=short, seed=seed)
     return inputs + sweep_inputs(model, tokenizer, calibration_texts, length_sweep(max_length), seed=seed + 100)
@@ -544,7 +509,7 @@ def _validation_domain(model, inputs: list[dict], held_out_inputs: list[dict]) -
         "max_tokens": max(lengths, default=0),
         "tokens": sum(lengths),
         "device": device.type if device is not None else "cpu",
-        "backend": _backend(device) if device is not None else "cpu",
+        "backend": backend_of(device) if device is not None else "cpu",
         "torch": torch.__version__.split("+")[0],
     }
 
@@ -626,20 +591,11 @@ def _search(model, inputs, held_out_inputs, headroom, digest) -> PlanResult:
 
 
 def _heavy_weights(model, limit: float) -> list[tuple[str, float]]:
-    """
-    The modules with a weight that fp16 cannot hold within the headroom, with their largest |weight|: they stay in
-    fp32 whatever the inputs.
-    """
+    """The modules with a weight fp16 cannot hold within the headroom, with their largest |weight|: fp32 whatever the inputs."""
     heavy = []
     for name, module in model.named_modules():
-        largest = max(
-            (
-                float(t.detach().abs().amax())
-                for t in module.parameters(recurse=False)
-                if t.is_floating_point() and t.numel()
-            ),
-            default=0.0,
-        )
+        tensors = [t for t in module.parameters(recurse=False) if t.is_floating_point() and t.numel()]
+        largest = max((float(t.detach().abs().amax()) for t in tensors), default=0.0)
         if largest > limit:
             heavy.append((name or _ROOT, largest))
     return heavy
@@ -688,10 +644,7 @@ def _measured_plan(heavy, hot, boundary, limit, caller, modules) -> tuple[set[st
 
 
 def _validate_and_grow(model, result: PlanResult, names, reference, boundary, order, caller) -> None:
-    """
-    Validates the plan `names` against the fp32 `reference` (see [`_validate`]) and grows it after each failure, until it passes (`result.passed`), would keep too much in fp32, fails
-    [`MAX_ATTEMPTS`] times or cannot grow (`result.refusal`). `result` holds the last plan validated.
-    """
+    """Validates `names` and grows the plan after each failure until it passes, is refused or cannot grow."""
     while True:
         share = _weight_share(model, names)
         if share > MAX_FP32_SHARE:
@@ -724,9 +677,8 @@ def _validate_and_grow(model, result: PlanResult, names, reference, boundary, or
 
 def _validate(model, names: list[str], reference: tuple) -> tuple[dict, Any]:
     """
-    One validation: `model` runs in fp16 with `names` in fp32 and is compared with the fp32 `reference` (the inputs,
-    their fp32 outputs, whether those are logits, and their statistics). When its outputs are not finite, the
-    [`ActivationRecorder`] of one more run says where the first inf/NaN appears (else `None`).
+    One validation of `model` in fp16 with `names` in fp32 against the fp32 `reference`; when it is not finite, the
+    [`ActivationRecorder`] of one more run (else `None`) says where the first inf/NaN appears.
     """
     inputs, expected, is_logits, stats = reference
     with _as_planned_fp16(model, names):
@@ -797,10 +749,7 @@ def plan_checkpoint(
     use_safetensors: bool = True,
     cache_dir: str | os.PathLike | None = None,
 ) -> PlanResult:
-    """
-    Loads a checkpoint in fp32 on the CPU (as the audit does) and runs [`search_fp16_plan`]. With `texts`, about a
-    quarter of them (at least one, when there are two or more) are held out for validation only.
-    """
+    """Loads a checkpoint in fp32 on the CPU (as the audit does) and searches; a quarter of `texts` is held out."""
     model, tokenizer = load_audit_model(
         path_or_id, texts, local_files_only=local_files_only, use_safetensors=use_safetensors, cache_dir=cache_dir
     )
@@ -829,10 +778,7 @@ def _member_json(value: Any, indent: str) -> str:
 
 
 def set_plan_member(text: str, plan: dict) -> str:
-    """
-    `text` (a `config.json`) with its top-level `fp16_plan` set to `plan`, changing nothing else: an existing member
-    is replaced in place, a new one goes where sorted keys put it (else last), laid out like its neighbours.
-    """
+    """`text` (a `config.json`) with its top-level `fp16_plan` set to `plan`, laid out like its neighbours, nothing else changed."""
     from .populate import ConfigEditError, _parse_object
 
     data = _parse_object(text)
@@ -866,11 +812,7 @@ def set_plan_member(text: str, plan: dict) -> str:
 
 
 def plan_write_problem(config_path: str | os.PathLike, force: bool = False) -> str | None:
-    """
-    Why [`write_fp16_plan`] would refuse to write `config_path`, or `None`: a Hub cache snapshot without `force`, or
-    a link out of the checkpoint. `plan --write` asks before it loads the model and searches, so a refusal costs
-    nothing.
-    """
+    """Why [`write_fp16_plan`] would refuse `config_path` (a Hub cache snapshot without `force`, a link out), or `None`."""
     from .hub_ids import cache_snapshot_of
     from .populate import link_outside_checkpoint
 
@@ -891,18 +833,12 @@ def write_fp16_plan(
 ) -> bool:
     """
     Stores `plan` as `fp16_plan` in a `config.json` (and, with `parts` from [`split_plan`], each sub-config's part in
-    that sub-config's object), with `set`'s guarantees: only those members change (indentation, key order and a
-    byte-order mark are kept), the file is replaced atomically, once, under the lock file `set` uses, and keeps its
-    mode. A Hub cache snapshot's `config.json` (a symlink to a shared blob) is refused unless `force`: the snapshot
-    would then differ from the Hub revision it names; with `force`, its link is replaced by a regular file (the shared
-    blob is not touched).
-
-    Returns:
-        `bool`: whether the file changed (`False`: it already held this plan).
+    that sub-config's object), with `set`'s guarantees: only those members change, the file is replaced atomically
+    under `set`'s lock and keeps its mode. A Hub cache snapshot is refused unless `force` (then its link is replaced by
+    a regular file; the shared blob is not touched). Returns whether the file changed.
 
     Raises:
-        [`ConfigEditError`]: a malformed or non-object file, a sub-config it lacks, or a Hub cache snapshot without
-            `force` (nothing is modified).
+        [`ConfigEditError`]: a malformed file, a sub-config it lacks, a snapshot without `force` (nothing modified).
         `OSError`: it cannot be written.
     """
     from .hub_ids import cache_snapshot_of

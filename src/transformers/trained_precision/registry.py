@@ -26,7 +26,6 @@ import dataclasses
 import fnmatch
 
 from .hub_ids import canonical_hub_id
-from .vocabulary import BF16, FP16, FP32
 
 
 #: How directly a row's source states its precision, most direct first. `"stated"`: the people who trained the
@@ -45,24 +44,21 @@ class RegistryEntry:
     One registry row.
 
     Args:
-        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`). Globs use
-            `*` and `?` in the repository name only; the organisation is always literal.
+        model_id (`str`): a Hub id (`"EleutherAI/gpt-neo-1.3B"`) or a family glob (`"facebook/opt-*"`): `*` and `?`
+            in the repository name only, the organisation is always literal.
         precision (`str`): the canonical trained precision (`"fp32"`, `"bf16"` or `"fp16"`).
         source (`str`): an https URL where the trainers state it.
         note (`str`): a short note, e.g. "mixed bf16, fp32 master weights".
         model_type (`str`, *optional*): the config's `model_type`, checked against upstream's `CONFIG_MAPPING`.
         exceptions (`tuple[str, ...]`): ids (or globs) a glob must not match; usually they have rows of their own.
-        stored_dtype (`str`, *optional*): the precision the Hub checkpoint is *stored* in, where a source says it
-            differs from the trained precision (a bf16-trained model stored in fp16). A stored dtype alone is not
-            evidence that the model runs well in it: anyone can save bf16 weights as fp16.
-        confidence (`str`, *optional*): how directly `source` states the precision: `"stated"` (the trainers state
-            it for this checkpoint or its family) or `"inferred"` (it follows from what the source states: the same
-            training pipeline or configuration, a sibling, the published model config, the publisher's runtime).
-            See `CONFIDENCE_LEVELS`. Every row of `REGISTRY` has one (tests/utils/test_trained_precision_registry.py).
-        reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference
-            runtime (Llama 2: fp16 inference), when it differs from `precision`. It is evidence that this runtime
-            works for this checkpoint, and needs a source of its own.
-        reference_source (`str`, *optional*): an https URL where the publisher documents `reference_runtime`.
+        stored_dtype (`str`, *optional*): the precision the Hub checkpoint is stored in, where a source says it differs
+            from the trained one. Not evidence that the model runs well in it: anyone can save bf16 weights as fp16.
+        confidence (`str`, *optional*): how directly `source` states the precision (`CONFIDENCE_LEVELS`); every row
+            of `REGISTRY` has one.
+        reference_runtime (`str`, *optional*): the precision the publisher documents as the model's reference runtime
+            (Llama 2: fp16 inference), when it differs from `precision`: evidence that this runtime works for this
+            checkpoint, with a source of its own (`reference_source`, an https URL).
+        reference_source (`str`, *optional*): see `reference_runtime`.
     """
 
     model_id: str
@@ -119,559 +115,126 @@ _PRECISION_DATABASE = "https://discuss.huggingface.co/t/model-pre-training-preci
 _T5 = "https://github.com/google-research/text-to-text-transfer-transformer/issues/539"
 
 
-def _llama2(model_id: str) -> RegistryEntry:
-    """A Llama 2 `-hf` row: trained in bf16, stored in fp16, whose publisher's reference inference runs in fp16."""
-    return RegistryEntry(
-        model_id,
-        BF16,
-        _LLAMA2,
-        "bf16; the Hub checkpoint is stored in fp16",
-        "llama",
-        stored_dtype=FP16,
-        confidence=INFERRED,  # transformers' own pull request, not Meta's words
-        reference_runtime=FP16,
-        reference_source=_LLAMA2,
-    )
-
-
-def _flan_t5(size: str) -> RegistryEntry:
-    """A Flan-T5 row: T5X publishes each checkpoint with the T5 1.1 model config of its size, which sets bf16."""
-    included = "" if size == "base" else ", which includes base.gin"
-    return RegistryEntry(
-        f"google/flan-t5-{size}",
-        BF16,
-        _FLAN_T5,
-        f"bf16 activations: the T5X config published with the checkpoint (t5_1_1/{size}.gin{included})",
-        "t5",
-        confidence=INFERRED,
-    )
-
-
-def _llama3_family(model_id: str) -> RegistryEntry:
-    """A later Llama 3 release (3.2, 3.3): the maintainers' Llama 3 doc states bf16 for the family, not this run."""
-    return RegistryEntry(
-        model_id,
-        BF16,
-        _LLAMA3_DOC,
-        "bf16: the maintainers' model doc states it for the Llama 3 family",
-        "llama",
-        confidence=INFERRED,
-    )
-
-
 # Only rows whose source states the precision or the training configuration, each with a confidence (see
 # `CONFIDENCE_LEVELS`). Looked for and not found, so left out: gpt-neo-125M, GPT-2, Mistral and Mixtral, Qwen 2 / 2.5 /
 # 3, phi-2 and Phi-3, Gemma 1, Gemma 2 2B, Gemma 3 270M, BART, Pegasus. Diffusers pipelines stay out although their
 # trainers state it (CogVideoX-2b fp16, CogVideoX-5b bf16: zai-org/CogVideo#217): a row gives one precision per Hub id,
 # and a pipeline's id also names its text encoder (a bf16-trained T5 v1.1), which a `subfolder` load would match.
-# Order: gpt-neo first, then by organisation. Edit here (a `stated` row in utils/trained_precisions.json too), then run
+# One row a line: Hub id or glob | precision | confidence | model type (`-`: none) | source | note, then any of
+# `exceptions=` (comma-separated), `stored_dtype=`, `reference_runtime=`, `reference_source=`. Lines starting with
+# `#` are comments. Order: gpt-neo first, then by organisation. Edit here (a `stated` row in utils/trained_precisions.json too), then run
 # `python utils/check_trained_precision_registry.py --fix_and_overwrite` to regenerate the table in
 # docs/source/en/trained_precision_registry.md.
-REGISTRY: tuple[RegistryEntry, ...] = (
-    RegistryEntry(
-        "EleutherAI/gpt-neo-1.3B",
-        BF16,
-        "https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_XL_pretrained.json",
-        "mixed bf16: bf16 activations, fp32 weights and Adam state, bf16 checkpoints",
-        "gpt_neo",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "EleutherAI/gpt-neo-2.7B",
-        FP32,
-        "https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json",
-        "fp32 throughout: its published training config sets no precision, and the training code's default is fp32 "
-        "(EleutherAI/gpt-neo#207)",
-        "gpt_neo",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "EleutherAI/gpt-j-6b",
-        BF16,
-        "https://github.com/kingoflolz/mesh-transformer-jax/blob/master/mesh_transformer/transformer_shard.py",
-        "bf16 compute, fp32 master weights and optimizer (TPU v3), read from the training code; the Hub main branch "
-        "is an fp32 upcast",
-        "gptj",
-        stored_dtype=FP32,
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "EleutherAI/gpt-neox-20b",
-        FP16,
-        "https://github.com/EleutherAI/gpt-neox/blob/main/configs/20B.yml",
-        "mixed fp16, dynamic loss scaling, ZeRO-1 (the training config)",
-        "gpt_neox",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "EleutherAI/pythia-*",
-        FP16,
-        "https://github.com/EleutherAI/pythia",
-        "mixed fp16 for every size except pythia-1b",
-        "gpt_neox",
-        exceptions=("EleutherAI/pythia-1b", "EleutherAI/pythia-1b-deduped"),
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "EleutherAI/pythia-1b",
-        BF16,
-        "https://github.com/EleutherAI/pythia",
-        "mixed bf16, the one Pythia size not trained in fp16",
-        "gpt_neox",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "EleutherAI/pythia-1b-deduped",
-        FP16,
-        "https://github.com/EleutherAI/pythia/issues/171",
-        "mixed fp16, unlike pythia-1b (maintainer clarification)",
-        "gpt_neox",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "allenai/OLMo-1B",
-        BF16,
-        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
-        "mixed bf16 (amp_bf16, FSDP mixed precision)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "allenai/OLMo-1B-hf",
-        BF16,
-        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml",
-        "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-1B",
-        "olmo",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "allenai/OLMo-7B",
-        BF16,
-        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
-        "mixed bf16 (amp_bf16, FSDP mixed precision)",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "allenai/OLMo-7B-hf",
-        BF16,
-        "https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml",
-        "mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-7B",
-        "olmo",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "allenai/led-*",
-        FP16,
-        _PRECISION_DATABASE,
-        "mixed fp16 (apex), attention kept in fp32: the Longformer paper's recipe, listed for LED in the precision "
-        "database",
-        "led",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "allenai/longformer-*",
-        FP16,
-        _PRECISION_DATABASE,
-        "mixed fp16 (apex), attention kept in fp32 (the Longformer paper, quoted in the precision database)",
-        "longformer",
-        confidence=INFERRED,  # a forum thread, not the people who trained it
-    ),
-    RegistryEntry(
-        "bigcode/starcoder",
-        BF16,
-        "https://huggingface.co/bigcode/starcoder",
-        "bf16 (model card: Megatron-LM, 512 A100)",
-        "gpt_bigcode",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigcode/starcoderbase",
-        BF16,
-        "https://arxiv.org/abs/2305.06161",
-        "bf16, chosen over fp16 to avoid training instabilities (StarCoder paper)",
-        "gpt_bigcode",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigcode/starcoder2-3b",
-        BF16,
-        "https://huggingface.co/bigcode/starcoder2-3b",
-        "bf16 (model card: 160 A100)",
-        "starcoder2",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom",
-        BF16,
-        "https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml",
-        "mixed bf16 (Megatron-DeepSpeed BF16_Optimizer)",
-        "bloom",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom-560m",
-        FP16,
-        _BLOOM_SMALL,
-        "mixed fp16 (tr11b, 350M run), not bf16",
-        "bloom",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom-1b1",
-        FP16,
-        _BLOOM_SMALL,
-        "mixed fp16 (tr11c, 760M run), not bf16; run-to-checkpoint mapping by elimination",
-        "bloom",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom-1b7",
-        FP16,
-        _BLOOM_SMALL,
-        "mixed fp16 (tr11d, 1B3 run), not bf16",
-        "bloom",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom-3b",
-        FP16,
-        _BLOOM_SMALL,
-        "mixed fp16 (tr11e, 2B5 run), not bf16; run-to-checkpoint mapping by elimination",
-        "bloom",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "bigscience/bloom-7b1",
-        FP16,
-        _BLOOM_SMALL,
-        "mixed fp16 (tr11f, 6B3 run), not bf16",
-        "bloom",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "facebook/galactica-*",
-        BF16,
-        "https://github.com/paperswithcode/galai/issues/58",
-        "bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16, and its model card runs it in fp16",
-        "opt",
-        stored_dtype=FP16,
-        confidence=STATED,
-        reference_runtime=FP16,
-        # each size's model card loads it with `torch_dtype=torch.float16` ("Running the model on a GPU using
-        # different precisions"); the 125m card stands for all five, which carry the same example
-        reference_source="https://huggingface.co/facebook/galactica-125m",
-    ),
-    RegistryEntry(
-        "facebook/m2m100_418M",
-        FP16,
-        _PRECISION_DATABASE,
-        "mixed fp16 (fairseq), as listed in the precision database",
-        "m2m_100",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "facebook/opt-*",
-        FP16,
-        "https://github.com/facebookresearch/metaseq/issues/213",
-        "mixed fp16 (metaseq); stated for OPT-175B, the smaller sizes come from the same pipeline",
-        "opt",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "FacebookAI/roberta-base",
-        FP16,
-        _ROBERTA,
-        "mixed fp16 (fairseq, V100)",
-        "roberta",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "FacebookAI/roberta-large",
-        FP16,
-        _ROBERTA,
-        "mixed fp16 (fairseq, V100)",
-        "roberta",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "google-bert/bert-*",
-        FP32,
-        "https://github.com/google-research/bert",
-        "fp32: the TPU pretraining code has no half-precision path",
-        "bert",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google-t5/t5-*",
-        BF16,
-        _T5,
-        "bf16 activations, fp32 variables (Mesh TensorFlow on TPU)",
-        "t5",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "google/byt5-*",
-        BF16,
-        _T5,
-        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5",
-        "t5",
-        confidence=INFERRED,
-    ),
-    _flan_t5("small"),
-    _flan_t5("base"),
-    _flan_t5("large"),
-    _flan_t5("xl"),
-    _flan_t5("xxl"),
-    RegistryEntry(
-        "google/gemma-2-9b",
-        BF16,
-        _GEMMA2,
-        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
-        "gemma2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-2-9b-it",
-        BF16,
-        _GEMMA2,
-        "bf16, the reference precision of the instruction-tuned model (TPU training, JAX)",
-        "gemma2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-2-27b",
-        BF16,
-        _GEMMA2,
-        "bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)",
-        "gemma2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-2-27b-it",
-        BF16,
-        _GEMMA2,
-        "bf16, the reference precision; the release notes say its outputs are erratic in fp16",
-        "gemma2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-3-*",
-        BF16,
-        _GEMMA3,
-        "bf16, the native precision Google states for Gemma 3; fp16 breaks it (transformers#36822)",
-        "gemma3",
-        exceptions=("google/gemma-3-1b-*", "google/gemma-3-270m*"),
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-3-1b-*",
-        BF16,
-        _GEMMA3,
-        "bf16, the native precision Google states for Gemma 3 (text-only 1B)",
-        "gemma3_text",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/gemma-4-*",
-        BF16,
-        "https://huggingface.co/google/gemma-4-31B-it/discussions/13",
-        "bf16 pre-training (Google, on the Hub)",
-        "gemma4",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "google/mt5-*",
-        BF16,
-        _T5,
-        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16",
-        "mt5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "google/t5-v1_1-*",
-        BF16,
-        _T5,
-        "bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16",
-        "t5",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "HuggingFaceH4/starchat2-15b-v0.1",
-        BF16,
-        f"{_HANDBOOK}/starchat2-15b/dpo/config_v0.1.yaml",
-        "bf16 fine-tune (the published SFT and DPO recipe) of StarCoder2-15B",
-        "starcoder2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "HuggingFaceH4/zephyr-7b-beta",
-        BF16,
-        f"{_HANDBOOK}/zephyr-7b-beta/dpo/config_full.yaml",
-        "bf16 fine-tune (the published SFT and DPO recipe) of Mistral-7B-v0.1",
-        "mistral",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "HuggingFaceH4/zephyr-orpo-141b-A35b-v0.1",
-        BF16,
-        f"{_HANDBOOK}/zephyr-141b-A35b/orpo/config_full.yaml",
-        "bf16 ORPO fine-tune (the published recipe) of Mixtral-8x22B",
-        "mixtral",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "HuggingFaceTB/SmolLM2-135M",
-        BF16,
-        "https://huggingface.co/HuggingFaceTB/SmolLM2-135M",
-        "bf16 (model card: nanotron, 64 H100)",
-        "llama",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "HuggingFaceTB/SmolLM2-360M",
-        BF16,
-        "https://huggingface.co/HuggingFaceTB/SmolLM2-360M",
-        "bf16 (model card: nanotron)",
-        "llama",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "HuggingFaceTB/SmolLM2-1.7B",
-        BF16,
-        "https://huggingface.co/HuggingFaceTB/SmolLM2-1.7B",
-        "bf16 (model card: nanotron, 256 H100)",
-        "llama",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-        BF16,
-        f"{_HANDBOOK}/smollm2/dpo/config.yaml",
-        "bf16 SFT and DPO of SmolLM2-1.7B (the recipe its model card links)",
-        "llama",
-        confidence=INFERRED,
-    ),
-    _llama2("meta-llama/Llama-2-7b-hf"),
-    _llama2("meta-llama/Llama-2-7b-chat-hf"),
-    _llama2("meta-llama/Llama-2-13b-hf"),
-    _llama2("meta-llama/Llama-2-13b-chat-hf"),
-    _llama2("meta-llama/Llama-2-70b-hf"),
-    _llama2("meta-llama/Llama-2-70b-chat-hf"),
-    # No reference runtime for Llama 3: its model doc repeats Llama 2's "the original inference uses float16", but
-    # Meta's Llama 3 reference code runs in bf16 wherever the GPU has it, fp16 only as a fallback
-    # (https://github.com/meta-llama/llama3/blob/main/llama/generation.py).
-    RegistryEntry(
-        "meta-llama/Meta-Llama-3-*",
-        BF16,
-        _LLAMA3_DOC,
-        "bf16 (maintainers' model doc); fp16 training is known to produce NaN",
-        "llama",
-        confidence=INFERRED,  # transformers' model doc, not Meta's words
-    ),
-    RegistryEntry(
-        "meta-llama/Meta-Llama-3.1-*",
-        BF16,
-        _LLAMA31,
-        "bf16 (Llama 3 paper); the ids Llama 3.1 was first published under",
-        "llama",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "meta-llama/Llama-3.1-*",
-        BF16,
-        _LLAMA31,
-        "bf16 (Llama 3 paper)",
-        "llama",
-        confidence=STATED,
-    ),
-    _llama3_family("meta-llama/Llama-3.2-1B"),
-    _llama3_family("meta-llama/Llama-3.2-1B-Instruct"),
-    _llama3_family("meta-llama/Llama-3.2-3B"),
-    _llama3_family("meta-llama/Llama-3.2-3B-Instruct"),
-    _llama3_family("meta-llama/Llama-3.3-70B-Instruct"),
-    RegistryEntry(
-        "microsoft/deberta-v2-*",
-        FP16,
-        "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/mlm.sh",
-        "mixed fp16: the released pretraining script",
-        "deberta-v2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "microsoft/deberta-v3-*",
-        FP16,
-        "https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/rtd.sh",
-        "mixed fp16: the released pretraining script",
-        "deberta-v2",
-        confidence=INFERRED,
-    ),
-    RegistryEntry(
-        "microsoft/phi-1_5",
-        FP16,
-        "https://huggingface.co/microsoft/phi-1_5",
-        "fp16 (model card, 32 A100-40G)",
-        "phi",
-        confidence=STATED,
-    ),
-    RegistryEntry("Qwen/Qwen-7B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
-    RegistryEntry("Qwen/Qwen-14B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
-    RegistryEntry("Qwen/Qwen-72B", BF16, _QWEN, "mixed bf16 (Qwen technical report)", confidence=STATED),
-    RegistryEntry(
-        "tiiuae/falcon-7b",
-        BF16,
-        "https://huggingface.co/tiiuae/falcon-7b",
-        "bf16 (model card, training hyperparameters)",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-7b-instruct",
-        BF16,
-        _FALCON_BLOG,
-        "bf16, as every Falcon model of the first release",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-11B",
-        BF16,
-        "https://huggingface.co/tiiuae/falcon-11B",
-        "bf16 (model card, training hyperparameters: 1024 A100)",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-40b",
-        BF16,
-        "https://huggingface.co/tiiuae/falcon-40b",
-        "bf16 (model card, training hyperparameters: 384 A100)",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-40b-instruct",
-        BF16,
-        _FALCON_BLOG,
-        "bf16, as every Falcon model of the first release",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-180B",
-        BF16,
-        "https://huggingface.co/tiiuae/falcon-180B",
-        "bf16 (model card, training hyperparameters: up to 4096 A100)",
-        "falcon",
-        confidence=STATED,
-    ),
-    RegistryEntry(
-        "tiiuae/falcon-mamba-7b",
-        BF16,
-        "https://huggingface.co/tiiuae/falcon-mamba-7b",
-        "bf16 (model card, training hyperparameters: 256 H100)",
-        "falcon_mamba",
-        confidence=STATED,
-    ),
-)
+_TABLE = f"""
+EleutherAI/gpt-neo-1.3B | bf16 | stated | gpt_neo | https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_XL_pretrained.json | mixed bf16: bf16 activations, fp32 weights and Adam state, bf16 checkpoints
+EleutherAI/gpt-neo-2.7B | fp32 | stated | gpt_neo | https://github.com/EleutherAI/gpt-neo/blob/master/configs/GPT3_2-7B_pretrained.json | fp32 throughout: its published training config sets no precision, and the training code's default is fp32 (EleutherAI/gpt-neo#207)
+EleutherAI/gpt-j-6b | bf16 | inferred | gptj | https://github.com/kingoflolz/mesh-transformer-jax/blob/master/mesh_transformer/transformer_shard.py | bf16 compute, fp32 master weights and optimizer (TPU v3), read from the training code; the Hub main branch is an fp32 upcast | stored_dtype=fp32
+EleutherAI/gpt-neox-20b | fp16 | stated | gpt_neox | https://github.com/EleutherAI/gpt-neox/blob/main/configs/20B.yml | mixed fp16, dynamic loss scaling, ZeRO-1 (the training config)
+EleutherAI/pythia-* | fp16 | stated | gpt_neox | https://github.com/EleutherAI/pythia | mixed fp16 for every size except pythia-1b | exceptions=EleutherAI/pythia-1b,EleutherAI/pythia-1b-deduped
+EleutherAI/pythia-1b | bf16 | stated | gpt_neox | https://github.com/EleutherAI/pythia | mixed bf16, the one Pythia size not trained in fp16
+EleutherAI/pythia-1b-deduped | fp16 | stated | gpt_neox | https://github.com/EleutherAI/pythia/issues/171 | mixed fp16, unlike pythia-1b (maintainer clarification)
+allenai/OLMo-1B | bf16 | stated | - | https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml | mixed bf16 (amp_bf16, FSDP mixed precision)
+allenai/OLMo-1B-hf | bf16 | stated | olmo | https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-1B.yaml | mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-1B
+allenai/OLMo-7B | bf16 | stated | - | https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml | mixed bf16 (amp_bf16, FSDP mixed precision)
+allenai/OLMo-7B-hf | bf16 | stated | olmo | https://github.com/allenai/OLMo/blob/main/configs/official/OLMo-7B.yaml | mixed bf16 (amp_bf16, FSDP mixed precision); Transformers-native port of OLMo-7B
+allenai/led-* | fp16 | inferred | led | {_PRECISION_DATABASE} | mixed fp16 (apex), attention kept in fp32: the Longformer paper's recipe, listed for LED in the precision database
+# The precision database is a forum thread, not the people who trained these models.
+allenai/longformer-* | fp16 | inferred | longformer | {_PRECISION_DATABASE} | mixed fp16 (apex), attention kept in fp32 (the Longformer paper, quoted in the precision database)
+bigcode/starcoder | bf16 | stated | gpt_bigcode | https://huggingface.co/bigcode/starcoder | bf16 (model card: Megatron-LM, 512 A100)
+bigcode/starcoderbase | bf16 | stated | gpt_bigcode | https://arxiv.org/abs/2305.06161 | bf16, chosen over fp16 to avoid training instabilities (StarCoder paper)
+bigcode/starcoder2-3b | bf16 | stated | starcoder2 | https://huggingface.co/bigcode/starcoder2-3b | bf16 (model card: 160 A100)
+bigscience/bloom | bf16 | stated | bloom | https://github.com/bigscience-workshop/bigscience/tree/master/train/tr11-176B-ml | mixed bf16 (Megatron-DeepSpeed BF16_Optimizer)
+bigscience/bloom-560m | fp16 | stated | bloom | {_BLOOM_SMALL} | mixed fp16 (tr11b, 350M run), not bf16
+bigscience/bloom-1b1 | fp16 | inferred | bloom | {_BLOOM_SMALL} | mixed fp16 (tr11c, 760M run), not bf16; run-to-checkpoint mapping by elimination
+bigscience/bloom-1b7 | fp16 | stated | bloom | {_BLOOM_SMALL} | mixed fp16 (tr11d, 1B3 run), not bf16
+bigscience/bloom-3b | fp16 | inferred | bloom | {_BLOOM_SMALL} | mixed fp16 (tr11e, 2B5 run), not bf16; run-to-checkpoint mapping by elimination
+bigscience/bloom-7b1 | fp16 | stated | bloom | {_BLOOM_SMALL} | mixed fp16 (tr11f, 6B3 run), not bf16
+# Galactica: each size's model card loads it with `torch_dtype=torch.float16` ("Running the model on a GPU using
+# different precisions"); the 125m card stands for all five, which carry the same example.
+facebook/galactica-* | bf16 | stated | opt | https://github.com/paperswithcode/galai/issues/58 | bf16 with fp32 optimizer state; every Hub checkpoint is stored in fp16, and its model card runs it in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source=https://huggingface.co/facebook/galactica-125m
+facebook/m2m100_418M | fp16 | inferred | m2m_100 | {_PRECISION_DATABASE} | mixed fp16 (fairseq), as listed in the precision database
+facebook/opt-* | fp16 | inferred | opt | https://github.com/facebookresearch/metaseq/issues/213 | mixed fp16 (metaseq); stated for OPT-175B, the smaller sizes come from the same pipeline
+FacebookAI/roberta-base | fp16 | stated | roberta | {_ROBERTA} | mixed fp16 (fairseq, V100)
+FacebookAI/roberta-large | fp16 | stated | roberta | {_ROBERTA} | mixed fp16 (fairseq, V100)
+google-bert/bert-* | fp32 | inferred | bert | https://github.com/google-research/bert | fp32: the TPU pretraining code has no half-precision path
+google-t5/t5-* | bf16 | stated | t5 | {_T5} | bf16 activations, fp32 variables (Mesh TensorFlow on TPU)
+google/byt5-* | bf16 | inferred | t5 | {_T5} | bf16 activations: the same Mesh TensorFlow TPU pipeline as T5
+# Flan-T5: T5X publishes each checkpoint with the T5 1.1 model config of its size, which sets bf16.
+google/flan-t5-small | bf16 | inferred | t5 | {_FLAN_T5} | bf16 activations: the T5X config published with the checkpoint (t5_1_1/small.gin, which includes base.gin)
+google/flan-t5-base | bf16 | inferred | t5 | {_FLAN_T5} | bf16 activations: the T5X config published with the checkpoint (t5_1_1/base.gin)
+google/flan-t5-large | bf16 | inferred | t5 | {_FLAN_T5} | bf16 activations: the T5X config published with the checkpoint (t5_1_1/large.gin, which includes base.gin)
+google/flan-t5-xl | bf16 | inferred | t5 | {_FLAN_T5} | bf16 activations: the T5X config published with the checkpoint (t5_1_1/xl.gin, which includes base.gin)
+google/flan-t5-xxl | bf16 | inferred | t5 | {_FLAN_T5} | bf16 activations: the T5X config published with the checkpoint (t5_1_1/xxl.gin, which includes base.gin)
+google/gemma-2-9b | bf16 | inferred | gemma2 | {_GEMMA2} | bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)
+google/gemma-2-9b-it | bf16 | inferred | gemma2 | {_GEMMA2} | bf16, the reference precision of the instruction-tuned model (TPU training, JAX)
+google/gemma-2-27b | bf16 | inferred | gemma2 | {_GEMMA2} | bf16: the reference precision of its instruction-tuned sibling (TPU training, JAX)
+google/gemma-2-27b-it | bf16 | inferred | gemma2 | {_GEMMA2} | bf16, the reference precision; the release notes say its outputs are erratic in fp16
+google/gemma-3-* | bf16 | inferred | gemma3 | {_GEMMA3} | bf16, the native precision Google states for Gemma 3; fp16 breaks it (transformers#36822) | exceptions=google/gemma-3-1b-*,google/gemma-3-270m*
+google/gemma-3-1b-* | bf16 | inferred | gemma3_text | {_GEMMA3} | bf16, the native precision Google states for Gemma 3 (text-only 1B)
+google/gemma-4-* | bf16 | stated | gemma4 | https://huggingface.co/google/gemma-4-31B-it/discussions/13 | bf16 pre-training (Google, on the Hub)
+google/mt5-* | bf16 | inferred | mt5 | {_T5} | bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16
+google/t5-v1_1-* | bf16 | inferred | t5 | {_T5} | bf16 activations: the same Mesh TensorFlow TPU pipeline as T5; fails in fp16
+HuggingFaceH4/starchat2-15b-v0.1 | bf16 | inferred | starcoder2 | {_HANDBOOK}/starchat2-15b/dpo/config_v0.1.yaml | bf16 fine-tune (the published SFT and DPO recipe) of StarCoder2-15B
+HuggingFaceH4/zephyr-7b-beta | bf16 | inferred | mistral | {_HANDBOOK}/zephyr-7b-beta/dpo/config_full.yaml | bf16 fine-tune (the published SFT and DPO recipe) of Mistral-7B-v0.1
+HuggingFaceH4/zephyr-orpo-141b-A35b-v0.1 | bf16 | inferred | mixtral | {_HANDBOOK}/zephyr-141b-A35b/orpo/config_full.yaml | bf16 ORPO fine-tune (the published recipe) of Mixtral-8x22B
+HuggingFaceTB/SmolLM2-135M | bf16 | stated | llama | https://huggingface.co/HuggingFaceTB/SmolLM2-135M | bf16 (model card: nanotron, 64 H100)
+HuggingFaceTB/SmolLM2-360M | bf16 | stated | llama | https://huggingface.co/HuggingFaceTB/SmolLM2-360M | bf16 (model card: nanotron)
+HuggingFaceTB/SmolLM2-1.7B | bf16 | stated | llama | https://huggingface.co/HuggingFaceTB/SmolLM2-1.7B | bf16 (model card: nanotron, 256 H100)
+HuggingFaceTB/SmolLM2-1.7B-Instruct | bf16 | inferred | llama | {_HANDBOOK}/smollm2/dpo/config.yaml | bf16 SFT and DPO of SmolLM2-1.7B (the recipe its model card links)
+# Llama 2 `-hf`: the source is transformers' own pull request (inferred, not Meta's words), which also documents the
+# reference inference in fp16.
+meta-llama/Llama-2-7b-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+meta-llama/Llama-2-7b-chat-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+meta-llama/Llama-2-13b-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+meta-llama/Llama-2-13b-chat-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+meta-llama/Llama-2-70b-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+meta-llama/Llama-2-70b-chat-hf | bf16 | inferred | llama | {_LLAMA2} | bf16; the Hub checkpoint is stored in fp16 | stored_dtype=fp16 | reference_runtime=fp16 | reference_source={_LLAMA2}
+# No reference runtime for Llama 3: its model doc repeats Llama 2's "the original inference uses float16", but
+# Meta's Llama 3 reference code runs in bf16 wherever the GPU has it, fp16 only as a fallback
+# (https://github.com/meta-llama/llama3/blob/main/llama/generation.py). Its model doc is transformers', not Meta's.
+meta-llama/Meta-Llama-3-* | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16 (maintainers' model doc); fp16 training is known to produce NaN
+meta-llama/Meta-Llama-3.1-* | bf16 | stated | llama | {_LLAMA31} | bf16 (Llama 3 paper); the ids Llama 3.1 was first published under
+meta-llama/Llama-3.1-* | bf16 | stated | llama | {_LLAMA31} | bf16 (Llama 3 paper)
+# Later Llama 3 releases (3.2, 3.3): the maintainers' Llama 3 doc states bf16 for the family, not this run.
+meta-llama/Llama-3.2-1B | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16: the maintainers' model doc states it for the Llama 3 family
+meta-llama/Llama-3.2-1B-Instruct | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16: the maintainers' model doc states it for the Llama 3 family
+meta-llama/Llama-3.2-3B | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16: the maintainers' model doc states it for the Llama 3 family
+meta-llama/Llama-3.2-3B-Instruct | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16: the maintainers' model doc states it for the Llama 3 family
+meta-llama/Llama-3.3-70B-Instruct | bf16 | inferred | llama | {_LLAMA3_DOC} | bf16: the maintainers' model doc states it for the Llama 3 family
+microsoft/deberta-v2-* | fp16 | inferred | deberta-v2 | https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/mlm.sh | mixed fp16: the released pretraining script
+microsoft/deberta-v3-* | fp16 | inferred | deberta-v2 | https://github.com/microsoft/DeBERTa/blob/master/experiments/language_model/rtd.sh | mixed fp16: the released pretraining script
+microsoft/phi-1_5 | fp16 | stated | phi | https://huggingface.co/microsoft/phi-1_5 | fp16 (model card, 32 A100-40G)
+Qwen/Qwen-7B | bf16 | stated | - | {_QWEN} | mixed bf16 (Qwen technical report)
+Qwen/Qwen-14B | bf16 | stated | - | {_QWEN} | mixed bf16 (Qwen technical report)
+Qwen/Qwen-72B | bf16 | stated | - | {_QWEN} | mixed bf16 (Qwen technical report)
+tiiuae/falcon-7b | bf16 | stated | falcon | https://huggingface.co/tiiuae/falcon-7b | bf16 (model card, training hyperparameters)
+tiiuae/falcon-7b-instruct | bf16 | stated | falcon | {_FALCON_BLOG} | bf16, as every Falcon model of the first release
+tiiuae/falcon-11B | bf16 | stated | falcon | https://huggingface.co/tiiuae/falcon-11B | bf16 (model card, training hyperparameters: 1024 A100)
+tiiuae/falcon-40b | bf16 | stated | falcon | https://huggingface.co/tiiuae/falcon-40b | bf16 (model card, training hyperparameters: 384 A100)
+tiiuae/falcon-40b-instruct | bf16 | stated | falcon | {_FALCON_BLOG} | bf16, as every Falcon model of the first release
+tiiuae/falcon-180B | bf16 | stated | falcon | https://huggingface.co/tiiuae/falcon-180B | bf16 (model card, training hyperparameters: up to 4096 A100)
+tiiuae/falcon-mamba-7b | bf16 | stated | falcon_mamba | https://huggingface.co/tiiuae/falcon-mamba-7b | bf16 (model card, training hyperparameters: 256 H100)
+"""
+
+
+def _rows(table: str) -> tuple[RegistryEntry, ...]:
+    """The [`RegistryEntry`] of each line of `table` (see its comment for the columns)."""
+    rows = []
+    for line in table.strip().splitlines():
+        if line.startswith("#"):
+            continue
+        model_id, precision, confidence, model_type, source, note, *extra = line.split(" | ")
+        options: dict = dict(item.split("=", 1) for item in extra)
+        if "exceptions" in options:
+            options["exceptions"] = tuple(options["exceptions"].split(","))
+        model_type = None if model_type == "-" else model_type
+        rows.append(
+            RegistryEntry(model_id, precision, source, note, model_type, confidence=confidence or None, **options)
+        )
+    return tuple(rows)
+
+
+REGISTRY: tuple[RegistryEntry, ...] = _rows(_TABLE)
 
 
 def lookup(model_id: str | None, registry: tuple[RegistryEntry, ...] = REGISTRY) -> RegistryEntry | None:

@@ -32,19 +32,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
+from .binding import BOUND_PUBLISHER, bind, binding_problem
 from .configuration import sub_config_items
 from .evidence import (
-    BOUND_PUBLISHER,
     FINISHED_RUN,
     REFERENCE_RUNTIME,
-    Binding,
     Evidence,
-    binding_problem,
     find_evidence,
     keep_in_fp32_mitigation,
     read_fp16_plan,
     read_reference_record,
-    weights_subject,
 )
 from .hub_ids import hub_id_for, possible_hub_ids
 from .registry import RegistryEntry, lookup
@@ -227,12 +224,12 @@ class TrainedPrecisionInfo:
         if evidence is None:
             return None
         if evidence.kind == FINISHED_RUN:
-            binding, runs = Binding.from_dict(self.run.binding), (self.run.compute,)
+            binding, runs = self.run.binding, (self.run.compute,)
             what = f"The finished run in {self.run_source or f'`{RUN_FIELD}`'}"
             recreate = "train it again with this version"
             key = "run"
         elif evidence.kind == REFERENCE_RUNTIME and found["copied_from"]:
-            binding, runs = Binding.from_dict((self.reference or {}).get("binding")), (BOUND_PUBLISHER,)
+            binding, runs = (self.reference or {}).get("binding"), (BOUND_PUBLISHER,)
             what = f"The publisher reference in `{REFERENCE_FIELD}` ('{found['copied_from']}')"
             recreate = f"load '{found['copied_from']}' itself and save it again"
             key = "entry"
@@ -296,7 +293,7 @@ def resolve_trained_precision(
         persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
             wrote into this config: while it still holds that value, it is reported as the registry's.
         fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the weights.
-        subject ([`~trained_precision.evidence.WeightsSubject`], *optional*): the loaded model bound evidence must
+        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the loaded model bound evidence must
             match; without it (the report, a check before the weights) a run or a copy's reference clears nothing.
     """
     name_or_path = name_or_path or _name_of(config)
@@ -480,11 +477,10 @@ def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
     if not isinstance(record, dict) or "binding" in record or persisted_row is None:
         return False
-    subject = weights_subject(model)
-    digest = subject.digest(sampled=True) if subject is not None else None
-    if digest is None:
+    binding = bind(model, BOUND_PUBLISHER)  # any length, any backend
+    if binding is None:
         return False
-    record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER, sampled=True).to_dict()
+    record["binding"] = binding
     return True
 
 
@@ -561,7 +557,7 @@ def gather_facts(
     """
     The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
     sub-configs), gathered once; bound evidence is checked against `subject`
-    ([`~trained_precision.evidence.weights_subject`]: the loaded weights, digested once for all parts).
+    ([`~trained_precision.binding.weights_subject`]: the loaded weights, digested once for all parts).
     """
     return [_part_facts(config, dtype, call, mode, in_scope, subject) for config, call in parts]
 

@@ -566,15 +566,14 @@ def _log_finished_run(record: RunRecord, config: Any, model_class: str) -> None:
 
 def _run_binding(model: Any, compute: str, max_tokens: int | None) -> dict | None:
     """
-    What a finished run ran on ([`~trained_precision.evidence.Binding`]): the digest of the weights it ended on, the
-    longest input it saw and its backend; `None` when the weights are offloaded or sharded (FSDP2, ZeRO-3): such a
-    run is no evidence. One digest per run, at its end.
+    What a finished run ran on ([`~trained_precision.binding.Binding`]): the digest of the weights and config it ended
+    on, the longest input it saw and its backend; `None` when the weights are offloaded or sharded (FSDP2, ZeRO-3):
+    such a run is no evidence. One digest per run, at its end.
     """
-    from .evidence import Binding, weights_subject
+    from .binding import bind
 
     subject = weights_subject(model)
-    digest = subject.digest() if subject is not None else None
-    return Binding(digest, max_tokens, subject.backend, compute).to_dict() if digest is not None else None
+    return bind(subject.model, compute, max_tokens, subject.backend) if subject is not None else None
 
 
 def _record_stage(config: Any, precision: str, model: Any) -> None:

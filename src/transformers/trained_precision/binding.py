@@ -1,0 +1,328 @@
+# Copyright 2026 The HuggingFace Team. All rights reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""
+The one binding of every kind of evidence (a measured fp16 plan, a finished training run, a publisher's reference):
+what it was made on, written by its producer beside it and checked by [`binding_problem`] only.
+
+A binding records a digest ([`binding_digest`]) of
+
+- the name, shape and dtype of every weight, and [`SAMPLED_VALUES`] of its values in [`SAMPLED_RUNS`] runs (floating
+  values as fp16, or fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
+- the config's fields that change what the forward computes: the whole config (and its sub-configs) less the
+  precision record, the evidence and bookkeeping ([`UNBOUND_FIELDS`]), so an edit of `config.json` such as Granite's
+  `logits_scaling` or a `layer_norm_eps` breaks it;
+
+and the longest input the evidence saw and the kind of device it ran on.
+
+The sample reads a few pages of each weight, so a lazily mapped checkpoint stays unread. It catches a fine-tune
+(which moves every weight), another checkpoint, a changed name, shape or dtype, and an edit of a sampled value; an
+edit of values outside the sample keeps the binding. Static evidence only decides whether a load warns: in fp16 the
+check in the forward catches a real overflow whatever the evidence says.
+
+A digest is computed at most once per state of the weights: it is kept on the model, with the data pointer, version
+counter, dtype and shape of every weight, and computed again when one of them changed (a cast, a training step, an
+in-place edit). An edit through `tensor.data` does not move a version counter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .configuration import sub_config_items
+from .vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
+
+
+#: The version of the binding records written now. Version 1 (no `version` field: a digest of every value, or a
+#: sample without the config) is read and is no evidence: the message says to make the evidence again.
+BINDING_VERSION = 2
+#: Values per weight the digest covers: `SAMPLED_RUNS` runs of consecutive values, evenly spaced over the flattened
+#: weight from an offset that moves per weight. A run reads one or two pages of a lazily mapped file; values apart
+#: read a page each (256 values apart: a first digest of a 7B checkpoint costs as much as its lazy load).
+SAMPLED_VALUES = 1024
+SAMPLED_RUNS = 2
+#: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
+#: `compute`: `"pure"` or `"amp"`).
+BOUND_PLAN = "plan"
+BOUND_PUBLISHER = "publisher"
+#: The longest input assumed for a model whose config states no limit (relative positions, as T5's).
+ASSUMED_MAX_LENGTH = 2048
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
+#: Config fields a binding leaves out: the precision record, the evidence itself, the dtype the weights are stored
+#: or loaded in, and bookkeeping or runtime switches that do not change what the forward computes (and every field
+#: whose name starts with `_`: `_name_or_path`, `_commit_hash`, `_attn_implementation`...).
+UNBOUND_FIELDS = frozenset(
+    (*FIELDS, FP16_PLAN_FIELD, RUN_FIELD, REFERENCE_FIELD, "dtype", "torch_dtype", "name_or_path", "architectures")
+    + ("transformers_version", "use_cache", "return_dict", "output_hidden_states", "output_attentions", "torchscript")
+)
+#: Where a model keeps its weights' digests: `{fp32 modules: (state of the weights, digest)}`.
+_CACHE = "_trained_precision_binding"
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """
+    What a piece of evidence was made on: the [`binding_digest`] of the model (for a plan, with the plan's content),
+    the longest input it saw (`max_tokens`; `None` for a publisher's reference runtime, which covers the lengths the
+    publisher runs), where it ran (`backend`, [`backend_of`]; `None`: anywhere), what made it (`run`: `"pure"` or
+    `"amp"` for a training run, `"plan"`, `"publisher"`) and the binding's `version` (older ones are no evidence).
+    """
+
+    digest: str
+    max_tokens: int | None
+    backend: str | None
+    run: str
+    version: int = BINDING_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> Binding | None:
+        """The binding a record stores (version 1 when it names none), or `None` when it has none or is malformed."""
+        if isinstance(value, Binding) or value is None:
+            return value
+        if not isinstance(value, dict) or not isinstance(value.get("digest"), str) or "run" not in value:
+            return None
+        tokens, backend, version = value.get("max_tokens"), value.get("backend"), value.get("version", 1)
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+            return None
+        backend = backend if isinstance(backend, str) else None
+        version = version if isinstance(version, int) and not isinstance(version, bool) else 1
+        return cls(value["digest"], tokens, backend, str(value["run"]), version)
+
+
+def _forward_fields(value: Any) -> Any:
+    """A config's `to_dict()` without [`UNBOUND_FIELDS`], at every depth (sub-configs)."""
+    if isinstance(value, dict):
+        return {
+            k: _forward_fields(v) for k, v in value.items() if k not in UNBOUND_FIELDS and not str(k).startswith("_")
+        }
+    if isinstance(value, (list, tuple)):
+        return [_forward_fields(item) for item in value]
+    return value
+
+
+def config_digest(config: Any) -> str:
+    """The SHA-256 of the config's fields that change what the forward computes (see [`UNBOUND_FIELDS`])."""
+    value = config.to_dict() if hasattr(config, "to_dict") else dict(config or {})
+    text = json.dumps(_forward_fields(value), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sample_positions(numel: int, index: int) -> tuple[int, int, int]:
+    """
+    Where the sample of the `index`-th weight, of `numel` values, lies: `(first, stride, length)`, runs of `length`
+    values from `first + k * stride` for `k < SAMPLED_RUNS`; the whole weight (one run) when it is that small.
+    """
+    if numel <= SAMPLED_VALUES:
+        return 0, numel, numel
+    length, stride = SAMPLED_VALUES // SAMPLED_RUNS, numel // SAMPLED_RUNS
+    return (index * 7919) % (stride - length + 1), stride, length
+
+
+def _sample(tensor, index: int) -> list:
+    data = tensor.detach().reshape(-1)
+    first, stride, length = sample_positions(data.numel(), index)
+    return [data[start : start + length] for start in range(first, data.numel(), max(stride, 1))][:SAMPLED_RUNS]
+
+
+def _weights_state(model) -> tuple | None:
+    """What a kept digest is valid for: every weight's storage, version, dtype and shape; `None` if one is not here."""
+    import torch
+
+    state = []
+    for tensor in model.parameters():
+        if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
+            return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part of it
+        state.append((tensor.data_ptr(), tensor._version, tensor.dtype, tensor.shape))
+    return tuple(state)
+
+
+def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
+    import torch
+
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    planned = tuple(f"{name}." for name in fp32_modules)
+    headers, samples = [], {}  # the samples of a dtype, hashed together: a few tensor operations per weight
+    for index, (name, tensor) in enumerate(model.named_parameters()):
+        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
+        dtype = tensor.dtype
+        if tensor.is_floating_point():
+            dtype = torch.float32 if name.startswith(planned) else torch.float16
+        headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
+        samples.setdefault(dtype, []).extend(run.to(device="cpu", dtype=dtype) for run in _sample(tensor, index))
+    digest = hashlib.sha256("".join(headers).encode())
+    for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
+        digest.update(torch.cat(samples[dtype]).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def binding_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
+    """
+    The digest a binding records, or `None` when a weight is not materialised here (offloaded, a DTensor shard, a
+    ZeRO-3 partition): a SHA-256 over [`config_digest`] and the name, shape, dtype and sampled values of every weight
+    of `model` (a PEFT model: its base model, adapters included; each tied tensor once), floating values as fp16, those
+    of the modules `fp32_modules` as fp32. Names are taken without the `base_model_prefix`, so a checkpoint's head
+    model and its base model agree on their shared weights. The weights' part is kept on the model while its weights
+    are unchanged: a load that asks twice pays once.
+    """
+    if callable(getattr(model, "get_base_model", None)):
+        model = model.get_base_model()
+    state = _weights_state(model)
+    if state is None:
+        return None
+    cache = model.__dict__.setdefault(_CACHE, {})
+    key = tuple(sorted(fp32_modules))
+    if key not in cache or cache[key][0] != state:
+        cache[key] = (state, _weights_digest(model, key))
+    return hashlib.sha256(f"{cache[key][1]}:{config_digest(getattr(model, 'config', None))}".encode()).hexdigest()
+
+
+def bind(model, run: str, max_tokens: int | None = None, backend: str | None = None) -> dict | None:
+    """The binding record of evidence made on `model` by `run`, or `None` when its weights are not all here."""
+    digest = binding_digest(model)
+    return Binding(digest, max_tokens, backend, run).to_dict() if digest is not None else None
+
+
+def backend_of(device: Any) -> str:
+    """Where a model runs, as a binding records it: `"cpu <vector extension>"`, `"cuda <device name>"`, or the type."""
+    import torch
+
+    if device.type == "cpu":
+        return f"cpu {torch.backends.cpu.get_cpu_capability()}"
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"cuda {torch.cuda.get_device_name(device)}"
+    return device.type
+
+
+def _backend_family(backend: str | None) -> str | None:
+    """The device type of a backend: what a binding must share with the runtime (a GPU name alone means CUDA)."""
+    if not backend:
+        return None
+    first = backend.split()[0]
+    return first if first in ("cpu", "cuda", "mps", "xpu", "npu", "hpu", "meta") else "cuda"
+
+
+def model_max_length(config: Any) -> int:
+    """
+    The longest input a model takes, which evidence must cover: its config's `max_position_embeddings` (or
+    `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs; when none states
+    one (relative positions, as T5's), [`ASSUMED_MAX_LENGTH`].
+    """
+    found = []
+    for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
+        for key in _LENGTH_KEYS:
+            value = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                found.append(value)
+                break
+    return min(found) if found else ASSUMED_MAX_LENGTH
+
+
+@dataclasses.dataclass
+class WeightsSubject:
+    """
+    The model a piece of evidence is checked against: its weights and config, the longest input it takes and where
+    it runs. [`weights_subject`] makes one; without one (`transformers precision` reads only `config.json`) no bound
+    evidence counts.
+    """
+
+    model: Any
+    max_tokens: int
+    backend: str | None
+
+    def digest(self, fp32_modules: Iterable[str] = ()) -> str | None:
+        """[`binding_digest`] of the model (kept on it while its weights are unchanged)."""
+        return binding_digest(self.model, fp32_modules)
+
+
+def weights_subject(model: Any) -> WeightsSubject | None:
+    """The [`WeightsSubject`] of a loaded model (a PEFT model: its base model), or `None` for one without a config."""
+    if callable(getattr(model, "get_base_model", None)):
+        model = model.get_base_model()
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    device = next((t.device for t in model.parameters()), None)
+    return WeightsSubject(model, model_max_length(config), backend_of(device) if device is not None else None)
+
+
+def binding_problem(
+    binding: Binding | dict | None,
+    subject: WeightsSubject | None,
+    *,
+    runs: tuple[str, ...],
+    recreate: str,
+    digest: Callable[[], str | None] | None = None,
+) -> str | None:
+    """
+    The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject`, or `None`
+    when it is bound to it. In order: it records a binding of this version (else an older version wrote it:
+    `recreate` says how to make it again), the weights are here (`subject`), it was made by one of `runs`, it covers
+    the model's own length limit, it ran on the same kind of device, and its digest is this model's (`digest`: how to
+    compute it, by default the subject's [`binding_digest`]; computed last).
+    """
+    binding = Binding.from_dict(binding)
+    if binding is None or binding.version != BINDING_VERSION:
+        return (
+            f"it records no binding to the weights and config it was made on (an older version wrote it): {recreate}"
+        )
+    if subject is None:
+        return "it can only be checked against the loaded weights, and they are not loaded here"
+    if binding.run not in runs:
+        return f"it was made by a {binding.run!r} run, not by {' or '.join(repr(r) for r in runs)}"
+    if binding.run != BOUND_PUBLISHER and binding.max_tokens is None:
+        return f"it records no input lengths: {recreate}"
+    if binding.max_tokens is not None and binding.max_tokens < subject.max_tokens:
+        return (
+            f"it saw inputs of up to {binding.max_tokens} tokens, and this model takes {subject.max_tokens}: beyond "
+            f"{binding.max_tokens} tokens it is no evidence ({recreate}, on inputs of {subject.max_tokens} tokens)"
+        )
+    made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
+    if made is not None and runs_on is not None and made != runs_on:
+        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {recreate} there"
+    found = digest() if digest is not None else subject.digest()
+    if found is None:
+        return "the weights are not all in memory (offloaded), so its digest cannot be checked"
+    if found != binding.digest:
+        return (
+            "its digest does not match these weights and config (they, or the record, changed since it was made: a "
+            f"fine-tune, an edit of the weights or of `config.json`, another checkpoint): {recreate}"
+        )
+    return None
+
+
+__all__ = [
+    "ASSUMED_MAX_LENGTH",
+    "BINDING_VERSION",
+    "BOUND_PLAN",
+    "BOUND_PUBLISHER",
+    "SAMPLED_RUNS",
+    "SAMPLED_VALUES",
+    "UNBOUND_FIELDS",
+    "Binding",
+    "WeightsSubject",
+    "backend_of",
+    "bind",
+    "binding_digest",
+    "binding_problem",
+    "config_digest",
+    "model_max_length",
+    "sample_positions",
+    "weights_subject",
+]
