@@ -34,22 +34,23 @@ LAYERS = {
     "storage": 2,
     "configuration": 1,  # a config's fields as read from a `config.json`, and its sub-configs
     "run_record": 1,  # the record of a checkpoint's latest training run, and what it proves
-    "evidence": 2,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
-    "resolver": 3,  # the facts
-    "decision": 4,  # the one pure decision on the facts, and the one place that says it
-    "check": 5,  # uses
+    "binding": 2,  # what a piece of evidence was made on: weights (names, shapes, dtypes, a sample) and config
+    "evidence": 3,  # evidence that a runtime works for one checkpoint (reference runtime, fp16 plan, finished run)
+    "resolver": 4,  # the facts
+    "decision": 5,  # the one pure decision on the facts, and the one place that says it
+    "check": 6,  # uses
     "audit": 4,
     "populate": 4,
-    "sentinel": 6,  # the check of what an fp16 forward returned, inside every model's forward
-    "fp16_plan": 7,  # applying a stored plan, and whether it is evidence; it records the evidence the check names
-    "fp16_plan_search": 8,  # measuring and validating a plan, writing it into a checkpoint
-    "adapter": 6,  # a PEFT adapter's training record and the check of base + adapter
-    "stamp": 7,
-    "inspection": 7,
-    "cli": 9,  # surface
-    "__main__": 10,
-    "testing_utils": 10,  # test helpers
-    "__init__": 10,
+    "sentinel": 7,  # the check of what an fp16 forward returned, inside every model's forward
+    "fp16_plan": 8,  # applying a stored plan, and whether it is evidence; it records the evidence the check names
+    "fp16_plan_search": 9,  # measuring and validating a plan, writing it into a checkpoint
+    "adapter": 7,  # a PEFT adapter's training record and the check of base + adapter
+    "stamp": 8,
+    "inspection": 8,
+    "cli": 10,  # surface
+    "__main__": 11,
+    "testing_utils": 11,  # test helpers
+    "__init__": 11,
 }
 
 # our modules in `transformers.integrations` (upstream's own modules there are not ours to layer)
