@@ -963,20 +963,21 @@ class BindingTest(unittest.TestCase):
             model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
 
-    def test_the_weights_are_digested_once_while_they_are_unchanged(self):
+    def test_a_subject_digests_once_and_a_new_check_sees_an_edit_through_data(self):
         from transformers.trained_precision import binding
 
         model = self.llama()
+        subject = weights_subject(model)
         with mock.patch.object(binding, "_weights_digest", wraps=binding._weights_digest) as digest:
-            first = binding_digest(model)
-            self.assertEqual(binding_digest(model), first)
-            self.assertEqual(digest.call_count, 1)
-            with torch.no_grad():
-                model.lm_head.weight.mul_(2.0)  # a training step, an edit: moves the version counter
-            self.assertNotEqual(binding_digest(model), first)
-            model.config.rms_norm_eps = 1e-2  # the config is read each time
-            binding_digest(model)
-            self.assertEqual(digest.call_count, 2)
+            first = subject.digest()
+            self.assertEqual(subject.digest(), first)
+            self.assertEqual(digest.call_count, 1)  # one load or cast digests once
+        # an edit through `.data` (what PEFT's merge does) moves no version counter: the next check must still see it
+        names = [name for name, _ in model.named_parameters()]
+        start, _, _ = sample_positions(model.lm_head.weight.numel(), names.index("lm_head.weight"))
+        model.lm_head.weight.data.view(-1)[start] += 1.0
+        self.assertNotEqual(weights_subject(model).digest(), first)
+        self.assertNotEqual(binding_digest(model), first)
 
 
 @require_torch

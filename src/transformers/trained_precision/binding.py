@@ -30,9 +30,9 @@ The sample reads a few pages of each weight, so a lazily mapped checkpoint stays
 edit of values outside the sample keeps the binding. Static evidence only decides whether a load warns: in fp16 the
 check in the forward catches a real overflow whatever the evidence says.
 
-A digest is computed at most once per state of the weights: it is kept on the model, with the data pointer, version
-counter, dtype and shape of every weight, and computed again when one of them changed (a cast, a training step, an
-in-place edit). An edit through `tensor.data` does not move a version counter.
+A digest is computed at most once per load or cast (kept on its [`WeightsSubject`]) and never kept on the model: an
+in-place edit through `tensor.data` (PEFT's `merge_and_unload`) moves no version counter, so a digest kept across
+calls could vouch for weights that changed.
 """
 
 from __future__ import annotations
@@ -69,8 +69,6 @@ UNBOUND_FIELDS = frozenset(
     (*FIELDS, FP16_PLAN_FIELD, RUN_FIELD, REFERENCE_FIELD, "dtype", "torch_dtype", "name_or_path", "architectures")
     + ("transformers_version", "use_cache", "return_dict", "output_hidden_states", "output_attentions", "torchscript")
 )
-#: Where a model keeps its weights' digests: `{fp32 modules: (state of the weights, digest)}`.
-_CACHE = "_trained_precision_binding"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,20 +139,12 @@ def _sample(tensor, index: int) -> list:
     return [data[start : start + length] for start in range(first, data.numel(), max(stride, 1))][:SAMPLED_RUNS]
 
 
-def _weights_state(model) -> tuple | None:
-    """What a kept digest is valid for: every weight's storage, version, dtype and shape; `None` if one is not here."""
+def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str | None:
     import torch
 
-    state = []
     for tensor in model.parameters():
         if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
             return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part of it
-        state.append((tensor.data_ptr(), tensor._version, tensor.dtype, tensor.shape))
-    return tuple(state)
-
-
-def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str:
-    import torch
 
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
@@ -178,19 +168,16 @@ def binding_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
     ZeRO-3 partition): a SHA-256 over [`config_digest`] and the name, shape, dtype and sampled values of every weight
     of `model` (a PEFT model: its base model, adapters included; each tied tensor once), floating values as fp16, those
     of the modules `fp32_modules` as fp32. Names are taken without the `base_model_prefix`, so a checkpoint's head
-    model and its base model agree on their shared weights. The weights' part is kept on the model while its weights
-    are unchanged: a load that asks twice pays once.
+    model and its base model agree on their shared weights. Computed afresh at each call: a digest kept across calls
+    would miss an in-place edit that moves no version counter (PEFT's `merge_and_unload` writes through `.data`); one
+    load or cast keeps it on its [`WeightsSubject`].
     """
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
-    state = _weights_state(model)
-    if state is None:
+    weights = _weights_digest(model, tuple(sorted(fp32_modules)))
+    if weights is None:
         return None
-    cache = model.__dict__.setdefault(_CACHE, {})
-    key = tuple(sorted(fp32_modules))
-    if key not in cache or cache[key][0] != state:
-        cache[key] = (state, _weights_digest(model, key))
-    return hashlib.sha256(f"{cache[key][1]}:{config_digest(getattr(model, 'config', None))}".encode()).hexdigest()
+    return hashlib.sha256(f"{weights}:{config_digest(getattr(model, 'config', None))}".encode()).hexdigest()
 
 
 def bind(model, run: str, max_tokens: int | None = None, backend: str | None = None) -> dict | None:
@@ -245,10 +232,14 @@ class WeightsSubject:
     model: Any
     max_tokens: int
     backend: str | None
+    _digests: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def digest(self, fp32_modules: Iterable[str] = ()) -> str | None:
-        """[`binding_digest`] of the model (kept on it while its weights are unchanged)."""
-        return binding_digest(self.model, fp32_modules)
+        """[`binding_digest`] of the model, computed once per subject (one load or cast makes one subject)."""
+        key = tuple(sorted(fp32_modules))
+        if key not in self._digests:
+            self._digests[key] = binding_digest(self.model, key)
+        return self._digests[key]
 
 
 def weights_subject(model: Any) -> WeightsSubject | None:

@@ -14,7 +14,7 @@
 """
 The decision: what is known about a model ([`~trained_precision.resolver.PrecisionFacts`], gathered once per load,
 cast or report) goes into one pure function, [`decide`], whose [`Decision`] carries its status and its message;
-[`say`] is the one place that says it. Loading, casting and `transformers precision check` all ask [`decide`].
+[`say`] is the one place that says it. Loading, casting and the `transformers precision PATH` report all ask [`decide`].
 """
 
 from __future__ import annotations
