@@ -15,8 +15,8 @@
 Load cost of binding evidence (a stored fp16 plan, a finished run, a publisher reference) to a model.
 
 A load that finds such evidence computes the model's binding (`trained_precision.binding.binding_digest`: the names,
-shapes and dtypes of the weights, 1,024 values of each in two runs, and the config's forward fields), once: a second ask
-reads the kept digest. For each checkpoint of `benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B
+shapes and dtypes of the weights, 1,024 values of each in two runs, and the config's forward fields), once per load or
+cast: a second ask in the same check reads the digest kept on its `WeightsSubject`. For each checkpoint of `benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B
 Llama layout in bf16, the 7B one in fp16, T5-large's shape in bf16; write them with that script), a child process
 loads it lazily (`from_pretrained` in its stored dtype, which maps the safetensors file) and times the binding cold
 and kept, as a share of the load, with the process's peak resident memory (`VmHWM`) after the load and after the
@@ -76,7 +76,7 @@ def child(folder: str, old: bool) -> None:
     import torch
 
     from transformers import AutoModelForCausalLM, T5ForConditionalGeneration
-    from transformers.trained_precision.binding import binding_digest
+    from transformers.trained_precision.binding import weights_subject
     from transformers.utils import logging
 
     logging.set_verbosity_error()
@@ -87,12 +87,13 @@ def child(folder: str, old: bool) -> None:
     result = {"load_s": time.perf_counter() - start, "load_cpu": time.process_time() - cpu, "base": base}
     result["hwm_load"], faults = status("VmHWM"), resource.getrusage(resource.RUSAGE_SELF).ru_majflt
     start, cpu = time.perf_counter(), time.process_time()
-    binding_digest(model)
+    subject = weights_subject(model)
+    subject.digest()
     result["binding_s"], result["binding_cpu"] = time.perf_counter() - start, time.process_time() - cpu
     result["hwm_binding"] = status("VmHWM")
     result["major_faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults
     start = time.perf_counter()
-    binding_digest(model)
+    subject.digest()
     result["kept_s"] = time.perf_counter() - start
     result["tensors"] = sum(1 for _ in model.parameters())
     if old:
