@@ -28,7 +28,8 @@ per dtype, dynamic in the number of blocks (one compile for every tensor shape).
 Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element index and a seed
 taken from the global torch generator once per tensor and step, so it needs no random kernel and is reproducible
 under `torch.manual_seed` (and under `synchronize_stochastic_rounding`'s per-step seeding); its draws differ from
-torchao's `torch.randint`, with the same distribution.
+torchao's `torch.randint`: each value's 16 bits are uniform as torchao's, and values are a hash's draws, not
+independent ones (a review measured correlations between neighbouring decisions of about 0.002, no bias).
 
 Upstream, this would sit in torchao as `torchao/optim/quant_utils.py` (`build_quantize_lut`,
 `quantize_8bit_with_lut`) and a CPU branch of `_AdamBase.step` in `torchao/optim/adam.py`.
@@ -112,12 +113,16 @@ def _standard_luts() -> dict[bool, tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _random_16bit(shape, seed: torch.Tensor) -> torch.Tensor:
-    """16 uniform random bits per element: a 32-bit integer hash (lowbias32's shifts) of the element's index plus
-    `seed`, computed in int64 lanes so that no product overflows."""
+    """16 uniform random bits per element: a 32-bit integer hash (lowbias32's shifts) of the element's index XOR a hash
+    of `seed` (so that another seed is not the same stream shifted by a few elements), computed in int64 lanes so that
+    no product overflows."""
     numel = 1
     for size in shape:
         numel *= size
-    x = (torch.arange(numel, dtype=torch.int64) + seed) & _M32
+    key = seed & _M32
+    for multiplier in (0x7FEB352D, 0x46CA68B5):
+        key = ((key ^ (key >> 16)) * multiplier) & _M32
+    x = torch.arange(numel, dtype=torch.int64) ^ (key ^ (key >> 16))
     x = ((x ^ (x >> 16)) * 0x7FEB352D) & _M32
     x = ((x ^ (x >> 15)) * 0x46CA68B5) & _M32
     return ((x ^ (x >> 16)) & 0xFFFF).to(torch.int32).view(shape)
