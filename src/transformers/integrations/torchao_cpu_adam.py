@@ -214,7 +214,8 @@ class AdamW8bit(_TorchaoAdamW8bit):
     torchao's `AdamW8bit` whose CPU parameters with 8-bit moments take [`single_param_adam_8bit_cpu`]: the same
     state, state dict and codes, in about 0.4 times torchao's step time on the CPU (still 10 to 16 times torch's
     fused fp32 AdamW: inductor emits the remaining table lookups as scalar loads).
-    Every other parameter (GPU, small tensors with unquantized moments, `amsgrad`) takes torchao's own update.
+    Every other parameter (GPU, small tensors with unquantized moments, fp16, non-contiguous, `amsgrad`) takes torchao's
+    own update (`amsgrad` with 8-bit moments fails there on the CPU with torchao 0.18, as with torchao's own class).
     """
 
     @torch.no_grad()
