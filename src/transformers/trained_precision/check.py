@@ -46,8 +46,7 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
-from .evidence import weights_subject
-from .resolver import CAST, FROM_CONFIG, LOAD, Call, gather_facts, records_nothing
+from .resolver import CAST, FROM_CONFIG, LOAD, Call, Fp16PlanDecision, gather_facts, records_nothing
 from .risk import Risk
 
 
@@ -145,7 +144,7 @@ def check_trained_precision(
         The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
     """
     name = os.fspath(model_name) if model_name else None
-    return _check([(config, Call(mode, name, LOAD, hf_quantizer=hf_quantizer, deferred=deferred))], config.dtype)
+    return _check([(config, Call(mode, name, LOAD, hf_quantizer=hf_quantizer, deferred=deferred))], config.dtype)[0]
 
 
 def check_trained_precision_from_config(
@@ -156,19 +155,20 @@ def check_trained_precision_from_config(
     `display_name` (the model class's name) names a model whose config has no `name_or_path` in messages, never looked
     up in the registry.
     """
-    return _check([(config, Call(mode, None, FROM_CONFIG, display_name, deferred=deferred))], dtype)
+    return _check([(config, Call(mode, None, FROM_CONFIG, display_name, deferred=deferred))], dtype)[0]
 
 
-def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
+def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> tuple[Risk | None, Fp16PlanDecision]:
     """
     One check of a model's config and its sub-configs (`parts`, the same call for all but the sub-model): the call's
-    scope and mode, the facts gathered once, the decision on each part, and saying it. Returns the first risk.
+    scope and mode, the facts gathered once (with the loaded `model`: its stored fp16 plans decided), the decision on
+    each part, and saying it. Returns the first risk and the plans' decision.
     """
     scope = _SCOPE.get()
     call = parts[0][1]
     if scope is not None and call.action in (FROM_CONFIG, CAST):
         if scope.deferred:  # judged with the whole model once its weights are loaded
-            return None
+            return None, Fp16PlanDecision()
         inherited = {
             "mode": call.mode if call.mode is not None else scope.mode,
             "model_name": scope.model_name or call.model_name,
@@ -178,18 +178,17 @@ def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> Risk | None:
         parts = [(config, dataclasses.replace(part_call, **inherited)) for config, part_call in parts]
         call = parts[0][1]
     mode = resolve_check_mode(call.mode)
-    subject = weights_subject(model) if model is not None else None  # bound evidence is checked on it, once
-    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, subject=subject)
+    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, model=model)
     if facts[0].persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
         who = call.model_name or getattr(parts[0][0], "name_or_path", None) or None
         _PERSISTED.set({"who": who, "row": facts[0].persisted or None, "deferred": call.deferred})
     if call.deferred:
-        return None
+        return None, facts[0].fp16_plan
     found = None
     for part in facts:
         risk = say(decide(part))  # every part is said (or raises); the first risk is returned
         found = found or risk
-    return found
+    return found, facts[0].fp16_plan
 
 
 def cast_target_dtype(model, fn):
@@ -238,46 +237,34 @@ def _sub_model_configs(model) -> list[tuple[str, Any]]:
     return found
 
 
-def check_trained_precision_on_cast(
-    model,
-    dtype,
-    *,
-    action: str = CAST,
-    fp16_plans: dict[str, dict | None] | None = None,
-    fp16_plan_problems: dict[str, str] | None = None,
-) -> Risk | None:
+def check_trained_precision_on_cast(model, dtype, *, action: str = CAST) -> Risk | None:
     """
-    Checks a model, and each sub-model of a composite model, at `dtype`: the cast hook of `PreTrainedModel._apply`, and
-    the check a load runs once the weights can verify a stored fp16 plan or bound evidence. The mode is the one the model
-    was loaded with, else the environment variable, else `"warn"`.
+    Checks a model, and each sub-model of a composite model, at `dtype`: the check of every cast, and the check a load
+    runs once the weights can verify a stored fp16 plan or bound evidence (`action`: `"load"` or `"from_config"`). The
+    mode is the one the model was loaded with, else the environment variable, else `"warn"`. Returns the first
+    [`~trained_precision.risk.Risk`] found, or `None`; [`check_model`] also returns the stored fp16 plans' decision.
+    """
+    return check_model(model, dtype, action)[0]
 
-    Args:
-        model ([`PreTrainedModel`]): the model being cast.
-        dtype (`torch.dtype`): the dtype it is cast to.
-        action (`str`, *optional*, defaults to `"cast"`): or `"load"` / `"from_config"` for the check after loading.
-        fp16_plans (`dict`, *optional*): per sub-config key (`""` for the model's own), the fp16 plan this path applies
-            and verified ([`~trained_precision.fp16_plan.decide_fp16_plan`]).
-        fp16_plan_problems (`dict`, *optional*): per sub-config key, why the stored plan is no evidence.
 
-    Returns:
-        The first [`~trained_precision.risk.Risk`] found, or `None`.
+def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
+    """
+    [`check_trained_precision_on_cast`] with the [`~trained_precision.resolver.Fp16PlanDecision`] gathered with the
+    facts: which modules the model's stored fp16 plans keep in fp32 (applied by the caller once this has not raised).
     """
     if dtype is None or getattr(model, "is_quantized", False):  # upstream refuses to cast a quantized model
-        return None
+        return None, Fp16PlanDecision()
     config = getattr(model, "config", None)
     if config is None:
-        return None
+        return None, Fp16PlanDecision()
     name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
-    plans, problems = fp16_plans or {}, fp16_plan_problems or {}
     own = vars(model)
     common = {"mode": own.get(MODE_ATTRIBUTE), "model_name": name, "display_name": type(model).__name__}
     common.update(action=action, registry_row=own.get(REGISTRY_ATTRIBUTE))
-    own_call = Call(**common, model_class=type(model), fp16_plan=plans.get(""), plan_problem=problems.get(""))
-    parts = [(config, dataclasses.replace(own_call, sub_model=""))]
+    parts = [(config, Call(**common, model_class=type(model), plan_key="", sub_model=""))]
     for key, sub_config in _sub_model_configs(model):
         sub_model = getattr(sub_config, "model_type", None) or key
-        call = Call(**common, fp16_plan=plans.get(key), plan_problem=problems.get(key), sub_model=sub_model)
-        parts.append((sub_config, call))
+        parts.append((sub_config, Call(**common, plan_key=key, sub_model=sub_model)))
     return _check(parts, dtype, model)
 
 
@@ -326,34 +313,34 @@ def nothing_to_check(model) -> bool:
 
 
 @contextlib.contextmanager
-def trained_precision_cast_scope(model, fn, *, target=_PROBE, **check_kwargs):
+def trained_precision_cast_scope(model, fn, *, target=_PROBE):
     """
     Around `PreTrainedModel._apply(fn)`: when `fn` changes the floating dtype of the outermost model being cast, checks
     the new dtype before the cast (so `"error"` mode raises with the model unchanged), or after it when the target cannot
-    be told beforehand. The `PreTrainedModel`s inside it are judged with it, not again on their own.
+    be told beforehand. The `PreTrainedModel`s inside it are judged with it, not again on their own. Yields the
+    [`~trained_precision.resolver.Fp16PlanDecision`] of the check before the cast (empty without one).
 
     Args:
         model ([`PreTrainedModel`]): the model whose `_apply` runs.
         fn (`Callable`): the function `_apply` maps over the tensors.
         target (`torch.dtype`, *optional*): the target as [`cast_target_dtype`] read it, when the caller did already.
-        check_kwargs: passed to [`check_trained_precision_on_cast`].
     """
     if not is_outermost_cast(model):
-        yield
+        yield Fp16PlanDecision()
         return
     if target is _PROBE:
         target = cast_target_dtype(model, fn)
-    before = None
+    before, plan = None, Fp16PlanDecision()
     if target is not None:
-        check_trained_precision_on_cast(model, target, **check_kwargs)
+        plan = check_model(model, target)[1]
     else:
         before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
     with quiet_casts():
-        yield
+        yield plan
     if before is not None:
         after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
         if after is not None and after != before:
-            check_trained_precision_on_cast(model, after, **check_kwargs)
+            check_model(model, after)
 
 
 @contextlib.contextmanager
@@ -444,6 +431,7 @@ __all__ = [
     "check_trained_precision",
     "check_trained_precision_from_config",
     "check_trained_precision_on_cast",
+    "check_model",
     "checked_apply",
     "trained_precision_cast_scope",
     "reset_warning_cache",

@@ -34,38 +34,35 @@ relative to the model the config belongs to.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import hashlib
-import json
 import re
 from typing import Any
 
 from ..utils import logging
-from .binding import (
-    BINDING_VERSION,
-    BOUND_PLAN,
-    Binding,
-    binding_digest,
-    binding_problem,
-    model_max_length,
-    weights_subject,
-)
+from .binding import model_max_length
 from .check import (
     FROM_CONFIG,
     LOAD,
     REGISTRY_ATTRIBUTE,
     apply_unchecked,
     cast_target_dtype,
-    check_trained_precision_on_cast,
+    check_model,
     in_construction,
     is_outermost_cast,
     nothing_to_check,
     trained_precision_cast_scope,
 )
 from .configuration import sub_config_items
-from .evidence import FP16_PLAN_VERSION, bound_evidence_pending, read_fp16_plan
-from .resolver import bind_persisted_reference
+from .evidence import bound_evidence_pending, read_fp16_plan
+from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
+    PLAN_DISABLED,
+    Fp16PlanDecision,
+    _is_quantized,
+    bind_persisted_reference,
+    decide_fp16_plan,
+    plan_fingerprint,
+    resolve_plan_modules,
+    sub_models,
+)
 from .sentinel import note_cast, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
@@ -79,8 +76,6 @@ DEFAULT_MAX_LENGTH = 2048
 
 #: The attribute of a planned module that holds the forward it wraps.
 _INNER_FORWARD = "_fp16_plan_inner_forward"
-#: The attribute of a model loaded with `use_fp16_plan=False`: later casts ignore the plan too.
-_DISABLED = "_fp16_plan_disabled"
 #: The attribute of a planned module that holds the dtype its outputs go to when it has no floating input.
 _OUTPUT_DTYPE = "_fp16_plan_output_dtype"
 
@@ -196,52 +191,6 @@ def release_module(module) -> None:
         del module.forward
 
 
-def _module_names(model) -> set[str]:
-    return {name for name, _ in model.named_modules() if name}
-
-
-def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
-    """
-    The plan's module names as named in `model` (another head of the checkpoint adds or strips the
-    `base_model_prefix`), or `None` when some of them name no module of it.
-    """
-    existing = _module_names(model)
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    resolved = []
-    for name in names:
-        if name in existing:
-            resolved.append(name)
-        elif prefix and name.startswith(prefix + ".") and name[len(prefix) + 1 :] in existing:
-            resolved.append(name[len(prefix) + 1 :])
-        elif prefix and f"{prefix}.{name}" in existing:
-            resolved.append(f"{prefix}.{name}")
-        else:
-            return None
-    return resolved
-
-
-def sub_models(model) -> list[tuple[str, str, Any]]:
-    """
-    `(sub-config key, module name, sub-model)` for each sub-model of a composite model (text, vision, encoder,
-    decoder, ...): the outermost module whose `config` is one of `model.config`'s sub-configs. Empty for other models.
-    """
-    config = getattr(model, "config", None)
-    keys = {}
-    for key in getattr(config, "sub_configs", None) or {}:
-        sub_config = getattr(config, key, None)
-        if sub_config is not None and sub_config is not config:
-            keys[id(sub_config)] = key
-    if not keys:
-        return []
-    found, seen = [], set()
-    for name, module in model.named_modules():
-        key = keys.get(id(getattr(module, "config", None))) if name else None
-        if key is not None and key not in seen:
-            seen.add(key)
-            found.append((key, name, module))
-    return found
-
-
 def usable_length(config) -> int:
     """
     The longest input a plan search sweeps by default: [`~trained_precision.binding.model_max_length`], at most
@@ -249,157 +198,6 @@ def usable_length(config) -> int:
     pass a longer `max_length`.
     """
     return min(model_max_length(config), DEFAULT_MAX_LENGTH)
-
-
-def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
-    """
-    The `fingerprint` a plan stores: [`~trained_precision.binding.binding_digest`] of `model` (its weights, the plan's
-    modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
-    the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
-    checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
-    """
-    bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
-    if bound is None:
-        return None
-    content = {key: value for key, value in plan.items() if key != "fingerprint"}
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(f"{bound}:{text}".encode()).hexdigest()
-
-
-#: What a reason a plan is no evidence ends with: what to do about it.
-STALE = "the plan is stale: measure it again"
-STALE += " (`transformers precision plan`)"
-
-
-@dataclasses.dataclass
-class Fp16PlanDecision:
-    """
-    What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
-    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
-    fp16 is safe, or the `problems` that make it none.
-    """
-
-    modules: list[str] = dataclasses.field(default_factory=list)
-    plans: list = dataclasses.field(default_factory=list)
-    evidence: dict = dataclasses.field(default_factory=dict)
-    problems: dict = dataclasses.field(default_factory=dict)
-
-
-def _is_quantized(model) -> bool:
-    config = getattr(model, "config", None)
-    return bool(
-        getattr(model, "is_quantized", False)
-        or getattr(config, "_is_quantized", False)
-        or getattr(config, "quantization_config", None) is not None
-    )
-
-
-def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
-    """
-    Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
-    first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.binding.binding_problem`]).
-    """
-    if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
-        return f"it was made by an older version and is not bound to these weights and config; {STALE}"
-    if isinstance(plan.get("stale"), str):
-        return f"{plan['stale']}; {STALE}"
-    recorded = plan["validation"].get("modules")
-    if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
-        return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
-    domain = plan["validated_on"]
-    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN, BINDING_VERSION)
-    return binding_problem(
-        binding,
-        subject,
-        runs=(BOUND_PLAN,),
-        recreate=STALE
-        + " (`transformers precision plan PATH --dtype fp16 --max-length N --write` sets the longest input)",
-        digest=lambda: plan_fingerprint(owner, plan, resolved),
-    )
-
-
-def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True):
-    """
-    The one decision about a stored fp16 plan on a path (loading, `_from_config`, every cast, the Trainer, the checks):
-    which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
-    `use_fp16_plan` is not `False` (here or at the model's load), the model is not quantized and every module name
-    resolves; it is evidence when also bound to this model ([`_evidence_problem`]).
-
-    Args:
-        model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
-        dtype (`torch.dtype`): the dtype it runs in.
-        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
-        hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        verify (`bool`, *optional*, defaults to `True`): check the binding (`False`: only which modules).
-    """
-    import torch
-
-    decision = Fp16PlanDecision()
-    if dtype != torch.float16:
-        return decision
-    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
-        model = model.get_base_model()
-    if getattr(model, "config", None) is None:
-        return decision
-    stored = _stored_plans(model)
-    if not stored:
-        return decision
-
-    def refuse(reason: str) -> Fp16PlanDecision:
-        decision.problems = {key: reason for key, _, _, _ in stored}
-        return decision
-
-    if not use_fp16_plan or vars(model).get(_DISABLED):
-        return refuse("it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32")
-    if hf_quantizer is not None or _is_quantized(model):
-        # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
-        logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
-        return refuse("a quantized model does not apply it (its layers keep their own storage and compute dtype)")
-    resolved_by_key, names = {}, []
-    for key, prefix, owner, plan in stored:
-        resolved = resolve_plan_modules(owner, plan["modules"])
-        if resolved is None:
-            return refuse(_unresolved_plan(model, key, owner, plan))
-        resolved_by_key[key] = resolved
-        names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
-    decision.modules = sorted(set(names))
-    decision.plans = [(key, plan) for key, _, _, plan in stored]
-    if not verify:
-        return decision
-    subject = weights_subject(model)  # the whole model's length limit and backend
-    for key, _, owner, plan in stored:
-        problem = _evidence_problem(owner, plan, resolved_by_key[key], subject)
-        if problem is None:
-            decision.evidence[key] = plan
-        else:
-            decision.problems[key] = problem
-    return decision
-
-
-def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
-    """`(key, prefix, owner, plan)` of every plan stored in the model's config and its sub-models' configs."""
-    stored = []
-    for key, prefix, owner in [("", "", model), *sub_models(model)]:
-        plan = read_fp16_plan(owner.config)
-        if plan is not None:
-            stored.append((key, prefix, owner, plan))
-    return stored
-
-
-def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
-    """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
-    missing = sorted(set(plan["modules"]) - _module_names(owner))
-    where = f"`{key}` sub-config" if key else "config"
-    message = (
-        f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
-        f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
-        f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
-        "plan again for this model"
-    )
-    message += ": `transformers precision plan PATH --dtype fp16 --write`"
-    logger.warning_once(f"{message}.")
-    return f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
 
 
 def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=None) -> bool:
@@ -476,69 +274,64 @@ def apply_fp16_plan(
     if getattr(model, "config", None) is None:  # a plain `nn.Module` (a Trainer can train one): no plan to read
         return []
     if not use_fp16_plan:
-        model.__dict__[_DISABLED] = True
-    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=check is not None)
+        model.__dict__[PLAN_DISABLED] = True
+    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
     modules = dict(model.named_modules())
     for name in decision.modules:
         keep_module_in_fp32(modules[name], None if training else dtype)
+    evidence = {}
     if check == LOAD:
         # a publisher reference this load persisted: bound to the loaded weights
         bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
-    if check in (LOAD, FROM_CONFIG) and not in_construction():
-        if fp16_plan_pending(model.config, dtype, use_fp16_plan) and not _is_quantized(model):
-            check_trained_precision_on_cast(
-                model, dtype, action=check, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
-            )
+    if (
+        check in (LOAD, FROM_CONFIG)
+        and not in_construction()
+        and fp16_plan_pending(model.config, dtype, use_fp16_plan)
+    ):
+        if not _is_quantized(model):  # the check deferred to the loaded weights: it decides the plan with the facts
+            evidence = check_model(model, dtype, action=check)[1].evidence
+    elif check is not None:
+        evidence = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan).evidence
     if training:
         mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
     if decision.modules:
         _log_applied(model, decision, training)
-    note_runtime(model, None if training else dtype, decision.evidence, attach=not training)  # checked where it runs
-    return decision.modules
+    note_runtime(model, None if training else dtype, evidence, attach=not training)  # checked where it runs
+    return list(decision.modules)
 
 
 def fp16_plan_apply(model, apply, fn, recurse=True):
     """
     `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
-    parent module's cast), with the trained-precision check (see [`~trained_precision.check.trained_precision_cast_scope`])
-    and the stored fp16 plan: the plan [`decide_fp16_plan`] verified is the check's evidence, and when the cast goes to
-    fp16 (read from the cast itself, [`~trained_precision.check.cast_target_dtype`], so a second fp16 cast keeps the
-    plan too) the planned modules keep their exact fp32 weights, put back by module and name, and run as planned
+    parent module's cast): one check before the cast gathers the facts with the stored fp16 plan, decides and says
+    (see [`~trained_precision.check.trained_precision_cast_scope`]); when the cast goes to fp16 (read from the cast
+    itself, [`~trained_precision.check.cast_target_dtype`], so a second fp16 cast keeps the plan too) and the check
+    did not raise, the planned modules keep their exact fp32 weights, put back by module and name, and run as planned
     modules. A cast of a model whose config records nothing to judge, apply or watch
     ([`~trained_precision.check.nothing_to_check`]) only marks its sub-models as inside it and runs: a few
     microseconds. Returns what `apply(fn, recurse)` returns.
     """
+    import torch
+
     note_cast()  # whether the weights are fp16 is read again at the next forward
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
         return apply(fn, recurse)
     if nothing_to_check(model):
         return apply_unchecked(apply, fn, recurse)  # what the full scope would decide, for any dtype: nothing
-    with _checked_cast_scope(model, fn):
-        return apply(fn, recurse)
-
-
-@contextlib.contextmanager
-def _checked_cast_scope(model, fn):
-    """[`fp16_plan_apply`] for a model with something to decide: the plan, the check and the sentinel."""
-    import torch
-
     target = cast_target_dtype(model, fn)
-    decision = decide_fp16_plan(model, target) if target == torch.float16 else Fp16PlanDecision()
-    kept = _planned_tensors(model, decision.modules)
-    with trained_precision_cast_scope(
-        model, fn, target=target, fp16_plans=decision.evidence, fp16_plan_problems=decision.problems
-    ):
-        yield
+    with trained_precision_cast_scope(model, fn, target=target) as decision:  # raises before the cast in error mode
+        kept = _planned_tensors(model, decision.modules)
+        result = apply(fn, recurse)
     note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
-    if not decision.modules:
-        return
-    modules = dict(model.named_modules())
+    modules = dict(model.named_modules()) if decision.modules else {}
     for (name, attribute), data in kept.items():
         tensor = getattr(modules[name], attribute)
         tensor.data = data.to(device=tensor.device, dtype=torch.float32)
     for name in decision.modules:
         keep_module_in_fp32(modules[name], torch.float16)
-    _log_applied(model, decision, training=False)
+    if decision.modules:
+        _log_applied(model, decision, training=False)
+    return result
 
 
 def _planned_tensors(model, names: list[str]) -> dict[tuple[str, str], Any]:

@@ -27,15 +27,27 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from ..utils import logging
-from .binding import BOUND_PUBLISHER, bind, binding_problem
+from .binding import (
+    BINDING_VERSION,
+    BOUND_PLAN,
+    BOUND_PUBLISHER,
+    Binding,
+    bind,
+    binding_digest,
+    binding_problem,
+    weights_subject,
+)
 from .configuration import sub_config_items
 from .evidence import (
     FINISHED_RUN,
+    FP16_PLAN_VERSION,
     REFERENCE_RUNTIME,
     Evidence,
     find_evidence,
@@ -512,6 +524,206 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     return True
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The stored fp16 plan: which modules it keeps in fp32, and whether it is evidence here
+# ----------------------------------------------------------------------------------------------------------------
+
+#: The attribute of a model loaded with `use_fp16_plan=False`: later casts ignore the plan too.
+PLAN_DISABLED = "_fp16_plan_disabled"
+
+
+def _module_names(model) -> set[str]:
+    return {name for name, _ in model.named_modules() if name}
+
+
+def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
+    """
+    The plan's module names as named in `model` (another head of the checkpoint adds or strips the
+    `base_model_prefix`), or `None` when some of them name no module of it.
+    """
+    existing = _module_names(model)
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    resolved = []
+    for name in names:
+        if name in existing:
+            resolved.append(name)
+        elif prefix and name.startswith(prefix + ".") and name[len(prefix) + 1 :] in existing:
+            resolved.append(name[len(prefix) + 1 :])
+        elif prefix and f"{prefix}.{name}" in existing:
+            resolved.append(f"{prefix}.{name}")
+        else:
+            return None
+    return resolved
+
+
+def sub_models(model) -> list[tuple[str, str, Any]]:
+    """
+    `(sub-config key, module name, sub-model)` for each sub-model of a composite model (text, vision, encoder,
+    decoder, ...): the outermost module whose `config` is one of `model.config`'s sub-configs. Empty for other models.
+    """
+    config = getattr(model, "config", None)
+    keys = {}
+    for key in getattr(config, "sub_configs", None) or {}:
+        sub_config = getattr(config, key, None)
+        if sub_config is not None and sub_config is not config:
+            keys[id(sub_config)] = key
+    if not keys:
+        return []
+    found, seen = [], set()
+    for name, module in model.named_modules():
+        key = keys.get(id(getattr(module, "config", None))) if name else None
+        if key is not None and key not in seen:
+            seen.add(key)
+            found.append((key, name, module))
+    return found
+
+
+def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
+    """
+    The `fingerprint` a plan stores: [`~trained_precision.binding.binding_digest`] of `model` (its weights, the plan's
+    modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
+    the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
+    checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
+    """
+    bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
+    if bound is None:
+        return None
+    content = {key: value for key, value in plan.items() if key != "fingerprint"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(f"{bound}:{text}".encode()).hexdigest()
+
+
+#: What a reason a plan is no evidence ends with: what to do about it.
+STALE = "the plan is stale: measure it again"
+STALE += " (`transformers precision plan`)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp16PlanDecision:
+    """
+    What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
+    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
+    fp16 is safe, or the `problems` that make it none.
+    """
+
+    modules: tuple[str, ...] = ()
+    plans: tuple = ()
+    evidence: Mapping[str, dict] = dataclasses.field(default_factory=dict)
+    problems: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _is_quantized(model) -> bool:
+    config = getattr(model, "config", None)
+    return bool(
+        getattr(model, "is_quantized", False)
+        or getattr(config, "_is_quantized", False)
+        or getattr(config, "quantization_config", None) is not None
+    )
+
+
+def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
+    """
+    Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
+    first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
+    of evidence is ([`~trained_precision.binding.binding_problem`]).
+    """
+    if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
+        return f"it was made by an older version and is not bound to these weights and config; {STALE}"
+    if isinstance(plan.get("stale"), str):
+        return f"{plan['stale']}; {STALE}"
+    recorded = plan["validation"].get("modules")
+    if not isinstance(recorded, list) or sorted(recorded) != sorted(plan["modules"]):
+        return f"its modules are not the ones its own validation record names (edited by hand?); {STALE}"
+    domain = plan["validated_on"]
+    binding = Binding(plan["fingerprint"], domain["max_tokens"], domain["backend"], BOUND_PLAN, BINDING_VERSION)
+    return binding_problem(
+        binding,
+        subject,
+        runs=(BOUND_PLAN,),
+        recreate=STALE
+        + " (`transformers precision plan PATH --dtype fp16 --max-length N --write` sets the longest input)",
+        digest=lambda: plan_fingerprint(owner, plan, resolved),
+    )
+
+
+def decide_fp16_plan(
+    model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True, subject=None
+) -> Fp16PlanDecision:
+    """
+    The one decision about a stored fp16 plan, made with the facts ([`gather_facts`]) on every path that can verify it:
+    which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
+    `use_fp16_plan` is not `False` (here or at the model's load), the model is not quantized and every module name
+    resolves; it is evidence when also bound to this model ([`_evidence_problem`]).
+
+    Args:
+        model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
+        dtype (`torch.dtype`): the dtype it runs in.
+        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
+        hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
+        verify (`bool`, *optional*, defaults to `True`): check the binding (`False`: only which modules).
+        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the model's, when the caller made it.
+    """
+    import torch
+
+    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
+        model = model.get_base_model()
+    stored = _stored_plans(model) if dtype == torch.float16 and getattr(model, "config", None) is not None else []
+    if not stored:
+        return Fp16PlanDecision()
+    refused = None
+    if not use_fp16_plan or vars(model).get(PLAN_DISABLED):
+        refused = "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
+    elif hf_quantizer is not None or _is_quantized(model):
+        # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
+        logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
+        refused = "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
+    resolved_by_key, names = {}, []
+    for key, prefix, owner, plan in stored if refused is None else ():
+        resolved = resolve_plan_modules(owner, plan["modules"])
+        if resolved is None:
+            refused = _unresolved_plan(model, key, owner, plan)
+            break
+        resolved_by_key[key] = resolved
+        names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
+    if refused is not None:
+        return Fp16PlanDecision(problems={key: refused for key, _, _, _ in stored})
+    evidence, problems = {}, {}
+    subject = subject if subject is not None or not verify else weights_subject(model)  # the whole model's
+    for key, _, owner, plan in stored if verify else ():
+        problem = _evidence_problem(owner, plan, resolved_by_key[key], subject)
+        if problem is None:
+            evidence[key] = plan
+        else:
+            problems[key] = problem
+    plans = tuple((key, plan) for key, _, _, plan in stored)
+    return Fp16PlanDecision(tuple(sorted(set(names))), plans, evidence, problems)
+
+
+def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
+    """`(key, prefix, owner, plan)` of every plan stored in the model's config and its sub-models' configs."""
+    stored = []
+    for key, prefix, owner in [("", "", model), *sub_models(model)]:
+        plan = read_fp16_plan(owner.config)
+        if plan is not None:
+            stored.append((key, prefix, owner, plan))
+    return stored
+
+
+def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
+    """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
+    missing = sorted(set(plan["modules"]) - _module_names(owner))
+    where = f"`{key}` sub-config" if key else "config"
+    message = (
+        f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
+        f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
+        f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
+        "plan again for this model"
+    )
+    message += ": `transformers precision plan PATH --dtype fp16 --write`"
+    logger.warning_once(f"{message}.")
+    return f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Call:
     """What the caller of a check knows beyond the config and the runtime dtype."""
@@ -524,8 +736,7 @@ class Call:
     deferred: bool = False  # judged once the weights are loaded (a stored fp16 plan, bound evidence)
     model_class: Any = None  # for `_keep_in_fp32_modules`; by default the config's first `architectures` entry
     registry_row: Any = None  # the row whose precision loading wrote into the config
-    fp16_plan: dict | None = None  # the plan this path applies and verified: evidence for fp16
-    plan_problem: str | None = None  # why the config's stored plan is no evidence on this path
+    plan_key: str | None = None  # the sub-config key ("": the model's own) of the stored fp16 plan it reads
     sub_model: str | None = None  # by default: "" for the model a call was made for, else the sub-config's type
 
 
@@ -536,8 +747,9 @@ class PrecisionFacts:
     [`TrainedPrecisionInfo`], an `(assessment, note)` per dtype that carries the activations (a quantized model's load and
     compute dtypes; each assessment holds the evidence whose binding holds and upstream's mitigation), the `name` and
     `sub_model` for messages, the `action`, the resolved `mode` and whether it was given `per_call`, why a stored fp16
-    plan is no evidence here (`plan_problem`), and for the outermost load the registry row it wrote into the config
-    (`persisted`: `False` for none, `None` for any other check).
+    plan is no evidence here (`plan_problem`), for the outermost load the registry row it wrote into the config
+    (`persisted`: `False` for none, `None` for any other check), and the whole model's [`Fp16PlanDecision`]
+    (`fp16_plan`: which modules its stored plans keep in fp32; empty without a model or outside fp16).
     """
 
     info: TrainedPrecisionInfo
@@ -549,27 +761,34 @@ class PrecisionFacts:
     per_call: bool = False
     plan_problem: str | None = None
     persisted: Any = None
+    fp16_plan: Fp16PlanDecision = dataclasses.field(default_factory=Fp16PlanDecision, compare=False)
 
 
 def gather_facts(
-    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, subject: Any = None
+    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, model: Any = None
 ) -> list[PrecisionFacts]:
     """
     The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
-    sub-configs), gathered once; bound evidence is checked against `subject`
-    ([`~trained_precision.binding.weights_subject`]: the loaded weights, digested once for all parts).
+    sub-configs), gathered once. With the loaded `model`, bound evidence is checked against its weights (digested once
+    for all parts, [`~trained_precision.binding.weights_subject`]) and its stored fp16 plans are decided
+    ([`decide_fp16_plan`]): each part reads its own plan's evidence or problem by its `plan_key`.
     """
-    return [_part_facts(config, dtype, call, mode, in_scope, subject) for config, call in parts]
+    subject = weights_subject(model) if model is not None else None
+    plan = decide_fp16_plan(model, dtype, subject=subject) if subject is not None else Fp16PlanDecision()
+    return [_part_facts(config, dtype, call, mode, in_scope, subject, plan) for config, call in parts]
 
 
-def _part_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, subject: Any) -> PrecisionFacts:
+def _part_facts(
+    config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, subject: Any, plan: Fp16PlanDecision
+) -> PrecisionFacts:
     """
     The facts of one (sub-)config. An outermost load writes a registry precision into the config
     ([`persist_registry_precision`]); weights about to be rounded or quantized drop a publisher reference
     ([`forget_changed_reference`]); a deferred check assesses nothing yet.
     """
+    verified = plan.evidence.get(call.plan_key)
     info = resolve_trained_precision(
-        config, call.model_name, persisted_from=call.registry_row, fp16_plan=call.fp16_plan, subject=subject
+        config, call.model_name, persisted_from=call.registry_row, fp16_plan=verified, subject=subject
     )
     persisted = None
     if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
@@ -583,7 +802,7 @@ def _part_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, 
         for runtime, note in (() if call.deferred else runtimes)
         if dtype_to_precision(runtime) not in (UNKNOWN, FP32)
     )
-    plan_problem = call.plan_problem
+    plan_problem = plan.problems.get(call.plan_key)
     if plan_problem is None and call.action == LOAD and not (in_scope or call.deferred) and read_fp16_plan(config):
         # a load that did not wait for the weights to verify its stored plan does not apply it
         plan_problem = (
@@ -595,7 +814,7 @@ def _part_facts(config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, 
     sub_model = call.sub_model if call.sub_model is not None else ("" if not in_scope else kind)
     name = call.model_name or getattr(config, "name_or_path", None) or call.display_name or f"<unnamed {kind} model>"
     per_call = call.mode is not None
-    return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted)
+    return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted, plan)
 
 
 def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
@@ -622,6 +841,11 @@ def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
 __all__ = [
     "Assessment",
     "Call",
+    "Fp16PlanDecision",
+    "decide_fp16_plan",
+    "plan_fingerprint",
+    "resolve_plan_modules",
+    "sub_models",
     "PrecisionFacts",
     "gather_facts",
     "SOURCE_CONFIG",
