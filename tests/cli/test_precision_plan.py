@@ -281,9 +281,10 @@ class PrecisionPlanCommandTest(TestCasePlus):
         command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
         return CliRunner().invoke(command, ["precision", *args])
 
-    def test_a_written_plan_is_unverified_in_the_headers_only_report(self):
-        # the report reads no weights, so it cannot check the plan's fingerprint: the plan clears nothing there
-        # (a stale or copied plan would otherwise make it say "safe"), and the verdict says how to verify it
+    def test_a_written_plan_is_verified_by_the_report_as_by_a_load(self):
+        # the report checks the plan's fingerprint on the weights mapped from the file (a stale or copied plan would
+        # otherwise make it say "safe"); this model's precision is unknown, so fp16 stays "unknown" either way. Where
+        # it cannot check (no PyTorch), the plan clears nothing and the verdict says how to verify it
         path = self.checkpoint("clean")
         self.assertEqual(self.report(path, "--dtype", "fp16").exit_code, 3)
         self.assertEqual(self.run_cli(path, "--dtype", "fp16", "--write").exit_code, 0)
@@ -291,6 +292,11 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertEqual(result.exit_code, 3, result.output)
         verdict = json.loads(result.stdout)["verdicts"]["fp16"]
         self.assertEqual(verdict["status"], "unknown")
+        self.assertFalse(any("fp16 plan" in reason for reason in verdict["reasons"]), verdict)
+        with mock.patch.dict("sys.modules", {"torch": None}):
+            result = self.report(path, "--dtype", "fp16", "--json")
+        verdict = json.loads(result.stdout)["verdicts"]["fp16"]
+        self.assertEqual((result.exit_code, verdict["status"]), (3, "unknown"), result.output)
         self.assertTrue(any("stored fp16 plan is unverified" in reason for reason in verdict["reasons"]), verdict)
 
     def test_texts_has_one_spelling_in_plan_and_audit(self):

@@ -124,6 +124,15 @@ class Fp16PlanSearchTest(unittest.TestCase):
         self.assertTrue(result.validation["passed"])
         self.assert_matches_fp32(model, result)
 
+    def test_ready_made_inputs_are_used_as_they_are(self):
+        model = overflowing_gpt2()
+        ids = [{"input_ids": torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(n))} for n in (8, 16)]
+        result = search_fp16_plan(model, texts=ids[:1], held_out_texts=ids[1:], max_length=16)
+        self.assertTrue(result.passed, result.format())
+        self.assertEqual(result.modules, [GPT2_MLP])
+        self.assertEqual(result.validation["texts"], 2)  # the two batches given, no sweep of its own
+        self.assertEqual(result.validated_on["lengths"], [8, 16])
+
     def test_gpt2_with_an_overflowing_mlp(self):
         model = overflowing_gpt2()
         self.assertFalse(torch.isfinite(first_output(plain_fp16(model), IDS)).all(), "plain fp16 must overflow")

@@ -425,13 +425,11 @@ def _as_planned_fp16(model, names: list[str]):
 def search_fp16_plan(
     model,
     tokenizer=None,
-    texts: list[str] | None = None,
-    held_out_texts: list[str] | None = None,
+    texts: list[str] | list[dict] | None = None,
+    held_out_texts: list[str] | list[dict] | None = None,
     headroom: float = DEFAULT_HEADROOM,
     max_length: int | None = None,
     seed: int = 0,
-    inputs: list[dict] | None = None,
-    held_out_inputs: list[dict] | None = None,
 ) -> PlanResult:
     """
     Finds, validates and returns the fp16 plan of `model` (see the module docstring for the method).
@@ -439,14 +437,14 @@ def search_fp16_plan(
     Args:
         model (`PreTrainedModel`): the model, in fp32 (it is not modified; validation runs on fp16 copies).
         tokenizer (*optional*): tokenizes the texts; without one, random token ids are used.
-        texts, held_out_texts (`list[str]`, *optional*): calibration texts (default: the audit's) and validation-only
-            texts (default: [`HELD_OUT_TEXTS`]; the plan grows against them: keep a test set apart from both).
+        texts, held_out_texts (`list[str]` or `list[dict]`, *optional*): calibration texts (default: the audit's) and
+            validation-only texts (default: [`HELD_OUT_TEXTS`]; the plan grows against them: keep a test set apart
+            from both), or either as ready-made forward kwargs (dicts of tensors), used as they are.
         headroom (`float`, *optional*, defaults to 2.0): a module is hot when a value reaches 65504 / `headroom`.
         max_length (`int`, *optional*): the longest input calibrated and validated on (the texts truncated to it, and
             one sequence per length of [`length_sweep`]); defaults to the model's [`usable_length`]. A plan is
             evidence only for models whose usable length it covers.
         seed (`int`, *optional*, defaults to 0): for random token ids (the held-out ones use `seed + 1`).
-        inputs, held_out_inputs (`list[dict]`, *optional*): ready-made forward kwargs instead of texts.
 
     Raises:
         [`Fp16PlanError`]: bad input (the headroom, a model that does not run, non-finite values already in fp32).
@@ -460,6 +458,12 @@ def search_fp16_plan(
         raise Fp16PlanError(f"max_length must be an integer >= 2, got {max_length!r}")
     from .audit import DEFAULT_TEXTS
 
+    inputs, texts = (list(texts), None) if texts and isinstance(texts[0], dict) else (None, texts)
+    held_out_inputs, held_out_texts = (
+        (list(held_out_texts), None)
+        if held_out_texts and isinstance(held_out_texts[0], dict)
+        else (None, held_out_texts)
+    )
     calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
     if inputs is None:
         inputs = _calibration_batches(model, tokenizer, texts, calibration_texts, max_length, seed)

@@ -564,7 +564,6 @@ def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubM
 def inspect_checkpoint(
     path_or_id: str,
     audit: bool = False,
-    texts: list[str] | None = None,
     revision: str | None = None,
     max_header_bytes: int = MAX_HEADER_BYTES,
     download: bool = False,
@@ -575,24 +574,23 @@ def inspect_checkpoint(
     """
     Inspects a checkpoint (a directory, or a Hub id: cached under any spelling, else read online) without loading it:
     its trained precision as loading resolves it, its storage dtypes, and a verdict per runtime precision. `audit=True`
-    also loads it in fp32 on the CPU and measures its activations on `texts` ([`~trained_precision.audit`], needs
-    torch); `download` and `allow_pickle` let the audit download weights or unpickle `.bin` files (which can run code).
+    also loads it in fp32 on the CPU and measures its activations ([`~trained_precision.audit.audit_checkpoint`], needs
+    torch; `audit_kwargs` go to it: `texts`, `max_length`, `seed`); `download` and `allow_pickle` let the audit
+    download weights or unpickle `.bin` files (which can run code).
     A [`CheckpointInspectionError`] (a `ValueError`) for bad input, a checkpoint neither cached nor reachable, or an
     audit that would download or unpickle without its opt-in.
     """
     resolved = _resolve(path_or_id, revision=revision, cache_dir=cache_dir)
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
-    info = resolve_trained_precision(config, resolved.name)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    measured = _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
+    plan = _verified_fp16_plan(resolved.directory, storage) if read_fp16_plan(config) is not None else None
+    info = resolve_trained_precision(config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None)
+    measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
-    if read_fp16_plan(config) is not None and verdicts[FP16].status != SAFE:
-        # the plan is evidence only once verified against the weights, which this report does not load
-        verdicts[FP16].reasons.append(
-            "the stored fp16 plan is unverified here: the report reads no weights, so it clears nothing; loading "
-            "with `dtype=torch.float16` checks it against the weights (their fingerprint) and applies it."
-        )
+    if plan is not None and not isinstance(plan, dict) and verdicts[FP16].status != SAFE:
+        # the plan is evidence only once verified against the weights, as an fp16 load verifies it
+        verdicts[FP16].reasons.append(plan)
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -615,7 +613,88 @@ def inspect_checkpoint(
     )
 
 
-def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audit_kwargs):
+#: safetensors' dtype names, as torch names them.
+_SAFETENSORS_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
+    "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+}  # fmt: skip
+
+
+def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict | str:
+    """
+    The checkpoint's stored fp16 plan when it is evidence for an fp16 load, checked as the load checks it
+    ([`~trained_precision.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
+    from the safetensors files (only the headers and the sampled values are read); else the reason for the report.
+    """
+    unverified = (
+        "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with `dtype=torch.float16` "
+    )
+    unverified += "checks it against the weights (their fingerprint) and applies it."
+    if directory is None or storage.format != "safetensors":
+        return unverified.format("its weights are not local safetensors files")
+    try:
+        import torch
+    except ImportError:
+        return unverified.format("checking it against the weights needs PyTorch")
+    from ..models.auto import AutoConfig
+    from .audit import _model_class
+    from .resolver import decide_fp16_plan
+
+    config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    with torch.device("meta"):
+        model = _model_class(config)(config)
+    model.tie_weights()
+    missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
+    if missing is not None:
+        return unverified.format(f"the model's weight `{missing}` is not mapped from the checkpoint as named")
+    decision = decide_fp16_plan(model, torch.float16)
+    if "" in decision.evidence:
+        return decision.evidence[""]
+    return f"its stored fp16 plan is no evidence here: {decision.problems.get('', 'it is not applied')}."
+
+
+def _map_weights(model, paths: list[str]) -> str | None:
+    """Puts the tensors of the safetensors files `paths`, mapped lazily, in place of `model`'s meta parameters."""
+    import mmap
+    import struct
+    import warnings
+
+    import torch
+
+    mapped = {}
+    for path in paths:
+        with open(path, "rb") as f:
+            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        start = 8 + struct.unpack("<Q", buffer[:8])[0]
+        for name, entry in read_safetensors_header(path).items():
+            dtype = getattr(
+                torch, _SAFETENSORS_DTYPES.get(entry.get("dtype") if name != "__metadata__" else None, ""), None
+            )
+            if not isinstance(dtype, torch.dtype):
+                continue
+            begin, end = entry["data_offsets"]
+            with warnings.catch_warnings():  # read only: the binding never writes to it
+                warnings.simplefilter("ignore")
+                flat = torch.frombuffer(
+                    buffer, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=start + begin
+                )
+            mapped[name] = flat.view(entry["shape"]) if end > begin else torch.empty(entry["shape"], dtype=dtype)
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    replaced = {}
+    for name, parameter in model.named_parameters():
+        short = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
+        tensor = next((mapped[key] for key in (name, short, f"{prefix}.{name}") if key in mapped), None)
+        if tensor is None or tuple(tensor.shape) != tuple(parameter.shape):
+            return name
+        replaced[id(parameter)] = torch.nn.Parameter(tensor, requires_grad=False)
+    for module in model.modules():
+        for key, parameter in module._parameters.items():
+            if parameter is not None and id(parameter) in replaced:
+                module._parameters[key] = replaced[id(parameter)]
+    return None
+
+
+def _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs):
     if resolved.directory is None and not download:
         size = f"{storage.bytes / 1e9:.2f} GB of weights" if storage.bytes else "its weights (size unknown)"
         raise CheckpointInspectionError(
@@ -639,7 +718,6 @@ def _run_audit(resolved, storage, texts, download, allow_pickle, cache_dir, audi
 
     return audit_checkpoint(
         resolved.directory or resolved.name,
-        texts=texts,
         local_files_only=not download,
         use_safetensors=storage.format != "pickle",
         cache_dir=cache_dir,
