@@ -354,26 +354,30 @@ def quiet_casts():
 
 
 def checked_apply(model, apply, fn, recurse=True):
-    """
-    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: `apply` (the `nn.Module` method) under
-    [`trained_precision_cast_scope`] for the outermost model being cast when something about it can be judged; else as
-    is (a cast with nothing to judge costs a few microseconds, whatever the model's size). Returns what `apply` returns.
-    """
-    if not is_outermost_cast(model):
-        return apply(fn, recurse)
-    if nothing_to_check(model):
-        return apply_unchecked(apply, fn, recurse)
-    with trained_precision_cast_scope(model, fn):
+    """`PreTrainedModel._apply(fn, recurse)` inside [`checked_cast`]; returns what `apply` returns."""
+    with checked_cast(model, fn):
         return apply(fn, recurse)
 
 
-def apply_unchecked(apply, fn, recurse=True):
-    """`apply(fn, recurse)` as an outermost cast with nothing to check: the models inside it are not checked either."""
-    token = _IN_CAST.set(True)
-    try:
-        return apply(fn, recurse)
-    finally:
-        _IN_CAST.reset(token)
+@contextlib.contextmanager
+def checked_cast(model, fn):
+    """
+    The one check of a cast, around `PreTrainedModel._apply(fn)` (which every cast reaches): for the outermost model
+    being cast, when something about it can be judged, [`trained_precision_cast_scope`] gathers the facts with the
+    stored fp16 plans, decides and says (error mode raises before the cast). Yields `(target, plan)`: the floating dtype
+    of the cast ([`cast_target_dtype`], `None` when unknown or unchecked) and the
+    [`~trained_precision.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
+    microseconds, whatever the model's size.
+    """
+    if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
+        yield None, Fp16PlanDecision()
+    elif nothing_to_check(model):  # what the full scope would decide, for any dtype: nothing
+        with quiet_casts():
+            yield None, Fp16PlanDecision()
+    else:
+        target = cast_target_dtype(model, fn)
+        with trained_precision_cast_scope(model, fn, target=target) as plan:
+            yield target, plan
 
 
 def in_construction() -> bool:
@@ -433,6 +437,7 @@ __all__ = [
     "check_trained_precision_on_cast",
     "check_model",
     "checked_apply",
+    "checked_cast",
     "trained_precision_cast_scope",
     "reset_warning_cache",
     "resolve_check_mode",

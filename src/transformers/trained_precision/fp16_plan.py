@@ -39,18 +39,7 @@ from typing import Any
 
 from ..utils import logging
 from .binding import model_max_length
-from .check import (
-    FROM_CONFIG,
-    LOAD,
-    REGISTRY_ATTRIBUTE,
-    apply_unchecked,
-    cast_target_dtype,
-    check_model,
-    in_construction,
-    is_outermost_cast,
-    nothing_to_check,
-    trained_precision_cast_scope,
-)
+from .check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
 from .configuration import sub_config_items
 from .evidence import bound_evidence_pending, read_fp16_plan
 from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
@@ -304,26 +293,23 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     """
     `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
     parent module's cast): one check before the cast gathers the facts with the stored fp16 plan, decides and says
-    (see [`~trained_precision.check.trained_precision_cast_scope`]); when the cast goes to fp16 (read from the cast
-    itself, [`~trained_precision.check.cast_target_dtype`], so a second fp16 cast keeps the plan too) and the check
-    did not raise, the planned modules keep their exact fp32 weights, put back by module and name, and run as planned
-    modules. A cast of a model whose config records nothing to judge, apply or watch
-    ([`~trained_precision.check.nothing_to_check`]) only marks its sub-models as inside it and runs: a few
-    microseconds. Returns what `apply(fn, recurse)` returns.
+    ([`~trained_precision.check.checked_cast`]). When the cast goes to fp16 (read from the cast itself, so a second fp16
+    cast keeps the plan too) and the check did not raise, the planned modules keep their exact fp32 weights, put back
+    by module and name, and run as planned modules. Returns what `apply(fn, recurse)` returns.
     """
     import torch
 
     note_cast()  # whether the weights are fp16 is read again at the next forward
-    if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
-        return apply(fn, recurse)
-    if nothing_to_check(model):
-        return apply_unchecked(apply, fn, recurse)  # what the full scope would decide, for any dtype: nothing
-    target = cast_target_dtype(model, fn)
-    with trained_precision_cast_scope(model, fn, target=target) as decision:  # raises before the cast in error mode
-        kept = _planned_tensors(model, decision.modules)
+    with checked_cast(model, fn) as (target, decision):  # error mode raises here, before the cast
+        modules = dict(model.named_modules()) if decision.modules else {}
+        kept = {  # the planned modules' floating parameters and buffers, by (module name, attribute)
+            (prefix, attribute): tensor.data
+            for name in decision.modules
+            for prefix, module in modules[name].named_modules(prefix=name)
+            for attribute, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+            if tensor is not None and tensor.is_floating_point()
+        }
         result = apply(fn, recurse)
-    note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
-    modules = dict(model.named_modules()) if decision.modules else {}
     for (name, attribute), data in kept.items():
         tensor = getattr(modules[name], attribute)
         tensor.data = data.to(device=tensor.device, dtype=torch.float32)
@@ -331,21 +317,8 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
         keep_module_in_fp32(modules[name], torch.float16)
     if decision.modules:
         _log_applied(model, decision, training=False)
+    note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
     return result
-
-
-def _planned_tensors(model, names: list[str]) -> dict[tuple[str, str], Any]:
-    """The floating parameters and buffers of the modules `names`, as `(module name, attribute) -> data`."""
-    kept = {}
-    if not names:  # no plan: no walk of the modules either
-        return kept
-    modules = dict(model.named_modules())
-    for name in names:
-        for prefix, module in modules[name].named_modules(prefix=name):
-            for attribute, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
-                if tensor is not None and tensor.is_floating_point():
-                    kept[(prefix, attribute)] = tensor.data
-    return kept
 
 
 __all__ = [
