@@ -360,9 +360,8 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": ["a measured fp16 plan, verified against these weights"],
-                # without the weights the report cannot verify the plan; a training run changes the weights it was
-                # measured on: both keep the prior
-                "cli_risky": True,
+                # the report verifies the plan on the mapped weights as the load does; a training run changes the
+                # weights it was measured on: it keeps the prior
                 "trainer_risky": True,
             },
             "llama2_default_load": {

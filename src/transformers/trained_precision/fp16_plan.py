@@ -38,7 +38,7 @@ import re
 from typing import Any
 
 from ..utils import logging
-from .binding import model_max_length
+from .binding import model_max_length, weights_subject
 from .check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
 from .configuration import sub_config_items
 from .evidence import bound_evidence_pending, read_fp16_plan
@@ -206,7 +206,7 @@ def fp16_plan_dtype_plan(model, dtype, use_fp16_plan: bool = True) -> dict:
     """For the loader: `dtype_plan` entries that load the plan's modules straight into fp32 (as `_keep_in_fp32_modules`)."""
     import torch
 
-    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
+    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan)
     return {"^" + re.escape(name) + r"\.": torch.float32 for name in decision.modules}
 
 
@@ -264,28 +264,24 @@ def apply_fp16_plan(
         return []
     if not use_fp16_plan:
         model.__dict__[PLAN_DISABLED] = True
-    decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, verify=False)
-    modules = dict(model.named_modules())
-    for name in decision.modules:
-        keep_module_in_fp32(modules[name], None if training else dtype)
-    evidence = {}
     if check == LOAD:
         # a publisher reference this load persisted: bound to the loaded weights
         bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
-    if (
-        check in (LOAD, FROM_CONFIG)
-        and not in_construction()
-        and fp16_plan_pending(model.config, dtype, use_fp16_plan)
-    ):
-        if not _is_quantized(model):  # the check deferred to the loaded weights: it decides the plan with the facts
-            evidence = check_model(model, dtype, action=check)[1].evidence
-    elif check is not None:
-        evidence = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan).evidence
+    deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not _is_quantized(model)
+    if deferred and fp16_plan_pending(model.config, dtype, use_fp16_plan):
+        # the check deferred until the weights could verify the plan: it gathers the plan with the facts and says
+        decision = check_model(model, dtype, action=check)[1]
+    else:
+        subject = weights_subject(model) if check is not None else None
+        decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
+    modules = dict(model.named_modules())
+    for name in decision.modules:
+        keep_module_in_fp32(modules[name], None if training else dtype)
     if training:
         mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
     if decision.modules:
         _log_applied(model, decision, training)
-    note_runtime(model, None if training else dtype, evidence, attach=not training)  # checked where it runs
+    note_runtime(model, None if training else dtype, decision.evidence, attach=not training)  # checked where it runs
     return list(decision.modules)
 
 

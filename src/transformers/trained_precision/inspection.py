@@ -638,6 +638,7 @@ def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict 
         return unverified.format("checking it against the weights needs PyTorch")
     from ..models.auto import AutoConfig
     from .audit import _model_class
+    from .binding import weights_subject
     from .resolver import decide_fp16_plan
 
     config = AutoConfig.from_pretrained(directory, local_files_only=True)
@@ -647,7 +648,7 @@ def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict 
     missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
     if missing is not None:
         return unverified.format(f"the model's weight `{missing}` is not mapped from the checkpoint as named")
-    decision = decide_fp16_plan(model, torch.float16)
+    decision = decide_fp16_plan(model, torch.float16, subject=weights_subject(model))
     if "" in decision.evidence:
         return decision.evidence[""]
     return f"its stored fp16 plan is no evidence here: {decision.problems.get('', 'it is not applied')}."

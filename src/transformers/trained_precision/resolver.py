@@ -646,9 +646,7 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
     )
 
 
-def decide_fp16_plan(
-    model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, verify: bool = True, subject=None
-) -> Fp16PlanDecision:
+def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, subject=None) -> Fp16PlanDecision:
     """
     The one decision about a stored fp16 plan, made with the facts ([`gather_facts`]) on every path that can verify it:
     which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
@@ -660,8 +658,8 @@ def decide_fp16_plan(
         dtype (`torch.dtype`): the dtype it runs in.
         use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
         hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        verify (`bool`, *optional*, defaults to `True`): check the binding (`False`: only which modules).
-        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the model's, when the caller made it.
+        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the model's
+            ([`~trained_precision.binding.weights_subject`]): the binding is checked on it; without it, only which modules.
     """
     import torch
 
@@ -688,8 +686,7 @@ def decide_fp16_plan(
     if refused is not None:
         return Fp16PlanDecision(problems={key: refused for key, _, _, _ in stored})
     evidence, problems = {}, {}
-    subject = subject if subject is not None or not verify else weights_subject(model)  # the whole model's
-    for key, _, owner, plan in stored if verify else ():
+    for key, _, owner, plan in stored if subject is not None else ():
         problem = _evidence_problem(owner, plan, resolved_by_key[key], subject)
         if problem is None:
             evidence[key] = plan
