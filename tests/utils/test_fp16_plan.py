@@ -33,7 +33,6 @@ if is_torch_available():
     from transformers.trained_precision.binding import sample_positions
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan import plan_fingerprint, usable_length
-    from transformers.trained_precision.inspection import inspect_checkpoint
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
     from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
 
@@ -242,43 +241,6 @@ class Fp16PlanRuntimeTest(TestCasePlus):
             with self.assertRaisesRegex(TrainedPrecisionRiskError, "no evidence here: its digest does not match"):
                 cast(model)
             self.assertTrue(all(p.dtype == torch.float32 for p in model.parameters()))
-
-    def assert_report_agrees_with_the_load(self, path, problem=None):
-        """The report's fp16 verdict on `path` is the load's: safe with a valid plan, else risky for `problem`."""
-        verdict = inspect_checkpoint(path).verdict("fp16")
-        if problem is None:
-            self.assertEqual(verdict.status, "safe", verdict.reasons)
-            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
-            return
-        self.assertEqual(verdict.status, "risky")
-        self.assertTrue(any(f"no evidence here: {problem}" in reason for reason in verdict.reasons), verdict.reasons)
-        with self.assertRaisesRegex(TrainedPrecisionRiskError, f"no evidence here: {problem}"):
-            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
-
-    def test_the_report_verifies_the_plan_as_the_load_does(self):
-        from safetensors.torch import load_file, save_file
-
-        self.assert_report_agrees_with_the_load(self.dir)
-        # one value of a weight the binding samples whole (a layer norm's), edited in the file
-        path = self.variant()
-        weights = load_file(os.path.join(path, "model.safetensors"))
-        weights["transformer.h.0.ln_1.weight"][3] += 0.5
-        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
-        self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
-        # a config field that changes the forward
-        path = self.variant()
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        config["layer_norm_epsilon"] = 1e-3
-        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(config, f)
-        self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
-
-    def test_the_report_says_when_it_cannot_verify_the_plan(self):
-        with mock.patch.dict("sys.modules", {"torch": None}):  # `import torch` fails, as without PyTorch
-            verdict = inspect_checkpoint(self.dir).verdict("fp16")
-        self.assertEqual(verdict.status, "risky")
-        self.assertTrue(any("unverified here: checking it against the weights needs PyTorch" in r for r in verdict.reasons))
 
     def test_an_edited_plan_is_no_evidence(self):
         def empty(plan):

@@ -126,7 +126,9 @@ class Fp16PlanSearchTest(unittest.TestCase):
 
     def test_ready_made_inputs_are_used_as_they_are(self):
         model = overflowing_gpt2()
-        ids = [{"input_ids": torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(n))} for n in (8, 16)]
+        ids = [
+            {"input_ids": torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(n))} for n in (8, 16)
+        ]
         result = search_fp16_plan(model, texts=ids[:1], held_out_texts=ids[1:], max_length=16)
         self.assertTrue(result.passed, result.format())
         self.assertEqual(result.modules, [GPT2_MLP])

@@ -13,6 +13,7 @@
 # limitations under the License.
 """`inspect_checkpoint`, the Python API behind `transformers precision`: verdicts with and without the audit."""
 
+import json
 import os
 from unittest import mock
 
@@ -22,8 +23,11 @@ from transformers.utils import is_torch_available
 
 if is_torch_available():
     import torch
+    from test_fp16_plan import overflowing_gpt2, stored_plan
 
+    from transformers import GPT2LMHeadModel
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
+    from transformers.trained_precision.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
 
 #: The GPT-Neo of the command's tests: 2 layers, hidden 32, 99 tokens.
@@ -96,3 +100,56 @@ class InspectCheckpointTest(TestCasePlus):
         with mock.patch.object(inspection, "_resolve", return_value=remote):
             with self.assertRaisesRegex(CheckpointInspectionError, r"download 3.00 GB .*--download"):
                 inspect_checkpoint("org/model", audit=True)
+
+
+@require_torch
+class StoredFp16PlanReportTest(TestCasePlus):
+    """The report checks a stored fp16 plan against the weights mapped from the file, with the load's decision."""
+
+    def saved(self):
+        model = overflowing_gpt2()
+        model.config.trained_precision = "bf16"  # fp16 is risky for it: only a verified plan clears it
+        model.config.fp16_plan = stored_plan(model)
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "planned")
+        model.save_pretrained(path)
+        return path
+
+    def assert_report_agrees_with_the_load(self, path, problem=None):
+        """The report's fp16 verdict on `path` is the load's: safe with a valid plan, else risky for `problem`."""
+        verdict = inspect_checkpoint(path).verdict("fp16")
+        if problem is None:
+            self.assertEqual(verdict.status, "safe", verdict.reasons)
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+            return
+        self.assertEqual(verdict.status, "risky")
+        self.assertTrue(any(f"no evidence here: {problem}" in reason for reason in verdict.reasons), verdict.reasons)
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, f"no evidence here: {problem}"):
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+
+    def test_the_report_verifies_the_plan_as_the_load_does(self):
+        from safetensors.torch import load_file, save_file
+
+        self.assert_report_agrees_with_the_load(self.saved())
+        # one value of a weight the binding samples whole (a layer norm's), edited in the file
+        path = self.saved()
+        weights = load_file(os.path.join(path, "model.safetensors"))
+        weights["transformer.h.0.ln_1.weight"][3] += 0.5
+        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
+        # a config field that changes the forward
+        path = self.saved()
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        config["layer_norm_epsilon"] = 1e-3
+        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
+
+    def test_the_report_says_when_it_cannot_verify_the_plan(self):
+        path = self.saved()
+        with mock.patch.dict("sys.modules", {"torch": None}):  # `import torch` fails, as without PyTorch
+            verdict = inspect_checkpoint(path).verdict("fp16")
+        self.assertEqual(verdict.status, "risky")
+        self.assertTrue(
+            any("unverified here: checking it against the weights needs PyTorch" in r for r in verdict.reasons)
+        )

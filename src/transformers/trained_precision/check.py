@@ -46,7 +46,7 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
-from .resolver import CAST, FROM_CONFIG, LOAD, Call, Fp16PlanDecision, gather_facts, records_nothing
+from .resolver import CAST, FROM_CONFIG, LOAD, Call, Fp16PlanDecision, gather_facts, records_nothing, sub_models
 from .risk import Risk
 
 
@@ -196,7 +196,7 @@ def cast_target_dtype(model, fn):
     The floating dtype `model._apply(fn)` casts to, read by applying `fn` to empty fp32 and fp16 probes (parameters when
     plain tensors fail): the target when both come out alike, also when the model is in it already (`.half()` of an
     fp16 model still casts an fp16 plan's fp32 modules). `None` for a device move, a failed probe or no floating weights:
-    [`trained_precision_cast_scope`] then compares the dtypes after the cast.
+    [`checked_cast`] then compares the dtypes after the cast.
     """
     import torch
 
@@ -219,30 +219,11 @@ def _probe_cast(fn, dtype):
     return None
 
 
-def _sub_model_configs(model) -> list[tuple[str, Any]]:
-    """`(sub-config key, sub-config)` for each sub-model of a composite model that is built as a module of it."""
-    config = getattr(model, "config", None)
-    keys = {}
-    for key in getattr(config, "sub_configs", None) or {}:
-        sub_config = getattr(config, key, None)
-        if sub_config is not None and sub_config is not config:
-            keys[id(sub_config)] = (key, sub_config)
-    found, seen = [], set()
-    if keys:
-        for name, module in model.named_modules():
-            item = keys.get(id(getattr(module, "config", None))) if name else None
-            if item is not None and item[0] not in seen:
-                seen.add(item[0])
-                found.append(item)
-    return found
-
-
 def check_trained_precision_on_cast(model, dtype, *, action: str = CAST) -> Risk | None:
     """
-    Checks a model, and each sub-model of a composite model, at `dtype`: the check of every cast, and the check a load
-    runs once the weights can verify a stored fp16 plan or bound evidence (`action`: `"load"` or `"from_config"`). The
-    mode is the one the model was loaded with, else the environment variable, else `"warn"`. Returns the first
-    [`~trained_precision.risk.Risk`] found, or `None`; [`check_model`] also returns the stored fp16 plans' decision.
+    Checks a model, and each sub-model of a composite model, at `dtype` (a cast's; a load's, `action="load"` or
+    `"from_config"`, once the weights can verify bound evidence) in the mode the model was loaded with, else the
+    environment variable's, else `"warn"`. Returns the first [`~trained_precision.risk.Risk`], or `None`.
     """
     return check_model(model, dtype, action)[0]
 
@@ -252,19 +233,17 @@ def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16Plan
     [`check_trained_precision_on_cast`] with the [`~trained_precision.resolver.Fp16PlanDecision`] gathered with the
     facts: which modules the model's stored fp16 plans keep in fp32 (applied by the caller once this has not raised).
     """
-    if dtype is None or getattr(model, "is_quantized", False):  # upstream refuses to cast a quantized model
-        return None, Fp16PlanDecision()
     config = getattr(model, "config", None)
-    if config is None:
+    if dtype is None or config is None or getattr(model, "is_quantized", False):  # upstream casts no quantized model
         return None, Fp16PlanDecision()
     name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
     own = vars(model)
     common = {"mode": own.get(MODE_ATTRIBUTE), "model_name": name, "display_name": type(model).__name__}
     common.update(action=action, registry_row=own.get(REGISTRY_ATTRIBUTE))
     parts = [(config, Call(**common, model_class=type(model), plan_key="", sub_model=""))]
-    for key, sub_config in _sub_model_configs(model):
-        sub_model = getattr(sub_config, "model_type", None) or key
-        parts.append((sub_config, Call(**common, plan_key=key, sub_model=sub_model)))
+    for key, _, sub in sub_models(model):  # each sub-model built as a module of it, with its sub-config
+        sub_model = getattr(sub.config, "model_type", None) or key
+        parts.append((sub.config, Call(**common, plan_key=key, sub_model=sub_model)))
     return _check(parts, dtype, model)
 
 
@@ -283,9 +262,6 @@ def _class_attribute(cls: type, name: str) -> Any:
     """`getattr(cls, name, False)`, once per class: a missing attribute costs an `AttributeError` at every read."""
     return getattr(cls, name, False)
 
-
-# What `trained_precision_cast_scope` is given when the caller has not read the cast's target dtype.
-_PROBE = object()
 
 # The modes in which a model of unknown precision carries no sentinel ("" is the default, "warn").
 _QUIET_MODES = frozenset({"", WARN, IGNORE})
@@ -313,37 +289,6 @@ def nothing_to_check(model) -> bool:
 
 
 @contextlib.contextmanager
-def trained_precision_cast_scope(model, fn, *, target=_PROBE):
-    """
-    Around `PreTrainedModel._apply(fn)`: when `fn` changes the floating dtype of the outermost model being cast, checks
-    the new dtype before the cast (so `"error"` mode raises with the model unchanged), or after it when the target cannot
-    be told beforehand. The `PreTrainedModel`s inside it are judged with it, not again on their own. Yields the
-    [`~trained_precision.resolver.Fp16PlanDecision`] of the check before the cast (empty without one).
-
-    Args:
-        model ([`PreTrainedModel`]): the model whose `_apply` runs.
-        fn (`Callable`): the function `_apply` maps over the tensors.
-        target (`torch.dtype`, *optional*): the target as [`cast_target_dtype`] read it, when the caller did already.
-    """
-    if not is_outermost_cast(model):
-        yield Fp16PlanDecision()
-        return
-    if target is _PROBE:
-        target = cast_target_dtype(model, fn)
-    before, plan = None, Fp16PlanDecision()
-    if target is not None:
-        plan = check_model(model, target)[1]
-    else:
-        before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
-    with quiet_casts():
-        yield plan
-    if before is not None:
-        after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
-        if after is not None and after != before:
-            check_model(model, after)
-
-
-@contextlib.contextmanager
 def quiet_casts():
     """Casts inside this block are not checked (a search's own fp16 copies of a model)."""
     token = _IN_CAST.set(True)
@@ -362,22 +307,30 @@ def checked_apply(model, apply, fn, recurse=True):
 @contextlib.contextmanager
 def checked_cast(model, fn):
     """
-    The one check of a cast, around `PreTrainedModel._apply(fn)` (which every cast reaches): for the outermost model
-    being cast, when something about it can be judged, [`trained_precision_cast_scope`] gathers the facts with the
-    stored fp16 plans, decides and says (error mode raises before the cast). Yields `(target, plan)`: the floating dtype
-    of the cast ([`cast_target_dtype`], `None` when unknown or unchecked) and the
-    [`~trained_precision.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
+    The one check of a cast, around `PreTrainedModel._apply(fn)` (which every cast reaches). For the outermost model
+    being cast, when something about it can be judged ([`nothing_to_check`]), it gathers the facts with the stored fp16
+    plans, decides and says at the cast's target ([`cast_target_dtype`]) before the cast, so that `"error"` mode raises
+    with the model unchanged, or after it when the target cannot be told beforehand. The `PreTrainedModel`s inside it
+    are judged with it, not again on their own. Yields `(target, plan)`: the target (`None` when unknown or unchecked)
+    and the [`~trained_precision.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
     microseconds, whatever the model's size.
     """
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
         yield None, Fp16PlanDecision()
-    elif nothing_to_check(model):  # what the full scope would decide, for any dtype: nothing
-        with quiet_casts():
-            yield None, Fp16PlanDecision()
-    else:
+        return
+    target, plan, before = None, Fp16PlanDecision(), None
+    if not nothing_to_check(model):
         target = cast_target_dtype(model, fn)
-        with trained_precision_cast_scope(model, fn, target=target) as plan:
-            yield target, plan
+        if target is not None:
+            plan = check_model(model, target)[1]
+        else:  # a device move, or a target no probe tells: compare the dtypes after the cast
+            before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+    with quiet_casts():
+        yield target, plan
+    if before is not None:
+        after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+        if after is not None and after != before:
+            check_model(model, after)
 
 
 def in_construction() -> bool:
@@ -438,7 +391,6 @@ __all__ = [
     "check_model",
     "checked_apply",
     "checked_cast",
-    "trained_precision_cast_scope",
     "reset_warning_cache",
     "resolve_check_mode",
 ]

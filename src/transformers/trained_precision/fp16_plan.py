@@ -13,19 +13,15 @@
 # limitations under the License.
 """
 Applying a stored fp16 plan: the modules of a model that must run in fp32 for it to run safely in fp16, kept in fp32 by
-every fp16 load, cast and fine-tune, and the one decision whether the plan is evidence that fp16 is safe.
+every fp16 load, cast and fine-tune.
 
 A plan is measured and validated against fp32 ([`~trained_precision.fp16_plan_search.search_fp16_plan`]) and stored in
 the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) with what it promises: its `fingerprint` ([`plan_fingerprint`]:
 the binding every kind of evidence records, [`~trained_precision.binding`], of the weights and config it was measured
-on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend).
-
-[`decide_fp16_plan`] decides, for a model and a path, which modules stay in fp32 and whether the plan is evidence: only
-when it is applied on that path, every module name resolves, and its binding holds
-([`~trained_precision.binding.binding_problem`]: these weights and config, validated up to the model's own length
-limit, on the same kind of device; a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a model that takes
-longer inputs needs `search_fp16_plan(model, max_length=...)`). Anything else is no evidence: the warning (or error)
-stands and says why ("the plan is stale: measure it again").
+on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend). Which
+modules it keeps and whether it is evidence is decided with the other facts
+([`~trained_precision.resolver.decide_fp16_plan`]); a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a
+model that takes longer inputs needs `search_fp16_plan(model, max_length=...)`.
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
 their outputs go back to the dtype their inputs came in, so fp16 modules never receive fp32 tensors. Module names are
@@ -193,9 +189,8 @@ def fp16_plan_pending(config, dtype, use_fp16_plan: bool = True, hf_quantizer=No
     """Whether a load's check must wait for the weights: fp16, the plan on, not quantized, and evidence to bind."""
     import torch
 
-    if dtype != torch.float16 or not use_fp16_plan or hf_quantizer is not None or config is None:
-        return False
-    if getattr(config, "quantization_config", None) is not None:
+    quantized = hf_quantizer is not None or getattr(config, "quantization_config", None) is not None
+    if dtype != torch.float16 or not use_fp16_plan or quantized or config is None:
         return False
     if bound_evidence_pending(config):  # a finished run or a copy's publisher reference: bound to the weights too
         return True
@@ -250,13 +245,12 @@ def apply_fp16_plan(
     model, dtype, use_fp16_plan: bool = True, training: bool = False, check: str | None = None
 ) -> list[str]:
     """
-    Applies the model's stored fp16 plan when `dtype` is fp16, as [`decide_fp16_plan`] decides: each planned module
-    runs through [`keep_module_in_fp32`]. Called by `from_pretrained` and `_from_config` (with `check`: `"load"` or
-    `"from_config"`, which also runs the trained-precision check deferred until the weights could verify the plan, see
-    [`fp16_plan_pending`]) and by the Trainer (`training=True`, with `fp16=True`: the weights stay fp32 and autocast
-    runs the rest in fp16; the run changes the weights, so the plan is marked stale: applied, no longer evidence).
-    `use_fp16_plan=False` ignores the plan now and in later casts. Casts apply it through [`fp16_plan_apply`].
-    Returns the modules kept in fp32.
+    Applies the model's stored fp16 plan when `dtype` is fp16 ([`keep_module_in_fp32`] for each planned module) and
+    returns those modules. Called by `from_pretrained` and `_from_config` (`check`: `"load"` or `"from_config"`: the
+    trained-precision check deferred until the weights could verify the plan, [`fp16_plan_pending`], runs here and
+    decides the plan with the facts) and by the Trainer (`training=True`, with `fp16=True`: the weights stay fp32; the
+    run changes them, so the plan is marked stale: applied, no longer evidence). `use_fp16_plan=False` ignores the plan
+    now and in later casts.
     """
     if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
         model = model.get_base_model()

@@ -626,10 +626,8 @@ def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict 
     ([`~trained_precision.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
     from the safetensors files (only the headers and the sampled values are read); else the reason for the report.
     """
-    unverified = (
-        "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with `dtype=torch.float16` "
-    )
-    unverified += "checks it against the weights (their fingerprint) and applies it."
+    unverified = "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with "
+    unverified += "`dtype=torch.float16` checks it against the weights (their fingerprint) and applies it."
     if directory is None or storage.format != "safetensors":
         return unverified.format("its weights are not local safetensors files")
     try:
@@ -668,18 +666,17 @@ def _map_weights(model, paths: list[str]) -> str | None:
             buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         start = 8 + struct.unpack("<Q", buffer[:8])[0]
         for name, entry in read_safetensors_header(path).items():
-            dtype = getattr(
-                torch, _SAFETENSORS_DTYPES.get(entry.get("dtype") if name != "__metadata__" else None, ""), None
+            dtype = (
+                getattr(torch, _SAFETENSORS_DTYPES.get(entry["dtype"]) or "", None) if name != "__metadata__" else None
             )
             if not isinstance(dtype, torch.dtype):
                 continue
             begin, end = entry["data_offsets"]
+            count, offset = (end - begin) // dtype.itemsize, start + begin
             with warnings.catch_warnings():  # read only: the binding never writes to it
                 warnings.simplefilter("ignore")
-                flat = torch.frombuffer(
-                    buffer, dtype=dtype, count=(end - begin) // dtype.itemsize, offset=start + begin
-                )
-            mapped[name] = flat.view(entry["shape"]) if end > begin else torch.empty(entry["shape"], dtype=dtype)
+                flat = torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else torch.empty(0)
+            mapped[name] = flat.view(entry["shape"]) if count else torch.empty(entry["shape"], dtype=dtype)
     prefix = getattr(model, "base_model_prefix", "") or ""
     replaced = {}
     for name, parameter in model.named_parameters():

@@ -21,6 +21,11 @@ stage as `pretraining_precision`; the oldest stage is the risk rules' prior, and
 (`pretraining_precision: "unknown"`) makes the risk unknown. [`TrainedPrecisionInfo.assess`] weighs that prior against
 the evidence ([`~trained_precision.evidence.find_evidence`]) and upstream's `_keep_in_fp32_modules`: one
 [`Assessment`] per runtime. A composite model has one answer per sub-model ([`resolve_sub_models`]).
+
+A stored fp16 plan is decided with the facts ([`decide_fp16_plan`]): applied when the path runs fp16, it is on, the
+model is not quantized and every module name resolves; evidence only when its binding also holds
+([`~trained_precision.binding.binding_problem`]: these weights and config, validated up to the model's own length
+limit, on the same kind of device). Anything else is no evidence: the warning (or error) stands and says why.
 """
 
 from __future__ import annotations
@@ -524,16 +529,8 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     return True
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The stored fp16 plan: which modules it keeps in fp32, and whether it is evidence here
-# ----------------------------------------------------------------------------------------------------------------
-
 #: The attribute of a model loaded with `use_fp16_plan=False`: later casts ignore the plan too.
 PLAN_DISABLED = "_fp16_plan_disabled"
-
-
-def _module_names(model) -> set[str]:
-    return {name for name, _ in model.named_modules() if name}
 
 
 def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
@@ -541,7 +538,7 @@ def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
     The plan's module names as named in `model` (another head of the checkpoint adds or strips the
     `base_model_prefix`), or `None` when some of them name no module of it.
     """
-    existing = _module_names(model)
+    existing = {name for name, _ in model.named_modules() if name}
     prefix = getattr(model, "base_model_prefix", "") or ""
     resolved = []
     for name in names:
@@ -594,8 +591,7 @@ def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -
 
 
 #: What a reason a plan is no evidence ends with: what to do about it.
-STALE = "the plan is stale: measure it again"
-STALE += " (`transformers precision plan`)"
+STALE = "the plan is stale: measure it again (`transformers precision plan`)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -708,7 +704,7 @@ def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
 
 def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
     """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
-    missing = sorted(set(plan["modules"]) - _module_names(owner))
+    missing = sorted(set(plan["modules"]) - {name for name, _ in owner.named_modules()})
     where = f"`{key}` sub-config" if key else "config"
     message = (
         f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
