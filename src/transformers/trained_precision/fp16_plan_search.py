@@ -422,6 +422,11 @@ def _as_planned_fp16(model, names: list[str]):
             tensor.data = data
 
 
+def _ready_made(values: list | None) -> tuple[list[dict] | None, list[str] | None]:
+    """`(inputs, None)` for ready-made forward kwargs (dicts), else `(None, values)`: texts, or `None`."""
+    return (list(values), None) if values and isinstance(values[0], dict) else (None, values)
+
+
 def search_fp16_plan(
     model,
     tokenizer=None,
@@ -458,12 +463,7 @@ def search_fp16_plan(
         raise Fp16PlanError(f"max_length must be an integer >= 2, got {max_length!r}")
     from .audit import DEFAULT_TEXTS
 
-    inputs, texts = (list(texts), None) if texts and isinstance(texts[0], dict) else (None, texts)
-    held_out_inputs, held_out_texts = (
-        (list(held_out_texts), None)
-        if held_out_texts and isinstance(held_out_texts[0], dict)
-        else (None, held_out_texts)
-    )
+    (inputs, texts), (held_out_inputs, held_out_texts) = _ready_made(texts), _ready_made(held_out_texts)
     calibration_texts = list(texts) if texts is not None else list(DEFAULT_TEXTS)
     if inputs is None:
         inputs = _calibration_batches(model, tokenizer, texts, calibration_texts, max_length, seed)
