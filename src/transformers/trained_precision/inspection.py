@@ -34,12 +34,13 @@ import os
 from typing import Any
 
 from ..utils import CONFIG_NAME, logging
+from .binding import weights_subject
 from .configuration import sub_config_items
 from .decision import BASIS_EVIDENCE, BASIS_RULE, RISKY, SAFE, UNKNOWN_STATUS, PrecisionFacts, decide
 from .evidence import read_fp16_plan
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from .registry import lookup
-from .resolver import resolve_sub_models, resolve_trained_precision
+from .resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
 from .risk import FP16_MAX, OVERFLOW
 from .storage import (
     MAX_HEADER_BYTES,
@@ -636,20 +637,20 @@ def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict 
         return unverified.format("checking it against the weights needs PyTorch")
     from ..models.auto import AutoConfig
     from .audit import _model_class
-    from .binding import weights_subject
-    from .resolver import decide_fp16_plan
 
-    config = AutoConfig.from_pretrained(directory, local_files_only=True)
-    with torch.device("meta"):
-        model = _model_class(config)(config)
-    model.tie_weights()
-    missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
+    try:  # the classes `architectures` names, as a load builds them (custom code is never run here)
+        config = AutoConfig.from_pretrained(directory, local_files_only=True)
+        cls = _model_class(config)
+        with torch.device("meta"):
+            model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)  # `AutoModel`, or a class
+        model.tie_weights()
+        missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
+    except Exception as e:
+        return unverified.format(f"the model could not be built to map its weights ({type(e).__name__}: {e})")
     if missing is not None:
         return unverified.format(f"the model's weight `{missing}` is not mapped from the checkpoint as named")
     decision = decide_fp16_plan(model, torch.float16, subject=weights_subject(model))
-    if "" in decision.evidence:
-        return decision.evidence[""]
-    return f"its stored fp16 plan is no evidence here: {decision.problems.get('', 'it is not applied')}."
+    return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
 
 
 def _map_weights(model, paths: list[str]) -> str | None:
