@@ -623,7 +623,7 @@ class RealWorldCasesTest(TestCasePlus):
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
         weight = edited.model.layers[0].mlp.up_proj.weight
-        names = [name for name, _ in edited.named_parameters()]
+        [name for name, _ in edited.named_parameters()]
         first, _, _ = sample_positions(weight.numel())
         with torch.no_grad():
             weight[first // weight.shape[1]] *= 1e6  # a neuron whose weights the binding samples
@@ -647,7 +647,7 @@ class RealWorldCasesTest(TestCasePlus):
         raises at the first non-finite fp16 forward instead (the sentinel), never returning the NaN logits.
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
-        names = [name for name, _ in edited.named_parameters()]
+        [name for name, _ in edited.named_parameters()]
         weight = edited.model.layers[0].mlp.up_proj.weight
         start, _, length = sample_positions(weight.numel())
         self.assertLess(length, weight.numel())  # else every value is sampled and the edit below cannot be missed
@@ -959,7 +959,7 @@ class BindingTest(unittest.TestCase):
         weight.data = weight.data.to(torch.int8)  # a dtype
         self.assertNotEqual(binding_digest(quantized), before)
         with torch.no_grad():
-            names = [name for name, _ in model.named_parameters()]
+            [name for name, _ in model.named_parameters()]
             first, _, _ = sample_positions(512)
             model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
@@ -974,7 +974,7 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(subject.digest(), first)
             self.assertEqual(digest.call_count, 1)  # one load or cast digests once
         # an edit through `.data` (what PEFT's merge does) moves no version counter: the next check must still see it
-        names = [name for name, _ in model.named_parameters()]
+        [name for name, _ in model.named_parameters()]
         start, _, _ = sample_positions(model.lm_head.weight.numel())
         model.lm_head.weight.data.view(-1)[start] += 1.0
         self.assertNotEqual(weights_subject(model).digest(), first)
