@@ -26,12 +26,12 @@ A binding records a digest ([`binding_digest`]) of
 and the longest input the evidence saw and the kind of device it ran on.
 
 The sample lies on the first page of each weight (or spills into the next), which a lazy load of a safetensors file
-has already touched, so the binding reads almost nothing more of a lazily mapped checkpoint. It catches a fine-tune (which moves every
-weight), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of a sampled value.
-It does not catch an edit of any other value (past the first `SAMPLED_VALUES` of a weight: in a 7B Llama, all but the
-first 512 values of each weight's first row), nor weights swapped for others that share their first values. Static
-evidence only decides whether a load warns: in fp16 the check in the forward catches a real overflow whatever the
-evidence says.
+has already touched, so the binding reads almost nothing more of a lazily mapped checkpoint. It catches a fine-tune
+(which moves every value), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of
+a sampled value. It does not catch an edit of any other value (past a weight's first `SAMPLED_VALUES`: in a 7B
+Llama, the rest of each weight's first row and all its other rows), nor weights swapped for others with the same
+first values. Static evidence only decides whether a load warns: in fp16 the check in the forward catches a real
+overflow whatever the evidence says.
 
 A digest is computed at most once per load or cast (kept on its [`WeightsSubject`]) and never kept on the model: an
 in-place edit through `tensor.data` (PEFT's `merge_and_unload`) moves no version counter, so a digest kept across
