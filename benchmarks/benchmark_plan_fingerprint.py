@@ -15,13 +15,13 @@
 Load cost of binding evidence (a stored fp16 plan, a finished run, a publisher reference) to a model.
 
 A load that finds such evidence computes the model's binding (`trained_precision.binding.binding_digest`: the names,
-shapes and dtypes of the weights, 1,024 values of each in two runs, and the config's forward fields), once per load or
-cast: a second ask in the same check reads the digest kept on its `WeightsSubject`. For each checkpoint of `benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B
-Llama layout in bf16, the 7B one in fp16, T5-large's shape in bf16; write them with that script), a child process
+shapes and dtypes of the weights, the first 512 values of each, and the config's forward fields), once per load or
+cast: a second ask in the same check reads the digest kept on its `WeightsSubject`. For each checkpoint of
+`benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B Llama layout in bf16, the 7B one in fp16, T5-large's shape in bf16; write them with that script), a child process
 loads it lazily (`from_pretrained` in its stored dtype, which maps the safetensors file) and times the binding cold
 and kept, as a share of the load, with the process's peak resident memory (`VmHWM`) after the load and after the
 binding. `--old` also times the digest evidence used before (a SHA-256 of every value, on up to 8 threads), which
-reads every page of the file: at 7B it holds `/tmp/bigmem.lock`. Usage:
+reads every page of the file. Each 7B child holds `/tmp/bigmem.lock`; the load average is printed before and after. Usage:
 
     python benchmarks/benchmark_plan_fingerprint.py [--repeats 5] [--old] [--shapes llama-1.1b-bfloat16,...]
 """
@@ -131,7 +131,7 @@ def main():
     model_name = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line), "")
     print(
         f"machine: {model_name or platform.processor()}, {os.cpu_count()} cores, cpu capability "
-        f"{torch.backends.cpu.get_cpu_capability()}; torch {torch.__version__}"
+        f"{torch.backends.cpu.get_cpu_capability()}; torch {torch.__version__}; load average {os.getloadavg()}"
     )
     print(
         "| checkpoint | tensors | lazy load s (CPU s) | binding ms (CPU ms; major faults) | kept ms | binding / load "
@@ -146,7 +146,7 @@ def main():
         runs = []
         for _ in range(args.repeats):
             command = [sys.executable, os.path.abspath(__file__), "--child", folder] + (["--old"] if args.old else [])
-            with memory_lock(args.old and "7b" in shape):
+            with memory_lock("7b" in shape):
                 output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             runs.append(json.loads(output.strip().splitlines()[-1]))
         median = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
@@ -161,7 +161,10 @@ def main():
             f"{median('hwm_load') / 1e9:.2f} / {median('hwm_binding') / 1e9:.2f} | {old} |",
             flush=True,
         )
-    print(f"(goal: binding <= {GOAL:.0%} of the lazy load, peak memory of the load unchanged)")
+    print(
+        f"(goal: binding <= {GOAL:.0%} of the lazy load, peak memory of the load unchanged); load average now "
+        f"{os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":

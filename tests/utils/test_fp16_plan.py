@@ -47,12 +47,12 @@ def overflowing_gpt2():
 
 def stored_plan(model, modules=(GPT2_MLP,)):
     """
-    A plan for `model` as the search stores it (schema version 4), keeping `modules` in fp32, bound to `model`'s
+    A plan for `model` as the search stores it (schema version 5), keeping `modules` in fp32, bound to `model`'s
     weights and validated on inputs of the model's whole length limit.
     """
     length = usable_length(model.config)
     plan = {
-        "version": 4,
+        "version": 5,
         "dtype": "fp16",
         "modules": list(modules),
         "headroom": 2.0,
@@ -224,8 +224,8 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assertIn("the plan is stale: measure it again", str(raised.exception))
 
     def test_a_plan_bound_to_other_weights_is_no_evidence(self):
-        def fine_tune(model):
-            model.transformer.wpe.weight[40:].mul_(3.0)
+        def fine_tune(model):  # a fine-tune moves every value of a weight (the binding samples its first values)
+            model.transformer.wpe.weight.mul_(3.0)
 
         self.assert_no_evidence(self.variant(edit_model=fine_tune), "its digest does not match these weights")
 
@@ -271,9 +271,9 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         # value costs seconds and the whole file at 7B): an edit of a sampled value breaks it, any other is caught
         # where the model runs, by the forward's check in error mode
         name = "transformer.h.0.mlp.c_fc.weight"
-        names = [n for n, _ in self.model.named_parameters()]
+        [n for n, _ in self.model.named_parameters()]
         numel = self.model.get_parameter(name).numel()
-        sampled, _, length = sample_positions(numel, names.index(name))
+        sampled, _, length = sample_positions(numel)
         self.assertLess(length, numel)  # else every value is sampled
 
         def one_value(position):
@@ -298,6 +298,13 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assert_no_evidence(path, "it was made by an older version and is not bound to these weights and config")
         model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16)  # warns
         self.assertEqual(model.get_submodule(f"{GPT2_MLP}.c_fc").weight.dtype, torch.float32)  # still applied
+
+    def test_a_plan_bound_by_the_previous_sample_is_no_evidence(self):
+        def previous(plan):
+            plan["version"] = 4  # its fingerprint: a binding of version 2 (runs at offsets that moved per weight)
+
+        path = self.variant(edit_config=previous)
+        self.assert_no_evidence(path, "it was made by an older version and is not bound to these weights and config")
 
     def test_a_plan_is_evidence_only_up_to_the_model_s_own_length_limit(self):
         # a model that takes 4096 tokens: the default search sweeps up to 2048, so its plan stops there

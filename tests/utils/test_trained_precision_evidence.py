@@ -33,6 +33,7 @@ from parameterized import parameterized
 from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
 from transformers.trained_precision import cli
 from transformers.trained_precision.binding import (
+    BINDING_VERSION,
     bind,
     binding_digest,
     config_digest,
@@ -599,7 +600,7 @@ class RealWorldCasesTest(TestCasePlus):
         binding = copy[REFERENCE_FIELD].pop("binding")  # the digest of the publisher's weights, as loaded
         self.assertEqual(
             (binding["run"], binding["max_tokens"], binding["version"], len(binding["digest"])),
-            ("publisher", None, 2, 64),
+            ("publisher", None, BINDING_VERSION, 64),
         )
         self.assertEqual(copy[REFERENCE_FIELD], {"model_id": LLAMA2, "runtime": "fp16", "stored_dtype": "fp16"})
         with open(os.path.join(self.path("llama_fine_tuned"), "config.json"), encoding="utf-8") as f:
@@ -621,8 +622,8 @@ class RealWorldCasesTest(TestCasePlus):
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
         weight = edited.model.layers[0].mlp.up_proj.weight
-        names = [name for name, _ in edited.named_parameters()]
-        first, _, _ = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
+        [name for name, _ in edited.named_parameters()]
+        first, _, _ = sample_positions(weight.numel())
         with torch.no_grad():
             weight[first // weight.shape[1]] *= 1e6  # a neuron whose weights the binding samples
         path = os.path.join(self.tmp, "llama_edited")
@@ -645,9 +646,9 @@ class RealWorldCasesTest(TestCasePlus):
         raises at the first non-finite fp16 forward instead (the sentinel), never returning the NaN logits.
         """
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
-        names = [name for name, _ in edited.named_parameters()]
+        [name for name, _ in edited.named_parameters()]
         weight = edited.model.layers[0].mlp.up_proj.weight
-        start, _, length = sample_positions(weight.numel(), names.index("model.layers.0.mlp.up_proj.weight"))
+        start, _, length = sample_positions(weight.numel())
         self.assertLess(length, weight.numel())  # else every value is sampled and the edit below cannot be missed
         before = binding_digest(edited)
         with torch.no_grad():
@@ -957,8 +958,8 @@ class BindingTest(unittest.TestCase):
         weight.data = weight.data.to(torch.int8)  # a dtype
         self.assertNotEqual(binding_digest(quantized), before)
         with torch.no_grad():
-            names = [name for name, _ in model.named_parameters()]
-            first, _, _ = sample_positions(512, names.index("model.layers.0.mlp.up_proj.weight"))
+            [name for name, _ in model.named_parameters()]
+            first, _, _ = sample_positions(512)
             model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
 
@@ -972,8 +973,8 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(subject.digest(), first)
             self.assertEqual(digest.call_count, 1)  # one load or cast digests once
         # an edit through `.data` (what PEFT's merge does) moves no version counter: the next check must still see it
-        names = [name for name, _ in model.named_parameters()]
-        start, _, _ = sample_positions(model.lm_head.weight.numel(), names.index("lm_head.weight"))
+        [name for name, _ in model.named_parameters()]
+        start, _, _ = sample_positions(model.lm_head.weight.numel())
         model.lm_head.weight.data.view(-1)[start] += 1.0
         self.assertNotEqual(weights_subject(model).digest(), first)
         self.assertNotEqual(binding_digest(model), first)

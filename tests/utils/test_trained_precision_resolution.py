@@ -15,6 +15,7 @@
 
 import unittest
 
+from transformers.trained_precision.binding import BINDING_VERSION
 from transformers.trained_precision.resolver import resolve_trained_precision
 from transformers.trained_precision.risk import OVERFLOW, assess_lineage_risk, assess_risk
 from transformers.trained_precision.run_record import MIN_RUN_STEPS, RunRecord
@@ -62,7 +63,13 @@ class ResolutionTest(unittest.TestCase):
         self.assertIn("records no binding", assessment.dropped)
         self.assertIn("train it again with this version", assessment.dropped)
         # a bound record read without the weights (the torch-free report) clears nothing either
-        bound = {"digest": "0" * 64, "max_tokens": 32, "backend": "cpu AVX512", "run": "pure", "version": 2}
+        bound = {
+            "digest": "0" * 64,
+            "max_tokens": 32,
+            "backend": "cpu AVX512",
+            "run": "pure",
+            "version": BINDING_VERSION,
+        }
         config["trained_precision_run"] = {**finished_run(), "binding": bound}
         assessment = resolve_trained_precision(config).assess("fp16")
         self.assertIsNotNone(assessment.risk)

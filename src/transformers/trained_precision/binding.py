@@ -17,18 +17,21 @@ what it was made on, written by its producer beside it and checked by [`binding_
 
 A binding records a digest ([`binding_digest`]) of
 
-- the name, shape and dtype of every weight, and [`SAMPLED_VALUES`] of its values in [`SAMPLED_RUNS`] runs (floating
-  values as fp16, or fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
+- the name, shape and dtype of every weight, and its first [`SAMPLED_VALUES`] values (floating values as fp16, or
+  fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
 - the config's fields that change what the forward computes: the whole config (and its sub-configs) less the
   precision record, the evidence and bookkeeping ([`UNBOUND_FIELDS`]), so an edit of `config.json` such as Granite's
   `logits_scaling` or a `layer_norm_eps` breaks it;
 
 and the longest input the evidence saw and the kind of device it ran on.
 
-The sample reads a few pages of each weight, so a lazily mapped checkpoint stays unread. It catches a fine-tune
-(which moves every weight), another checkpoint, a changed name, shape or dtype, and an edit of a sampled value; an
-edit of values outside the sample keeps the binding. Static evidence only decides whether a load warns: in fp16 the
-check in the forward catches a real overflow whatever the evidence says.
+The sample lies on the first page of each weight (or spills into the next), which a lazy load of a safetensors file
+has already touched, so the binding reads almost nothing more of a lazily mapped checkpoint. It catches a fine-tune
+(which moves every value), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of
+a sampled value. It does not catch an edit of any other value (past a weight's first `SAMPLED_VALUES`: in a 7B
+Llama, the rest of each weight's first row and all its other rows), nor weights swapped for others with the same
+first values. Static evidence only decides whether a load warns: in fp16 the check in the forward catches a real
+overflow whatever the evidence says.
 
 A digest is computed at most once per load or cast (kept on its [`WeightsSubject`]) and never kept on the model: an
 in-place edit through `tensor.data` (PEFT's `merge_and_unload`) moves no version counter, so a digest kept across
@@ -47,14 +50,15 @@ from .configuration import sub_config_items
 from .vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 
 
-#: The version of the binding records written now. Version 1 (no `version` field: a digest of every value, or a
-#: sample without the config) is read and is no evidence: the message says to make the evidence again.
-BINDING_VERSION = 2
-#: Values per weight the digest covers: `SAMPLED_RUNS` runs of consecutive values, evenly spaced over the flattened
-#: weight from an offset that moves per weight. A run reads one or two pages of a lazily mapped file; values apart
-#: read a page each (256 values apart: a first digest of a 7B checkpoint costs as much as its lazy load).
-SAMPLED_VALUES = 1024
-SAMPLED_RUNS = 2
+#: The version of the binding records written now. Older ones are read and are no evidence (the message says to make
+#: the evidence again): version 1 (no `version` field: a digest of every value, or a sample without the config) and
+#: version 2 (1,024 values per weight, in two runs from an offset that moved per weight).
+BINDING_VERSION = 3
+#: Values per weight the digest covers: its first ones (flattened), which sit on the page of the mapped file that a
+#: lazy safetensors load already touched, so the sample reads no page the load left unread. A run elsewhere in each
+#: weight costs a page fault per weight (two such runs: 11% of a lazy 7B load), and on a cold cache a disk read each.
+SAMPLED_VALUES = 512
+SAMPLED_RUNS = 1
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
 BOUND_PLAN = "plan"
@@ -122,40 +126,40 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def sample_positions(numel: int, index: int) -> tuple[int, int, int]:
+def sample_positions(numel: int) -> tuple[int, int, int]:
     """
-    Where the sample of the `index`-th weight, of `numel` values, lies: `(first, stride, length)`, runs of `length`
-    values from `first + k * stride` for `k < SAMPLED_RUNS`; the whole weight (one run) when it is that small.
+    Where the sample of a weight of `numel` values lies: `(first, stride, length)`, runs of `length` values from
+    `first + k * stride` for `k < SAMPLED_RUNS`: its first `SAMPLED_VALUES` values (all of a smaller weight).
     """
-    if numel <= SAMPLED_VALUES:
-        return 0, numel, numel
-    length, stride = SAMPLED_VALUES // SAMPLED_RUNS, numel // SAMPLED_RUNS
-    return (index * 7919) % (stride - length + 1), stride, length
+    return 0, numel, min(numel, SAMPLED_VALUES)
 
 
-def _sample(tensor, index: int) -> list:
-    data = tensor.detach().reshape(-1)
-    first, stride, length = sample_positions(data.numel(), index)
-    return [data[start : start + length] for start in range(first, data.numel(), max(stride, 1))][:SAMPLED_RUNS]
+def _sample(tensor):
+    """A weight's sample: a view where it is contiguous, so nothing else of the weight is copied or read."""
+    first, _, length = sample_positions(tensor.numel())
+    data = tensor if tensor.is_contiguous() else tensor.reshape(-1)  # a copy: a parameter seldom is not contiguous
+    return data.as_strided((length,), (1,), data.storage_offset() + first)
 
 
 def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str | None:
     import torch
 
-    for tensor in model.parameters():
-        if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
-            return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part of it
-
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
     headers, samples = [], {}  # the samples of a dtype, hashed together: a few tensor operations per weight
-    for index, (name, tensor) in enumerate(model.named_parameters()):
-        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        dtype = tensor.dtype
-        if tensor.is_floating_point():
-            dtype = torch.float32 if name.startswith(planned) else torch.float16
-        headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
-        samples.setdefault(dtype, []).extend(run.to(device="cpu", dtype=dtype) for run in _sample(tensor, index))
+    with torch.no_grad():
+        for name, tensor in model.named_parameters():
+            if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
+                return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part
+            key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
+            dtype = tensor.dtype
+            if tensor.is_floating_point():
+                dtype = torch.float32 if name.startswith(planned) else torch.float16
+            headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
+            sample = _sample(tensor)
+            if sample.dtype != dtype or sample.device.type != "cpu":
+                sample = sample.to(device="cpu", dtype=dtype)
+            samples.setdefault(dtype, []).append(sample)
     digest = hashlib.sha256("".join(headers).encode())
     for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
         digest.update(torch.cat(samples[dtype]).view(torch.uint8).numpy())

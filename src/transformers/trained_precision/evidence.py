@@ -63,9 +63,9 @@ FP16_PLAN = "fp16_plan"
 FINISHED_RUN = "finished_run"
 #: The version of the fp16 plan schema [`read_fp16_plan`] accepts. Older plans (version 1: no fingerprint, no record
 #: of their inputs; 2: a fingerprint of sampled values; 3: of every value, without the config) are still read and
-#: applied, but are never evidence.
-FP16_PLAN_VERSION = 4
-FP16_PLAN_VERSIONS = (1, 2, 3, 4)
+#: applied, but are never evidence; 4: bound by a sample of values that moved per weight (binding version 2).
+FP16_PLAN_VERSION = 5
+FP16_PLAN_VERSIONS = (1, 2, 3, 4, 5)
 
 # The fixed schema of a stored fp16 plan: member -> accepted types (`bool` is never a number here).
 _PLAN_SCHEMA: dict[str, tuple[type, ...]] = {
