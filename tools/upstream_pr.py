@@ -404,16 +404,24 @@ class Plan:
 
 
 def _module_of(rel: str) -> str | None:
-    """`src/transformers/trained_precision/registry.py` -> `trained_precision.registry`; a sub-package's files -> its
-    folder; `src/transformers/integrations/optimi.py` -> `integrations.optimi`."""
+    """`src/transformers/trained_precision/registry.py` -> `trained_precision.registry`; a sub-package's file ->
+    its dotted path (`trained_precision.facts.registry`), its `__init__.py` -> the sub-package;
+    `src/transformers/integrations/optimi.py` -> `integrations.optimi`."""
     for prefix in MODULE_DIRS:
         if rel.startswith(prefix) and rel.endswith(".py"):
-            first = rel[len(prefix) :].split("/", 1)[0]
-            return (
-                None
-                if first == "__init__.py"
-                else f"{prefix.rstrip('/').rsplit('/', 1)[1]}.{first.removesuffix('.py')}"
-            )
+            parts = rel[len(prefix) : -3].split("/")
+            if parts == ["__init__"]:
+                return None
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            return ".".join([prefix.rstrip("/").rsplit("/", 1)[1], *parts])
+    return None
+
+
+def _ours(parts: list[str], modules: set[str]) -> str | None:
+    """The longest module of ours that the dotted path `parts` (after `transformers`) names or lies in."""
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
     return None
 
 
@@ -441,21 +449,22 @@ def _imported_modules(source: str, rel: str, modules: set[str]) -> set[str]:
                 base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
             else:
                 base = (node.module or "").split(".")
-            targets = [base] if node.module else [base + [alias.name] for alias in node.names]
-            if node.module and len(base) == 2:  # `from transformers.trained_precision import registry`
-                targets = [base + [alias.name] for alias in node.names]
+            # `from transformers.trained_precision.facts import registry` names the module in its aliases
+            targets = [base + [alias.name] for alias in node.names]
+            if node.module:
+                targets.append(base)
             for parts in targets:
                 if len(parts) > 2 and parts[0] == "transformers":
-                    found.add(f"{parts[1]}.{parts[2]}")
+                    found.add(_ours(parts[1:], modules))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if len(parts) > 2 and parts[0] == "transformers":
-                    found.add(f"{parts[1]}.{parts[2]}")
+                    found.add(_ours(parts[1:], modules))
     return found & modules
 
 
-_PATCH_IMPORT = re.compile(rb"^\+.*\b(trained_precision|integrations)(?:\.|\s+import\s+)(\w+)", re.M)
+_PATCH_IMPORT = re.compile(rb"^\+.*\b(trained_precision|integrations)(?:\.|\s+import\s+)([\w.]+)", re.M)
 
 
 def _place_all(root: Path, table: Table, entries: list[Entry]) -> list[str]:
@@ -549,7 +558,8 @@ def _import_warnings(root: Path, entries: list[Entry]) -> list[str]:
                         f"({owner[mod].branch}): the PR cannot be merged alone"
                     )
         for patch in entry.patches:
-            called = {f"{pkg.decode()}.{mod.decode()}" for pkg, mod in _PATCH_IMPORT.findall(patch.read_bytes())}
+            found = _PATCH_IMPORT.findall(patch.read_bytes())
+            called = {_ours([pkg.decode(), *mod.decode().split(".")], modules) for pkg, mod in found}
             for mod in sorted(called & modules):
                 if owner[mod].number > entry.number:
                     warnings.append(
