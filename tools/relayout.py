@@ -170,7 +170,9 @@ def rewrite_text(text: str, rel: str, patch: bool = False) -> tuple[str, list[st
     def package_import(match: re.Match) -> str:
         result = _from_package(match, patch)
         if result is None:
-            problems.append(f"{rel}: `{match[0].strip()}` imports modules of several folders on a line that cannot split")
+            problems.append(
+                f"{rel}: `{match[0].strip()}` imports modules of several folders on a line that cannot split"
+            )
             return match[0]
         return result
 

@@ -65,61 +65,108 @@ INTEGRATION_LAYERS = {
 }
 
 
-def relative_imports(path, level=1):
-    """Modules imported with `level` leading dots (`from .x import` for 1, `from ..x import` for 2)."""
+# folders of the package in the order they may import each other: a module of a folder imports modules of the package
+# root (by their layer) and of its own or earlier folders only
+FOLDERS = {"facts": 1, "guard": 2, "record": 3, "plan": 4, "commands": 5}
+
+
+def imports_of(path, package):
+    """Absolute dotted modules (without `transformers.`) that the file at `path`, in `package` (`["trained_precision",
+    "facts"]`), imports with `from ... import`; `from x import name` also yields `x.name`, which may be a module."""
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == level:
-            names = [node.module.split(".")[0]] if node.module else [alias.name for alias in node.names]
-            found.update(names)
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            if node.level > len(package) + 1:
+                continue
+            base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+        elif (node.module or "").startswith("transformers."):
+            base = node.module.split(".")[1:]
+        else:
+            continue
+        found.add(".".join(base))
+        found.update(".".join(base + [alias.name]) for alias in node.names)
     return found
 
 
-def package_imports(path):
-    """Sub-packages of `transformers` that a module of a sub-package imports (`from ..integrations.x import`)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+def package_files():
+    """`(module, folder, path, package)` for every module of the package, its sub-packages' included."""
+    root = os.path.dirname(package.__file__)
+    for directory, folders, names in os.walk(root):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        relative = os.path.relpath(directory, root)
+        folder = "" if relative == "." else relative
+        parts = ["trained_precision"] + ([] if not folder else folder.split(os.sep))
+        for name in sorted(names):
+            if name.endswith(".py"):
+                yield name[:-3], folder, os.path.join(directory, name), parts
+
+
+def package_modules():
+    """Dotted path inside the package (`facts.registry`, `vocabulary`) -> (module, folder)."""
+    return {
+        ".".join(parts[1:] + [module]): (module, folder)
+        for module, folder, _, parts in package_files()
+        if module != "__init__" or not folder
+    }
+
+
+def dependencies(path, parts):
+    """Modules of the package (by name) that a file imports, with their folders."""
+    modules = package_modules()
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("transformers."):
-            found.add(node.module.removeprefix("transformers."))
+    for dotted in imports_of(path, parts):
+        if dotted.startswith("trained_precision."):
+            inner = dotted.removeprefix("trained_precision.")
+            if inner in modules:
+                found.add(modules[inner])
     return found
+
+
+def package_imports(path, parts):
+    """Sub-packages of `transformers` outside `trained_precision` that a file imports (`integrations.x`)."""
+    return {dotted for dotted in imports_of(path, parts) if not dotted.startswith("trained_precision")}
 
 
 class LayersTest(unittest.TestCase):
     def test_every_module_has_a_layer_and_imports_downwards(self):
-        directory = os.path.dirname(package.__file__)
-        modules = sorted(name[:-3] for name in os.listdir(directory) if name.endswith(".py"))
-        self.assertEqual(sorted(set(modules) - set(LAYERS)), [], "give new modules a layer in LAYERS")
-        for module in modules:
-            for dependency in relative_imports(os.path.join(directory, f"{module}.py")):
+        files = [f for f in package_files() if f[0] != "__init__" or not f[1]]
+        self.assertEqual(sorted({f[0] for f in files} - set(LAYERS)), [], "give new modules a layer in LAYERS")
+        for module, folder, path, parts in files:
+            for dependency, dependency_folder in dependencies(path, parts):
                 with self.subTest(module=module, dependency=dependency):
-                    self.assertIn(dependency, LAYERS)
                     self.assertLess(LAYERS[dependency], LAYERS[module], f"{module} imports {dependency}")
+                    if folder and dependency_folder:
+                        self.assertIn(folder, FOLDERS, "give new folders a place in FOLDERS")
+                        self.assertLessEqual(FOLDERS[dependency_folder], FOLDERS[folder], f"{module} imports up")
+
+    def test_folders_stay_lazy(self):
+        # a folder's `__init__.py` imports nothing: the package's `_LazyModule` imports a module on first use only
+        for module, folder, path, parts in package_files():
+            if module == "__init__" and folder:
+                with self.subTest(folder=folder):
+                    self.assertEqual(imports_of(path, parts), set(), f"{folder}/__init__.py imports")
 
     def test_the_field_never_imports_the_training_integration(self):
-        directory = os.path.dirname(package.__file__)
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".py"):
-                for module in package_imports(os.path.join(directory, name)):
-                    with self.subTest(module=name, imports=module):
-                        self.assertFalse(module.startswith("integrations"), f"{name} imports {module}")
+        for module, folder, path, parts in package_files():
+            for imported in package_imports(path, parts):
+                with self.subTest(module=os.path.join(folder, module), imports=imported):
+                    self.assertFalse(imported.startswith("integrations"), f"{module} imports {imported}")
 
     def test_integration_modules_import_downwards(self):
         directory = os.path.dirname(integrations.__file__)
         for module, layer in INTEGRATION_LAYERS.items():
             path = os.path.join(directory, f"{module}.py")
             self.assertTrue(os.path.isfile(path), path)
-            for dependency in relative_imports(path):
+            imported = imports_of(path, ["integrations"])
+            for dependency in sorted({d.split(".")[1] for d in imported if d.startswith("integrations.")}):
                 with self.subTest(module=module, dependency=dependency):
                     self.assertIn(dependency, INTEGRATION_LAYERS, f"{module} imports integrations.{dependency}")
                     self.assertLess(INTEGRATION_LAYERS[dependency], layer, f"{module} imports {dependency}")
             # of the field's package, only the names layer
-            for imported in package_imports(path):
-                if imported.startswith("trained_precision"):
-                    with self.subTest(module=module, imports=imported):
-                        self.assertEqual(imported, "trained_precision.vocabulary")
+            for dotted in sorted(d for d in imported if d.split(".")[0] == "trained_precision"):
+                with self.subTest(module=module, imports=dotted):
+                    self.assertEqual(dotted.split(".")[1:2], ["vocabulary"], dotted)
