@@ -77,6 +77,7 @@ LICENSE = """# Copyright 2026 The HuggingFace Team. All rights reserved.
 # limitations under the License.
 """
 SELF = "tools/relayout.py"
+STACK = "tools/pr_stack.toml"
 _MOD = "|".join(sorted(MOVES, key=len, reverse=True))
 # `transformers.trained_precision.check`, `..trained_precision.check`, a bare `trained_precision.check`
 DOTTED = re.compile(rf"(\btransformers\.|(?<![\w.])\.+|(?<![\w.]))trained_precision\.({_MOD})\b(?!\.py)")
@@ -218,6 +219,40 @@ def folder_inits(root: Path) -> list[str]:
     return made
 
 
+def stack_inits(root: Path, dry_run: bool) -> list[str]:
+    """Each new folder's `__init__.py` goes upstream in the `tools/pr_stack.toml` entry of the folder's first file."""
+    path, added = root / STACK, []
+    if not path.is_file():
+        return added
+    text = path.read_text(encoding="utf-8")
+    for folder in FOLDERS:
+        init = f"{PACKAGE}/{folder}/__init__.py"
+        first = re.search(rf'^([^\S\n]*)"{re.escape(PACKAGE)}/{folder}/\w+\.py",?[^\S\n]*$', text, re.M)
+        if init in text or not first:
+            continue
+        text = text[: first.start()] + f'{first[1]}"{init}",\n' + text[first.start() :]
+        added.append(init)
+    if added and not dry_run:
+        path.write_text(text, encoding="utf-8")
+    return added
+
+
+def tidy(root: Path, files: list[str]) -> list[str]:
+    """Sorts the rewritten imports and formats the rewritten Python files with the repo's ruff, when one is there."""
+    files = sorted({f for f in files if f.endswith(".py") and (root / f).is_file()})
+    for ruff in ([sys.executable, "-m", "ruff"], [str(root / ".venv/bin/python"), "-m", "ruff"], ["ruff"]):
+        try:
+            if subprocess.run([*ruff, "--version"], cwd=root, capture_output=True).returncode:
+                continue
+        except OSError:
+            continue
+        if files:
+            subprocess.run([*ruff, "check", "-q", "--select", "I", "--fix", *files], cwd=root, capture_output=True)
+            subprocess.run([*ruff, "format", "-q", *files], cwd=root, capture_output=True)
+        return []
+    return [f"no ruff found: run `ruff check --select I --fix` and `ruff format` on {len(files)} rewritten files"]
+
+
 def _wrap(text: str, width: int = 119) -> str:
     lines, line = [], ""
     for word in text.split():
@@ -265,13 +300,17 @@ def main(argv: list[str] | None = None) -> int:
             git(root, "mv", old, new)
         if made:
             git(root, "add", *made)
+        problems += tidy(root, [moves.get(rel, rel) for rel in changed] + made)
+    stacked = stack_inits(root, args.dry_run)
+    for init in stacked:
+        print(f"stack    {init} joins the {STACK} entry of its folder's first file")
     for old, new in moves.items():
         print(f"move     {old} -> {new}")
-    for rel in changed:
+    for rel in sorted(set(changed)):
         print(f"rewrite  {rel}")
     for problem in problems:
         print(f"by hand  {problem}")
-    if not moves and not changed:
+    if not moves and not changed and not stacked:
         print("nothing to do: the layout is in place")
     return 0
 
