@@ -24,7 +24,9 @@ module names (a loader's list) renamed. What no rule can see (a bare `check.py` 
 """
 
 import argparse
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -237,6 +239,41 @@ def stack_inits(root: Path, dry_run: bool) -> list[str]:
     return added
 
 
+def refresh_patches(root: Path) -> list[str]:
+    """Re-sorts the imports the renames unsorted in the upstream files our patches change, commit by commit, and
+    re-exports the patches (`make fork`, a tree filter per commit, `make export`): the index lines and hunks are then
+    git's own, and `make fork` + `make export` is a no-op on them."""
+    fork = root / "fork"
+    if fork.exists():
+        return ["fork/ exists (it may hold work): the patches' import order and index lines are left; run again "
+                "without fork/, or sort the imports in fork/ by hand, then `make export`"]  # fmt: skip
+    sys.path.insert(0, str(root / "tools"))
+    import patchset  # noqa: PLC0415 (the repo's own tool, found only once the checkout is known)
+
+    config = patchset.upstream_pyproject(patchset.read_config(root))
+    touched = set()
+    for patch in (root / "patches").glob("*.patch"):
+        touched.update(re.findall(r"^diff --git a/(\S+\.py) ", patch.read_text(encoding="utf-8"), re.M))
+    ruff = f"{sys.executable} -m ruff check -q --no-cache --select I --fix --config {config}"
+    script = f"for f in {' '.join(sorted(touched))}; do [ -f $f ] && {ruff} $f; done; true"
+    env = {**os.environ, "FILTER_BRANCH_SQUELCH_WARNING": "1"}
+    try:
+        subprocess.run([sys.executable, "tools/patchset.py", "fork"], cwd=root, check=True, capture_output=True)
+        version = patchset.read_config(root).upstream_version
+        subprocess.run(
+            ["git", "filter-branch", "-f", "--tree-filter", script, f"upstream/{version}..HEAD"],
+            cwd=fork, env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        subprocess.run([sys.executable, "tools/patchset.py", "export"], cwd=root, check=True, capture_output=True)
+    except subprocess.CalledProcessError as error:
+        return [
+            f"re-exporting the patches failed ({' '.join(map(str, error.cmd[:3]))}): {error.stderr.decode()[-400:]}"
+        ]
+    finally:
+        shutil.rmtree(fork, ignore_errors=True)
+    return []
+
+
 def tidy(root: Path, files: list[str]) -> list[str]:
     """Sorts the rewritten imports and formats the rewritten Python files with the repo's ruff, when one is there."""
     files = sorted({f for f in files if f.endswith(".py") and (root / f).is_file()})
@@ -301,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         if made:
             git(root, "add", *made)
         problems += tidy(root, [moves.get(rel, rel) for rel in changed] + made)
+        if any(rel.startswith("patches/") for rel in changed):
+            problems += refresh_patches(root)
     stacked = stack_inits(root, args.dry_run)
     for init in stacked:
         print(f"stack    {init} joins the {STACK} entry of its folder's first file")
