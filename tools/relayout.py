@@ -2,8 +2,8 @@
 # Copyright 2026 The trained_precision fork authors. Licensed under the Apache License, Version 2.0.
 """
 Moves the modules of `src/transformers/trained_precision/` into folders that name the architecture, and rewrites every
-import, dotted path and file path that names a moved module. Fork-only tooling; standard library only; idempotent (a
-second run changes nothing). Run from anywhere inside a checkout:
+import, dotted path and file path that names a moved module. Fork-only tooling, standard library only (it runs the
+repo's ruff and `tools/patchset.py`), idempotent: a second run changes nothing. Run from anywhere inside a checkout:
 
     python3 tools/relayout.py            # move and rewrite
     python3 tools/relayout.py --dry-run  # say what would change
@@ -16,11 +16,17 @@ Folders, each importing only the root modules and the folders before it:
     plan/      fp16 plans: applying a stored one, the audit that finds overflow sites, the search
     commands/  `transformers precision` and its inspection report
 
-Everything is done by rules on the text, never on hunks: `git mv` by the table, relative imports re-derived from each
-file's old and new package, `transformers.trained_precision.X` and `trained_precision/X.py` renamed wherever they
-appear (patches included: every line but the headers, one line for one line, so hunks stay valid), `from
-transformers.trained_precision import X` of a moved module pointed at its folder, and a literal sequence of quoted
-module names (a loader's list) renamed. What no rule can see (a bare `check.py` in prose) is left as it is.
+Everything is done by rules on the text, never on hunks: `git mv` by the table (each folder gets a docstring-only
+`__init__.py`, so the package's `_LazyModule` still serves every name, and joins the `tools/pr_stack.toml` entry of
+the folder's first file); relative imports re-derived from each file's old and new package;
+`transformers.trained_precision.X`, `..trained_precision.X` and `trained_precision/X.py` renamed wherever they appear
+(in patches every line but the diff headers, one for one); `from transformers.trained_precision import X` of a moved
+module pointed at its folder; a literal sequence of quoted module names (a loader's list) renamed. The rewritten Python
+files are then import-sorted and formatted with the repo's ruff, and when a patch changed, the patches are rebuilt
+through `fork/` (`tools/patchset.py fork`, upstream's import order restored in each commit, `tools/patchset.py export`),
+so their index lines are git's own and `make fork` + `make export` changes nothing. Left as it is: a bare `check.py` in
+prose, a parenthesised multi-line `from transformers.trained_precision import (...)` of modules, and a `fork/` that
+already exists (it may hold work).
 """
 
 import argparse
@@ -109,8 +115,7 @@ def new_rel(rel: str) -> str:
 
 def _package_of(rel: str) -> list[str]:
     """`src/transformers/trained_precision/guard/check.py` -> `["transformers", "trained_precision", "guard"]`."""
-    parts = rel.removeprefix("src/").split("/")
-    return parts[:-1] if parts[-1] != "__init__.py" else parts[:-1]
+    return rel.removeprefix("src/").split("/")[:-1]
 
 
 def _moved(parts: list[str]) -> list[str]:
