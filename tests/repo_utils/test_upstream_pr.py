@@ -760,6 +760,27 @@ class TableTest(unittest.TestCase):
         self.assertEqual(len(later), 1, later)
         self.assertIn(f"{PKG}/a.py imports trained_precision.b, which comes later (trained-precision-2-two)", later[0])
 
+    def test_modules_of_a_sub_package_are_named_by_their_dotted_path(self):
+        # a folder of the package holds modules of several entries: each file is its own module
+        table = TINY_TABLE.replace(
+            '"{pkg}/a.py"]'.replace("{pkg}", PKG), f'"{PKG}/a.py", "{PKG}/f/__init__.py", "{PKG}/f/c.py"]'
+        )
+        table = table.replace(f'"{PKG}/b*.py"', f'"{PKG}/b*.py", "{PKG}/f/d.py"')
+        files = {
+            f"{PKG}/__init__.py": "",
+            f"{PKG}/a.py": "",
+            f"{PKG}/f/__init__.py": "",
+            f"{PKG}/f/c.py": "from ..a import x\nfrom . import d\n",
+            f"{PKG}/f/d.py": "from .c import y\n",
+            f"{PKG}/b.py": "from .f.c import y\n",
+            "tests/test_b.py": "from transformers.trained_precision.f.c import y\n",
+        }
+        later = [w for w in upstream_pr.plan_stack(tiny_root(self.tmp / "r", table, files)).warnings if "later" in w]
+        self.assertEqual(len(later), 1, later)
+        self.assertIn(
+            f"{PKG}/f/c.py imports trained_precision.f.d, which comes later (trained-precision-2-two)", later[0]
+        )
+
     def test_import_of_a_later_integration_module_is_reported(self):
         # our training glue beside upstream's integrations: `a` (PR one) reaches `integrations/b_glue.py` (PR two)
         table = TINY_TABLE.replace('"tests/*"]', '"tests/*", "src/transformers/integrations/b_glue.py"]')
