@@ -21,7 +21,7 @@ Everything is done by rules on the text, never on hunks: `git mv` by the table (
 the folder's first file); relative imports re-derived from each file's old and new package;
 `transformers.trained_precision.X`, `..trained_precision.X` and `trained_precision/X.py` renamed wherever they appear
 (in patches every line but the diff headers, one for one); `from transformers.trained_precision import X` of a moved
-module pointed at its folder; a literal sequence of quoted module names (a loader's list) renamed. The rewritten Python
+module pointed at its folder; a module's file joined onto a path (`package / "check.py"`); a literal sequence of quoted module names (a loader's list) renamed. The rewritten Python
 files are then import-sorted and formatted with the repo's ruff, and when a patch changed, the patches are rebuilt
 through `fork/` (`tools/patchset.py fork`, upstream's import order restored in each commit, `tools/patchset.py export`),
 so their index lines are git's own and `make fork` + `make export` changes nothing. Left as it is: a bare `check.py` in
@@ -95,6 +95,8 @@ FROM_PACKAGE = re.compile(
     r"(?P<names>[\w ,]+?)(?P<tail>\s*(?:#.*|[;\"'].*)?)$",
     re.M,
 )
+# a path joined onto the package's folder: `package / "registry.py"`, `os.path.join(package, "registry.py")`
+JOINED = re.compile(rf"""((?:/|\bos\.path\.join\([^()\n]*,)\s*)(["'])({_MOD})\.py\2""")
 QUOTED_LIST = re.compile(r"([(\[])((?:\s*\"\w+\",?){2,}\s*)([)\]])")
 RELATIVE = re.compile(r"^(?P<head>\s*from\s+)(?P<dots>\.+)(?P<module>[\w.]*)(?P<tail>\s+import\b)", re.M)
 
@@ -195,6 +197,7 @@ def rewrite_text(text: str, rel: str, patch: bool = False) -> tuple[str, list[st
             return match[1] + re.sub(r"\"(\w+)\"", lambda m: f'"{MOVES.get(m[1], m[1])}"', match[2]) + match[3]
 
         text = QUOTED_LIST.sub(quoted, text)
+        text = JOINED.sub(lambda m: f"{m[1]}{m[2]}{MOVES[m[3]].replace('.', '/')}.py{m[2]}", text)
     return text, problems
 
 

@@ -133,7 +133,7 @@ class TrackedFilesTest(SupplyChainBase):
         result = run_setup(unpacked, self.site, "build", "--build-lib", str(self.work / "lib"))
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         package = self.work / "lib" / "transformers" / "trained_precision"
-        self.assertTrue((package / "registry.py").is_file())
+        self.assertTrue((package / "facts/registry.py").is_file())
         for rel in UNTRACKED:
             self.assertFalse((self.work / "lib" / rel.removeprefix("src/")).exists(), rel)
 

@@ -563,9 +563,9 @@ class RegistryFileTest(TestCasePlus):
         shutil.copytree(
             REPO_ROOT / "src/transformers/trained_precision", tmp, ignore=shutil.ignore_patterns("__pycache__")
         )
-        text = (tmp / "registry.py").read_text()
+        text = (tmp / "facts/registry.py").read_text()
         self.assertEqual(text.count(old), 1)
-        (tmp / "registry.py").write_text(text.replace(old, new))
+        (tmp / "facts/registry.py").write_text(text.replace(old, new))
         copy_vocabulary, copy_registry, _ = registry_table.load_trained_precision(tmp)
         return check_registry(copy_registry.REGISTRY, copy_vocabulary, set(CONFIG_MAPPING_NAMES))
 
