@@ -198,14 +198,20 @@ class PackageTest(unittest.TestCase):
         for name in ("FP32", "BF16", "FP16", "UNKNOWN", "normalize_precision", "InvalidTrainedPrecisionError"):
             self.assertIn(name, namespace)
         directory = os.path.dirname(package.__file__)
-        present = {name[:-3] for name in os.listdir(directory) if name.endswith(".py")}
+        # dotted paths inside the package (`vocabulary`, `facts.binding`; a folder's `__init__.py` as the folder)
+        present = {
+            os.path.relpath(os.path.join(folder, name), directory)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+            for folder, _, names in os.walk(directory)
+            for name in names
+            if name.endswith(".py")
+        }
         for name, value in namespace.items():
             if name.startswith("__"):
                 continue
             module = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
             if module and module.startswith("transformers.trained_precision."):
                 with self.subTest(name=name):
-                    self.assertIn(module.rsplit(".", 1)[1], present)
+                    self.assertIn(module.removeprefix("transformers.trained_precision."), present)
         self.assertNotIn("tiny_gpt_neo", namespace, "test helpers stay in testing_utils")
 
     def test_the_vocabulary_imports_without_torch(self):
