@@ -29,8 +29,8 @@ A `save_pretrained` copy of a Hub checkpoint keeps the publisher's reference in 
 (`trained_precision_reference`, [`read_reference_record`]) while its weights are the publisher's. A stored dtype
 alone is never evidence, nor is a run that diverged or did not end; a run that kept an fp16 plan's modules in fp32
 proves fp16 only while the plan itself is evidence. A stored plan ([`read_fp16_plan`]) is a claim until
-[`~trained_precision.fp16_plan.decide_fp16_plan`] verified it on the path that runs the model; `transformers
-precision`, which reads no weights, reports it as unverified.
+[`~trained_precision.resolver.decide_fp16_plan`] verified it against the weights: a load or cast on the model, the
+`transformers precision` report on the safetensors mapped lazily (unverified, with the reason, where it cannot).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def read_fp16_plan(config: Any) -> dict | None:
     """
     The fp16 plan stored in a config (or `config.json` dict) when it claims to work: it matches the schema and passed its
     validation. A malformed plan logs one warning and reads as absent; a failed one is absent without a warning. A claim,
-    not evidence: see [`~trained_precision.fp16_plan.decide_fp16_plan`].
+    not evidence: see [`~trained_precision.resolver.decide_fp16_plan`].
     """
     plan = _member(config, FP16_PLAN_FIELD)
     if plan is None:
