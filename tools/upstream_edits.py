@@ -178,14 +178,17 @@ def makefile_checker(text: str) -> str:
 #: script declares the one stored upstream scripts use today (`cache_globs`).
 CHECKER_GLOB_KEYS = ("cache_globs", "file_globs")
 CHECKER_GLOB_KEY = "cache_globs"
+#: The files the checker depends on (its script's `CHECKER_CONFIG["cache_globs"]`), for a table runner's
+#: `CHECKER_FILE_GLOBS`, which skips a checker whose files are unchanged since its last clean run.
+CHECKER_GLOBS = ("utils/check_trained_precision.py", "utils/trained_precisions.json")
 
 
 def register_checker(text: str) -> str:
     """
     The checker in utils/checkers.py. Two upstream layouts exist: a `CHECKERS = {...}` table of (label, script, check
-    args, fix args), where our entry is inserted; and a runner that discovers each `utils/check_*.py` by its
-    `CHECKER_CONFIG` dict, which needs no edit as long as it reads the glob key our script declares. Anything else
-    stops with the anchor named.
+    args, fix args), where our entry is inserted (and our files in its `CHECKER_FILE_GLOBS`, where it has one); and a
+    runner that discovers each `utils/check_*.py` by its `CHECKER_CONFIG` dict, which needs no edit as long as it reads
+    the glob key our script declares. Anything else stops with the anchor named.
     """
     if re.search(r"^CHECKERS\s*(:[^=]*)?=\s*\{", text, flags=re.M) is None and "CHECKER_CONFIG" in text:
         read = [key for key in CHECKER_GLOB_KEYS if f'"{key}"' in text or f"'{key}'" in text]
@@ -197,14 +200,13 @@ def register_checker(text: str) -> str:
             )
         return text
     entry = f'"{CHECKER_NAME}": ("Published trained precisions", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
-    return _insert_python_item(
-        text,
-        "utils/checkers.py",
-        r"^CHECKERS\s*(:[^=]*)?=\s*\{",
-        entry,
-        rf'^\s*"{CHECKER_NAME}"\s*:',
-        after=(r'^\s*"config_attributes"\s*:',),
-    )
+    present, after = rf'^\s*"{CHECKER_NAME}"\s*:', (r'^\s*"config_attributes"\s*:',)
+    text = _insert_python_item(text, "utils/checkers.py", r"^CHECKERS\s*(:[^=]*)?=\s*\{", entry, present, after)
+    globs = r"^CHECKER_FILE_GLOBS\s*(:[^=]*)?=\s*\{"
+    if re.search(globs, text, flags=re.M) is None:
+        return text
+    listed = ", ".join(f'"{glob}"' for glob in CHECKER_GLOBS)
+    return _insert_python_item(text, "utils/checkers.py", globs, f'"{CHECKER_NAME}": [{listed}],', present, after)
 
 
 # The guide's pages, in the order the toctree lists them, each added by the pull request that ships what it documents

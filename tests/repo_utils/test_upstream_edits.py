@@ -156,6 +156,15 @@ class CheckersTest(EditCase):
         keys = list(assigned_literal(ue.register_checker(fx.CHECKERS), "CHECKERS"))
         self.assertEqual(keys[keys.index("config_attributes") + 1], "trained_precision")
 
+    def test_a_table_runner_caches_the_checker_on_its_scripts_files(self):
+        globs = assigned_literal(ue.register_checker(fx.CHECKERS), "CHECKER_FILE_GLOBS")
+        self.assertEqual(globs.pop("trained_precision"), list(ue.CHECKER_GLOBS))
+        self.assertEqual(globs, assigned_literal(fx.CHECKERS, "CHECKER_FILE_GLOBS"))
+        script = (ROOT / "utils" / ue.CHECKER_SCRIPT).read_text(encoding="utf-8")
+        self.assertEqual(list(ue.CHECKER_GLOBS), assigned_literal(script, "CHECKER_CONFIG")[ue.CHECKER_GLOB_KEY])
+        # a table without CHECKER_FILE_GLOBS gains none
+        self.assertNotIn("CHECKER_FILE_GLOBS", ue.register_checker(fx.CHECKERS_OTHER_ORDER))
+
     def test_after_a_multi_line_entry(self):
         new = ue.register_checker(fx.CHECKERS_OTHER_ORDER)
         self.assertEqual(list(assigned_literal(new, "CHECKERS")), ["copies", "types", "trained_precision"])
