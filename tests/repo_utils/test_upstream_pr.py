@@ -614,6 +614,17 @@ class StackFailureTest(StackTestBase):
             self.make_pr(clone, root=root)
         self.assertEqual(clone_state(clone), before)
 
+    def test_a_stack_over_budget_as_built_is_refused_and_its_branches_removed(self):
+        # the estimate counts an upstream edit as one line; the Trainer guide's paragraph adds 7 once it lands
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 3\nedits = ["trainer-docs"]')
+        root = tiny_root(self.tmp / "built", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
+        self.assertEqual(upstream_pr.plan_stack(root).errors, [])
+        clone = refusing_clone()
+        before = clone_state(clone)
+        with self.assertRaisesRegex(upstream_pr.PrError, "(?s)branches as built break.*about 9 changed lines"):
+            self.make_pr(clone, root=root)
+        self.assertEqual(clone_state(clone), before)
+
     def test_a_region_marker_is_refused_before_any_branch_exists(self):
         files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": f"a = 1  # {MARKER_LOWER} two\n"}
         root = tiny_root(self.tmp / "marker", TINY_TABLE, files)
