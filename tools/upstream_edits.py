@@ -34,6 +34,7 @@ class Edit:
     anchor: str  # what the edit looks for, in words (used in error messages)
     apply: Callable[[str], str]
     summary: str
+    lines: int = 1  # the changed lines the edit shows in a diff (what `make check` estimates before a clone)
 
 
 def _missing(path: str, anchor: str, hint: str = "") -> EditError:
@@ -178,17 +179,14 @@ def makefile_checker(text: str) -> str:
 #: script declares the one stored upstream scripts use today (`cache_globs`).
 CHECKER_GLOB_KEYS = ("cache_globs", "file_globs")
 CHECKER_GLOB_KEY = "cache_globs"
-#: The files the checker depends on (its script's `CHECKER_CONFIG["cache_globs"]`), for a table runner's
-#: `CHECKER_FILE_GLOBS`, which skips a checker whose files are unchanged since its last clean run.
-CHECKER_GLOBS = ("utils/check_trained_precision.py", "utils/trained_precisions.json")
 
 
 def register_checker(text: str) -> str:
     """
     The checker in utils/checkers.py. Two upstream layouts exist: a `CHECKERS = {...}` table of (label, script, check
-    args, fix args), where our entry is inserted (and our files in its `CHECKER_FILE_GLOBS`, where it has one); and a
-    runner that discovers each `utils/check_*.py` by its `CHECKER_CONFIG` dict, which needs no edit as long as it reads
-    the glob key our script declares. Anything else stops with the anchor named.
+    args, fix args), where our entry is inserted (its `CHECKER_FILE_GLOBS` stays as it is: a checker it does not list
+    always runs); and a runner that discovers each `utils/check_*.py` by its `CHECKER_CONFIG` dict, which needs no
+    edit as long as it reads the glob key our script declares. Anything else stops with the anchor named.
     """
     if re.search(r"^CHECKERS\s*(:[^=]*)?=\s*\{", text, flags=re.M) is None and "CHECKER_CONFIG" in text:
         read = [key for key in CHECKER_GLOB_KEYS if f'"{key}"' in text or f"'{key}'" in text]
@@ -200,13 +198,14 @@ def register_checker(text: str) -> str:
             )
         return text
     entry = f'"{CHECKER_NAME}": ("Published trained precisions", "{CHECKER_SCRIPT}", [], ["--fix_and_overwrite"]),'
-    present, after = rf'^\s*"{CHECKER_NAME}"\s*:', (r'^\s*"config_attributes"\s*:',)
-    text = _insert_python_item(text, "utils/checkers.py", r"^CHECKERS\s*(:[^=]*)?=\s*\{", entry, present, after)
-    globs = r"^CHECKER_FILE_GLOBS\s*(:[^=]*)?=\s*\{"
-    if re.search(globs, text, flags=re.M) is None:
-        return text
-    listed = ", ".join(f'"{glob}"' for glob in CHECKER_GLOBS)
-    return _insert_python_item(text, "utils/checkers.py", globs, f'"{CHECKER_NAME}": [{listed}],', present, after)
+    return _insert_python_item(
+        text,
+        "utils/checkers.py",
+        r"^CHECKERS\s*(:[^=]*)?=\s*\{",
+        entry,
+        rf'^\s*"{CHECKER_NAME}"\s*:',
+        after=(r'^\s*"config_attributes"\s*:',),
+    )
 
 
 # The guide's pages, in the order the toctree lists them, each added by the pull request that ships what it documents
@@ -316,6 +315,7 @@ EDITS: dict[str, Edit] = {
             TRAINER_DOC_SECTION,
             trainer_doc_paragraph,
             "say in the Trainer guide what train() records in config.trained_precision",
+            lines=len(TRAINER_DOC_PARAGRAPH.split("\n")) + 1,  # and a blank line before it
         ),
         Edit(
             "checkers-registry",
@@ -333,6 +333,7 @@ for _local, _title in TOC_PAGES:
         "- local: models",
         functools.partial(toctree_page_entry, local=_local),
         f"add the guide page {_local} ({_title}) to the toctree",
+        lines=2,  # `- local:` and `title:`
     )
 
 

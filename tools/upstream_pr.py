@@ -386,9 +386,10 @@ class Entry:
 
     @property
     def estimated_lines(self) -> int:
-        """Added + removed lines the entry's PR will show, before building it (edits count one line each)."""
+        """Added + removed lines the entry's PR will show, before building it (each edit counts its `lines`)."""
         total = sum(sum(_patch_lines(p)) for p in self.patches)
-        return total + sum(self._file_lines) + len(self.spec.edits)
+        edits = sum(upstream_edits.EDITS[n].lines if n in upstream_edits.EDITS else 1 for n in self.spec.edits)
+        return total + sum(self._file_lines) + edits
 
     @property
     def is_empty(self) -> bool:
@@ -1346,8 +1347,8 @@ def make_pr(
         for result in results:
             _run(["branch", "-D", result.branch], clone, check=False)
         raise PrError(
-            "the branches as built break the budgets that the estimate kept (it counts an upstream edit as one "
-            "line); they were removed:\n  " + "\n  ".join(over)
+            "the branches as built break the budgets that the estimate kept (an upstream edit changed more lines "
+            "than its `lines` in tools/upstream_edits.py); they were removed:\n  " + "\n  ".join(over)
         )
     out_dir = Path(descriptions) if descriptions else root / ".cache" / "pr-descriptions"
     described = write_descriptions(plan, out_dir, results, prefix)
