@@ -34,6 +34,7 @@ class Edit:
     anchor: str  # what the edit looks for, in words (used in error messages)
     apply: Callable[[str], str]
     summary: str
+    lines: int = 1  # the changed lines the edit shows in a diff (what `make check` estimates before a clone)
 
 
 def _missing(path: str, anchor: str, hint: str = "") -> EditError:
@@ -183,9 +184,9 @@ CHECKER_GLOB_KEY = "cache_globs"
 def register_checker(text: str) -> str:
     """
     The checker in utils/checkers.py. Two upstream layouts exist: a `CHECKERS = {...}` table of (label, script, check
-    args, fix args), where our entry is inserted; and a runner that discovers each `utils/check_*.py` by its
-    `CHECKER_CONFIG` dict, which needs no edit as long as it reads the glob key our script declares. Anything else
-    stops with the anchor named.
+    args, fix args), where our entry is inserted (its `CHECKER_FILE_GLOBS` stays as it is: a checker it does not list
+    always runs); and a runner that discovers each `utils/check_*.py` by its `CHECKER_CONFIG` dict, which needs no
+    edit as long as it reads the glob key our script declares. Anything else stops with the anchor named.
     """
     if re.search(r"^CHECKERS\s*(:[^=]*)?=\s*\{", text, flags=re.M) is None and "CHECKER_CONFIG" in text:
         read = [key for key in CHECKER_GLOB_KEYS if f'"{key}"' in text or f"'{key}'" in text]
@@ -314,6 +315,7 @@ EDITS: dict[str, Edit] = {
             TRAINER_DOC_SECTION,
             trainer_doc_paragraph,
             "say in the Trainer guide what train() records in config.trained_precision",
+            lines=len(TRAINER_DOC_PARAGRAPH.split("\n")) + 1,  # and a blank line before it
         ),
         Edit(
             "checkers-registry",
@@ -331,6 +333,7 @@ for _local, _title in TOC_PAGES:
         "- local: models",
         functools.partial(toctree_page_entry, local=_local),
         f"add the guide page {_local} ({_title}) to the toctree",
+        lines=2,  # `- local:` and `title:`
     )
 
 

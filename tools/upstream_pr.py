@@ -45,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -385,9 +386,10 @@ class Entry:
 
     @property
     def estimated_lines(self) -> int:
-        """Added + removed lines the entry's PR will show, before building it (edits count one line each)."""
+        """Added + removed lines the entry's PR will show, before building it (each edit counts its `lines`)."""
         total = sum(sum(_patch_lines(p)) for p in self.patches)
-        return total + sum(self._file_lines) + len(self.spec.edits)
+        edits = sum(upstream_edits.EDITS[n].lines if n in upstream_edits.EDITS else 1 for n in self.spec.edits)
+        return total + sum(self._file_lines) + edits
 
     @property
     def is_empty(self) -> bool:
@@ -624,8 +626,13 @@ def _is_test_file(rel: str) -> bool:
     return rel.startswith("tests/")
 
 
-def _budget_errors(table: Table, entries: list[Entry]) -> list[str]:
-    """Each entry within its `max-lines` budget, and no budget above the ceiling."""
+def _estimated(entry: Entry) -> int:
+    return entry.estimated_lines
+
+
+def _budget_errors(table: Table, entries: list[Entry], size: Callable[[Entry], int] = _estimated) -> list[str]:
+    """Each entry within its `max-lines` budget (`size`: its estimated changed lines, or those of its built branch),
+    and no budget above the ceiling."""
     errors = []
     for entry in entries:
         budget = entry.spec.max_lines if entry.spec.max_lines is not None else table.ceiling
@@ -634,26 +641,26 @@ def _budget_errors(table: Table, entries: list[Entry]) -> list[str]:
                 f"{entry.branch}: max-lines = {budget} is above the ceiling of {table.ceiling} changed lines: split "
                 "the entry instead of raising its budget"
             )
-        elif entry.estimated_lines > budget:
+        elif size(entry) > budget:
             errors.append(
-                f"{entry.branch}: about {entry.estimated_lines} changed lines, over its budget of {budget} (max-lines "
+                f"{entry.branch}: about {size(entry)} changed lines, over its budget of {budget} (max-lines "
                 f"in {STACK_TABLE}): move files to another entry or split the module"
             )
     return errors
 
 
-def _core_errors(table: Table, entries: list[Entry]) -> list[str]:
+def _core_errors(table: Table, entries: list[Entry], size: Callable[[Entry], int] = _estimated) -> list[str]:
     """The RFC core: at most `RFC_CORE_MAX_ENTRIES` entries, within `rfc-core-max-lines` together, the first within
-    `rfc-core-first-max-lines` (estimated, and allowed by its `max-lines`)."""
+    `rfc-core-first-max-lines` (by `size`, as `_budget_errors`, and allowed by its `max-lines`)."""
     errors = []
     core = [e for e in entries if e.spec.name in table.rfc_core]
-    sizes = ", ".join(f"{e.spec.name} ~{e.estimated_lines}" for e in core)
+    sizes = ", ".join(f"{e.spec.name} ~{size(e)}" for e in core)
     if len(core) > RFC_CORE_MAX_ENTRIES:
         errors.append(
             f"rfc-core holds {len(core)} entries ({sizes}): the RFC itself (the field, the load check and its error "
             f"switch, the stamp, its repo check) fits in at most {RFC_CORE_MAX_ENTRIES} pull requests"
         )
-    total = sum(e.estimated_lines for e in core)
+    total = sum(size(e) for e in core)
     if total > table.rfc_core_max_lines:
         errors.append(
             f"rfc-core has about {total} changed lines ({sizes}), over its budget of {table.rfc_core_max_lines} "
@@ -662,9 +669,9 @@ def _core_errors(table: Table, entries: list[Entry]) -> list[str]:
     if not core:
         return errors
     first, limit = core[0], table.rfc_first_max_lines
-    if first.estimated_lines > limit:
+    if size(first) > limit:
         errors.append(
-            f"{first.branch}: the RFC's first pull request ({first.spec.name}) has about {first.estimated_lines} "
+            f"{first.branch}: the RFC's first pull request ({first.spec.name}) has about {size(first)} "
             f"changed lines, over its budget of {limit} (rfc-core-first-max-lines in {STACK_TABLE})"
         )
     allowed = first.spec.max_lines or table.ceiling
@@ -1343,6 +1350,16 @@ def make_pr(
             "change theirs with a patch): " + ", ".join(clashes)
         )
     results = _build_stack(clone, plan, root, base, base_sha, env, log)
+    built = {r.number: r.added + r.removed for r in results}
+    over = _budget_errors(plan.table, plan.entries, lambda e: built.get(e.number, 0))
+    over += _core_errors(plan.table, plan.entries, lambda e: built.get(e.number, 0))
+    if over:
+        for result in results:
+            _run(["branch", "-D", result.branch], clone, check=False)
+        raise PrError(
+            "the branches as built break the budgets that the estimate kept (an upstream edit changed more lines "
+            "than its `lines` in tools/upstream_edits.py); they were removed:\n  " + "\n  ".join(over)
+        )
     out_dir = Path(descriptions) if descriptions else root / ".cache" / "pr-descriptions"
     described = write_descriptions(plan, out_dir, results, prefix)
     return PrResult(base=base, branches=results, left_out=left_out, warnings=plan.warnings, descriptions=described)

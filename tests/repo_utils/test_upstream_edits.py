@@ -7,6 +7,7 @@ fail naming the anchor when upstream no longer has it.
 """
 
 import ast
+import difflib
 import importlib.util
 import re
 import shutil
@@ -156,6 +157,14 @@ class CheckersTest(EditCase):
         keys = list(assigned_literal(ue.register_checker(fx.CHECKERS), "CHECKERS"))
         self.assertEqual(keys[keys.index("config_attributes") + 1], "trained_precision")
 
+    def test_a_table_runner_gains_one_line(self):
+        # its CHECKER_FILE_GLOBS stays as it is (a checker it does not list always runs): one line, as the estimate says
+        new = ue.register_checker(fx.CHECKERS)
+        self.assertEqual(
+            assigned_literal(new, "CHECKER_FILE_GLOBS"), assigned_literal(fx.CHECKERS, "CHECKER_FILE_GLOBS")
+        )
+        self.assertEqual(len(added_lines(fx.CHECKERS, new)), ue.EDITS["checkers-registry"].lines)
+
     def test_after_a_multi_line_entry(self):
         new = ue.register_checker(fx.CHECKERS_OTHER_ORDER)
         self.assertEqual(list(assigned_literal(new, "CHECKERS")), ["copies", "types", "trained_precision"])
@@ -253,6 +262,16 @@ class TrainerDocsTest(EditCase):
     def test_missing_anchor_is_named(self):
         with self.assertRaisesRegex(ue.EditError, "trainer.md: anchor not found: a `## Checkpoints` heading"):
             ue.trainer_doc_paragraph(fx.TRAINER_MD_NO_ANCHOR)
+
+
+class EstimateTest(unittest.TestCase):
+    def test_each_edit_changes_the_lines_it_declares(self):
+        # `make check` sizes a pull request before any clone from these; `make pr` checks the branches as built
+        for name, edit in ue.EDITS.items():
+            old = fx.CURRENT[edit.path]
+            diff = difflib.ndiff(old.split("\n"), edit.apply(old).split("\n"))
+            with self.subTest(name):
+                self.assertEqual(len([ln for ln in diff if ln.startswith(("+ ", "- "))]), edit.lines)
 
 
 class DependencyStyleTest(unittest.TestCase):

@@ -10,6 +10,7 @@ never files derived from our own edits. Our side is a scratch git checkout of th
 
 import base64
 import csv
+import dataclasses
 import email
 import hashlib
 import io
@@ -613,6 +614,21 @@ class StackFailureTest(StackTestBase):
         with self.assertRaisesRegex(upstream_pr.PrError, "(?s)breaks its rules.*over its budget of 1"):
             self.make_pr(clone, root=root)
         self.assertEqual(clone_state(clone), before)
+
+    def test_a_stack_over_budget_as_built_is_refused_and_its_branches_removed(self):
+        # an edit that changes more lines than it declares (here the Trainer guide's paragraph, 7, declared as 1)
+        # passes the estimate; the branch as built is over its budget
+        table = TINY_TABLE.replace('title = "One"', 'title = "One"\nmax-lines = 3\nedits = ["trainer-docs"]')
+        root = tiny_root(self.tmp / "built", table, {f"{PKG}/__init__.py": "", f"{PKG}/a.py": "a = 1\nb = 2\n"})
+        understated = dataclasses.replace(upstream_edits.EDITS["trainer-docs"], lines=1)
+        clone = refusing_clone()
+        before = clone_state(clone)
+        with mock.patch.dict(upstream_edits.EDITS, {"trainer-docs": understated}):
+            self.assertEqual(upstream_pr.plan_stack(root).errors, [])
+            with self.assertRaisesRegex(upstream_pr.PrError, "(?s)branches as built break.*about 9 changed lines"):
+                self.make_pr(clone, root=root)
+        self.assertEqual(clone_state(clone), before)
+        self.assertRegex("\n".join(upstream_pr.plan_stack(root).errors), "about 9 changed lines, over its budget of 3")
 
     def test_a_region_marker_is_refused_before_any_branch_exists(self):
         files = {f"{PKG}/__init__.py": "", f"{PKG}/a.py": f"a = 1  # {MARKER_LOWER} two\n"}

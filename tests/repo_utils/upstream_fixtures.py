@@ -265,6 +265,18 @@ CHECKERS = {
     "deps_table": ("Dependency versions table", None, None, None),
 }
 
+# File glob patterns that each checker depends on.
+# Checkers not listed here are always run.
+CHECKER_FILE_GLOBS = {
+    "copies": ["src/transformers/models/**/*.py"],
+    "config_attributes": ["src/transformers/models/**/configuration_*.py"],
+    "repo": [
+        "src/transformers/models/**/*.py",
+        "docs/**/*.md",
+    ],
+    "deps_table": ["setup.py", "pyproject.toml"],
+}
+
 
 def main():
     parser = argparse.ArgumentParser(description="Run check/fix scripts.")
