@@ -37,13 +37,25 @@ Upstream, this would sit in torchao as `torchao/optim/quant_utils.py` (`build_qu
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
 
 import torch
+import torch.utils.cpp_extension
 from torchao.optim import AdamW8bit as _TorchaoAdamW8bit
 from torchao.optim.adam import single_param_adam
 from torchao.optim.quant_utils import create_dynamic_map, quantize_8bit_with_qmap
 from torchao.optim.subclass_8bit import OptimState8bit
+
+from ..utils import logging
+
+
+logger = logging.get_logger(__name__)
 
 
 _M32 = 0xFFFFFFFF
@@ -176,6 +188,187 @@ def single_param_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, 
     p.copy_(p_f32 if sr_seed is None else fp32_to_bf16_sr_hashed(p_f32, sr_seed))
 
 
+_KERNEL_SOURCE = r"""
+// torchao's 8-bit AdamW update for one CPU tensor (see torchao_cpu_adam.py): the fp32 arithmetic of the compiled
+// torch update in the same order, block by block, in three vectorisable passes over each block.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+inline float as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t as_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float load(const uint16_t* p, int64_t i) { return as_float(uint32_t(p[i]) << 16); }
+inline float load(const float* p, int64_t i) { return p[i]; }
+
+struct Scalars {
+  float lr, lr_wd, wd, w1, w2, bc1, sqrt_bc2, eps;
+  int32_t is_adamw, stochastic_round;
+  uint32_t seed_key;
+};
+
+// weight decay, dequantisation and both moments' lerp; returns the blocks' maximum |m| and |v| bit patterns
+template <typename P>
+void moments(const P* __restrict p, const P* __restrict g, const uint8_t* __restrict c1, float scale1,
+             const float* __restrict q1, const uint8_t* __restrict c2, float scale2, const float* __restrict q2,
+             float* __restrict m, float* __restrict v, float* __restrict w, int64_t n, const Scalars& k,
+             uint32_t* max1_out, uint32_t* max2_out) {
+  uint32_t max1 = 0, max2 = 0;
+  const float lr_wd = k.is_adamw ? k.lr_wd : 0.0f, wd = k.is_adamw ? 0.0f : k.wd;
+  for (int64_t i = 0; i < n; ++i) {
+    float pf = load(p, i), gf = load(g, i);
+    pf = k.is_adamw ? pf - lr_wd * pf : pf;
+    gf = k.is_adamw ? gf : gf + wd * pf;
+    float mi = q1[c1[i]] * scale1, vi = q2[c2[i]] * scale2;
+    mi = mi + (gf - mi) * k.w1;
+    vi = vi + (gf * gf - vi) * k.w2;
+    m[i] = mi; v[i] = vi; w[i] = pf;
+    uint32_t a1 = as_bits(mi) & 0x7FFFFFFFu, a2 = as_bits(vi) & 0x7FFFFFFFu;
+    max1 = a1 > max1 ? a1 : max1;
+    max2 = a2 > max2 ? a2 : max2;
+  }
+  *max1_out = max1; *max2_out = max2;
+}
+
+// amax(|x|).clip(1e-12) from the largest bit pattern of |x| (NaN's patterns lie above inf's, so NaN propagates)
+inline float block_scale(uint32_t max_bits) {
+  float amax = as_float(max_bits);
+  return amax != amax ? amax : (amax > 1e-12f ? amax : 1e-12f);
+}
+
+// quantize_8bit_with_lut(x / scale, lut): one lookup and one comparison
+void quantize(const float* __restrict x, float scale, const int32_t* __restrict lut, uint8_t* __restrict codes,
+              int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float y = x[i] / scale;
+    uint32_t key = as_bits(y) >> 16, entry = uint32_t(lut[key]);
+    float step = as_float((key << 16) | (entry & 0xFFFFu));
+    codes[i] = uint8_t(y >= step ? entry >> 24 : (entry >> 16) & 0xFFu);
+  }
+}
+
+inline float adam(float w, float m, float v, const Scalars& k) {
+  return w - k.lr * (m / k.bc1) / (std::sqrt(v) / k.sqrt_bc2 + k.eps);
+}
+
+void store(float* __restrict p, const float* __restrict m, const float* __restrict v, const float* __restrict w,
+           int64_t, int64_t n, const Scalars& k) {
+  for (int64_t i = 0; i < n; ++i) p[i] = adam(w[i], m[i], v[i], k);
+}
+
+// c10::BFloat16's rounding (nearest even, NaN to 0x7FC0), or fp32_to_bf16_sr_hashed with _random_16bit's hash
+void store(uint16_t* __restrict p, const float* __restrict m, const float* __restrict v, const float* __restrict w,
+           int64_t offset, int64_t n, const Scalars& k) {
+  if (k.stochastic_round) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t x = uint32_t(offset + i) ^ k.seed_key;
+      x = (x ^ (x >> 16)) * 0x7FEB352Du;
+      x = (x ^ (x >> 15)) * 0x46CA68B5u;
+      uint32_t bits = as_bits(adam(w[i], m[i], v[i], k)), truncated = bits & 0xFFFF0000u;
+      uint32_t rounded = ((x ^ (x >> 16)) & 0xFFFFu) < (bits & 0xFFFFu) ? truncated + 0x10000u : truncated;
+      p[i] = (rounded & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t(0x7FC0) : uint16_t(rounded >> 16);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      float f = adam(w[i], m[i], v[i], k);
+      uint32_t u = as_bits(f);
+      uint16_t rounded = uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
+      p[i] = f != f ? uint16_t(0x7FC0) : rounded;
+    }
+  }
+}
+
+template <typename P>
+void update(P* p, const P* g, uint8_t* c1, float* s1, const float* q1, const int32_t* l1, uint8_t* c2, float* s2,
+            const float* q2, const int32_t* l2, int64_t num_blocks, int64_t block, const Scalars& k) {
+  std::vector<float> buffer(3 * block);
+  float *m = buffer.data(), *v = m + block, *w = v + block;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const int64_t o = b * block;
+    uint32_t max1, max2;
+    moments(p + o, g + o, c1 + o, s1[b], q1, c2 + o, s2[b], q2, m, v, w, block, k, &max1, &max2);
+    s1[b] = block_scale(max1);
+    s2[b] = block_scale(max2);
+    quantize(m, s1[b], l1, c1 + o, block);
+    quantize(v, s2[b], l2, c2 + o, block);
+    store(p + o, m, v, w, o, block, k);
+  }
+}
+
+}  // namespace
+
+extern "C" void adam8bit_update(int32_t bf16, void* p, const void* g, uint8_t* c1, float* s1, const float* q1,
+                                const int32_t* l1, uint8_t* c2, float* s2, const float* q2, const int32_t* l2,
+                                int64_t num_blocks, int64_t block, const float* f, const int32_t* flags) {
+  Scalars k{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], flags[0], flags[1], uint32_t(flags[2])};
+  if (bf16)
+    update(static_cast<uint16_t*>(p), static_cast<const uint16_t*>(g), c1, s1, q1, l1, c2, s2, q2, l2, num_blocks,
+           block, k);
+  else
+    update(static_cast<float*>(p), static_cast<const float*>(g), c1, s1, q1, l1, c2, s2, q2, l2, num_blocks, block, k);
+}
+"""
+_KERNEL_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC")
+
+
+@functools.cache
+def _native_kernel():
+    """[`_KERNEL_SOURCE`] built once per machine and source with the C++ compiler torch uses (`$CXX`, else `c++`),
+    as a `ctypes` function; `None`, logged once, where it cannot be built (the compiled update then runs)."""
+    compiler = torch.utils.cpp_extension.get_cxx_compiler()
+    tag = f"{_KERNEL_SOURCE}{_KERNEL_FLAGS}{compiler}{platform.machine()}{torch.backends.cpu.get_cpu_capability()}"
+    directory = os.path.join(tempfile.gettempdir(), f"torchao_cpu_adam_{os.getuid()}")
+    library = os.path.join(directory, hashlib.sha256(tag.encode()).hexdigest()[:16] + ".so")
+    try:
+        if not os.path.exists(library):
+            os.makedirs(directory, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=directory) as build:
+                source, output = os.path.join(build, "kernel.cpp"), os.path.join(build, "kernel.so")
+                with open(source, "w") as f:
+                    f.write(_KERNEL_SOURCE)
+                subprocess.run([compiler, *_KERNEL_FLAGS, source, "-o", output], check=True, capture_output=True)
+                os.replace(output, library)
+        function = ctypes.CDLL(library).adam8bit_update
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", b"") or b""
+        logger.warning(
+            f"torchao_cpu_adam: the C++ update could not be built ({error} {detail.decode()[-500:]}); the compiled "
+            "torch update runs instead (about 5 to 15 times slower)"
+        )
+        return None
+    function.restype = None
+    function.argtypes = [ctypes.c_int32] + [ctypes.c_void_p] * 10 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+    return function
+
+
+def _hashed_seed_key(seed: int) -> int:
+    """`_random_16bit`'s hash of the seed, as the signed int32 that the kernel XORs with each element's index."""
+    key = seed & _M32
+    for multiplier in (0x7FEB352D, 0x46CA68B5):
+        key = ((key ^ (key >> 16)) * multiplier) & _M32
+    key ^= key >> 16
+    return key - (1 << 32) if key >= 1 << 31 else key
+
+
+def native_adam_8bit_cpu(kernel, p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
+    """[`single_param_adam_8bit_cpu`] (same arguments, after `kernel`) in the C++ kernel, with the same fp32
+    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
+    beta1, beta2, weight_decay, eps, is_adamw = hparams
+    bias_correction1 = 1 - beta1**step
+    sqrt_bias_correction2 = (1 - beta2**step).sqrt()
+    # 0-d float32 tensors, rounded as in the compiled update
+    scalars = torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
+                           torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+    seed_key = 0 if sr_seed is None else _hashed_seed_key(int(sr_seed))
+    flags = torch.tensor([int(is_adamw), int(sr_seed is not None), seed_key], dtype=torch.int32)
+    (codes1, scale1, qmap1, lut1), (codes2, scale2, qmap2, lut2) = exp_avg, exp_avg_sq
+    tensors = (p, grad, codes1, scale1, qmap1, lut1, codes2, scale2, qmap2, lut2)
+    kernel(int(p.dtype is torch.bfloat16), *(t.data_ptr() for t in tensors), codes1.shape[0], codes1.shape[1],
+           scalars.data_ptr(), flags.data_ptr())  # fmt: skip
+
+
 _compiled_update = torch.compile(single_param_adam_8bit_cpu, fullgraph=True, dynamic=False)
 
 
@@ -269,4 +462,8 @@ class AdamW8bit(_TorchaoAdamW8bit):
             torch._dynamo.maybe_mark_dynamic(tensor, 0)
         seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
         hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
+        kernel = _native_kernel() if p.grad.dtype == p.dtype else None
+        if kernel is not None:
+            native_adam_8bit_cpu(kernel, weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
+            return
         _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
