@@ -163,10 +163,9 @@ class TrainerTest(TestCasePlus):
         )
         record = RecordWeights(model)
         trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
-        with (
-            torch.compiler.set_stance("force_eager"),
-            torchao_path_only() if force_torchao else contextlib.nullcontext(),
-        ):
+        # compiled as in use: the C++ update reproduces the compiled update's fp32 arithmetic, and eager `lerp`
+        # rounds differently (a fused multiply-add)
+        with torchao_path_only() if force_torchao else contextlib.nullcontext():
             trainer.train()
         self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
         return record.history
