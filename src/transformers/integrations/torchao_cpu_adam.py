@@ -335,16 +335,24 @@ extern "C" void adam8bit_update(int32_t bf16, void* p, const void* g, uint8_t* c
                     block, k, threads);
 }
 """
-_KERNEL_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread")
+_KERNEL_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread")
+
+
+def _target_flags() -> tuple[str, ...]:
+    """The instruction set of torch's own CPU dispatch (`ATEN_CPU_CAPABILITY` lowers it) on x86, else the machine's."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if platform.machine().lower() in ("x86_64", "amd64") and capability != "AVX512":
+        return ("-march=haswell",) if capability == "AVX2" else ()
+    return ("-march=native",)
 
 
 @functools.cache
 def _native_kernel():
     """[`_KERNEL_SOURCE`] built once per machine and source with the C++ compiler torch uses (`$CXX`, else `c++`),
     as a `ctypes` function; `None`, logged once, where it cannot be built (the compiled update then runs)."""
-    compiler = torch.utils.cpp_extension.get_cxx_compiler()
-    tag = f"{_KERNEL_SOURCE}{_KERNEL_FLAGS}{compiler}{platform.machine()}{torch.backends.cpu.get_cpu_capability()}"
-    directory = os.path.join(tempfile.gettempdir(), f"torchao_cpu_adam_{os.getuid()}")
+    compiler, flags = torch.utils.cpp_extension.get_cxx_compiler(), (*_KERNEL_FLAGS, *_target_flags())
+    tag = f"{_KERNEL_SOURCE}{flags}{compiler}{platform.machine()}{platform.node()}"
+    directory = os.path.join(tempfile.gettempdir(), f"torchao_cpu_adam_{getattr(os, 'getuid', lambda: 0)()}")
     library = os.path.join(directory, hashlib.sha256(tag.encode()).hexdigest()[:16] + ".so")
     try:
         if not os.path.exists(library):
@@ -353,7 +361,7 @@ def _native_kernel():
                 source, output = os.path.join(build, "kernel.cpp"), os.path.join(build, "kernel.so")
                 with open(source, "w") as f:
                     f.write(_KERNEL_SOURCE)
-                subprocess.run([compiler, *_KERNEL_FLAGS, source, "-o", output], check=True, capture_output=True)
+                subprocess.run([compiler, *flags, source, "-o", output], check=True, capture_output=True)
                 os.replace(output, library)
         function = ctypes.CDLL(library).adam8bit_update
     except (OSError, subprocess.CalledProcessError) as error:
