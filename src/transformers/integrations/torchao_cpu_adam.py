@@ -26,7 +26,8 @@ values exactly on a rounding midpoint included) with one gather instead of ten.
 
 Inductor still emits those gathers as scalar loads, so the update runs as a small C++ kernel ([`_KERNEL_SOURCE`],
 three passes over each block that the compiler vectorises, gathers included), built once per machine with the C++
-compiler torch.compile uses and loaded with `ctypes`: about 2 to 3 times torch's fused fp32 AdamW instead of 5 to 16.
+compiler torch.compile uses and loaded with `ctypes`: about 2 times torch's fused fp32 AdamW on large tensors
+(the compiled lookup: 5 to 16).
 It does the compiled update's fp32 arithmetic in the same order (no fused multiply-add), so weights, codes and
 scales are bit-identical to it and to torchao's compiled update. Where the kernel cannot be built, the same update
 runs compiled (one compile per dtype, dynamic in the number of blocks), with a warning.
@@ -440,8 +441,8 @@ def _cpu_lut(p: torch.Tensor, state: dict, amsgrad: bool) -> tuple | None:
 class AdamW8bit(_TorchaoAdamW8bit):
     """
     torchao's `AdamW8bit` whose CPU parameters with 8-bit moments take the C++ kernel ([`native_adam_8bit_cpu`], else
-    [`single_param_adam_8bit_cpu`] compiled): the same state, state dict and codes, in about 2 to 3 times torch's fused
-    fp32 AdamW's step time on the CPU (torchao's own: 35 to 65). Every other parameter (GPU, small tensors with
+    [`single_param_adam_8bit_cpu`] compiled): the same state, state dict and codes, in about 2 times torch's fused
+    fp32 AdamW's step time on the CPU for large tensors (torchao's own: 13 to 65). Every other parameter (GPU, small tensors with
     unquantized moments, fp16, non-contiguous, `amsgrad`) takes torchao's own update (`amsgrad` with 8-bit moments
     fails there on the CPU with torchao 0.18, as with torchao's own class). The first step logs (`logger.info`) how
     many parameters take each update.
