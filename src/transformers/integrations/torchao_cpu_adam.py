@@ -360,7 +360,7 @@ def _native_kernel():
             os.makedirs(directory, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=directory) as build:
                 source, output = os.path.join(build, "kernel.cpp"), os.path.join(build, "kernel.so")
-                with open(source, "w") as f:
+                with open(source, "w", encoding="utf-8") as f:
                     f.write(_KERNEL_SOURCE)
                 subprocess.run([compiler, *flags, source, "-o", output], check=True, capture_output=True)
                 os.replace(output, library)
@@ -386,8 +386,8 @@ def _hashed_seed_key(seed: int) -> int:
     return key - (1 << 32) if key >= 1 << 31 else key
 
 
-def native_adam_8bit_cpu(kernel, p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
-    """[`single_param_adam_8bit_cpu`] (same arguments, after `kernel`) in the C++ kernel, with the same fp32
+def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
+    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
     arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
     beta1, beta2, weight_decay, eps, is_adamw = hparams
     bias_correction1 = 1 - beta1**step
@@ -401,8 +401,8 @@ def native_adam_8bit_cpu(kernel, p, grad, exp_avg, exp_avg_sq, lr, step, hparams
     )
     (codes1, scale1, qmap1, lut1), (codes2, scale2, qmap2, lut2) = exp_avg, exp_avg_sq
     tensors = (p, grad, codes1, scale1, qmap1, lut1, codes2, scale2, qmap2, lut2)
-    kernel(int(p.dtype is torch.bfloat16), *(t.data_ptr() for t in tensors), codes1.shape[0], codes1.shape[1],
-           scalars.data_ptr(), flags.data_ptr())  # fmt: skip
+    pointers = [t.data_ptr() for t in tensors]
+    _native_kernel()(int(p.dtype is torch.bfloat16), *pointers, *codes1.shape, scalars.data_ptr(), flags.data_ptr())
 
 
 _compiled_update = torch.compile(single_param_adam_8bit_cpu, fullgraph=True, dynamic=False)
@@ -505,9 +505,8 @@ class AdamW8bit(_TorchaoAdamW8bit):
             torch._dynamo.maybe_mark_dynamic(tensor, 0)
         seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
         hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
-        kernel = _native_kernel() if p.grad.dtype == p.dtype else None
-        if kernel is not None:
-            native_adam_8bit_cpu(kernel, weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
+        if p.grad.dtype == p.dtype and _native_kernel() is not None:
+            native_adam_8bit_cpu(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
             return "the CPU update (C++ kernel)"
         _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
         return "the CPU update (compiled torch)"
