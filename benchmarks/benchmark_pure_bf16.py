@@ -45,6 +45,7 @@ subset, `--json PATH` also writes the numbers. Where bf16 is emulated use `--hid
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import statistics
@@ -278,6 +279,15 @@ OPTIMIZER_RUNS = {
 EXTRA_OPTIMIZER_RUNS = ("torchao_8bit_sr_block2048",)
 
 
+def parse_shapes(spec: str) -> list[tuple[int, ...]]:
+    """`2048x512*3,512` -> three (2048, 512) shapes and one (512,)."""
+    shapes = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        shape, _, count = item.partition("*")
+        shapes += [tuple(int(size) for size in shape.split("x"))] * int(count or 1)
+    return shapes
+
+
 def optimizer_microbenchmark(shapes, steps: int, warmup: int, weight_decay: float, seed: int, chosen) -> dict:
     """Seconds per optimizer step (median, quartiles) and parameters per second, interleaved, for each optimizer."""
     import torch
@@ -420,6 +430,12 @@ def main():
         help=f"comma-separated subset of {','.join(OPTIMIZER_RUNS)}; empty to skip the optimizer benchmark",
     )
     parser.add_argument(
+        "--optimizer_shapes",
+        default="",
+        help="the optimizer benchmark's tensors instead of the model's, e.g. 2048x2048*4,2048x512*3,512*4 (a review's "
+        "19.9M parameters in 11 tensors)",
+    )
+    parser.add_argument(
         "--compare",
         nargs=2,
         metavar=("FIRST_JSON", "SECOND_JSON"),
@@ -558,13 +574,15 @@ def run_benchmark(opts, chosen, chosen_optimizers):
 
     optimizer_results = {}
     if chosen_optimizers and opts.optimizer_steps > 0:
-        shapes = [tuple(p.shape) for p in runs[0].model.parameters()]
+        shapes = parse_shapes(opts.optimizer_shapes) or [tuple(p.shape) for p in runs[0].model.parameters()]
+        where = "the given" if opts.optimizer_shapes else "the model's"
+        n_values = sum(math.prod(shape) for shape in shapes)
         started = time.perf_counter()
         optimizer_results = optimizer_microbenchmark(
             shapes, opts.optimizer_steps, opts.warmup, opts.weight_decay, opts.seed, chosen_optimizers
         )
         print(
-            f"\nOptimizer step alone: {n_params / 1e6:.2f}M parameters in the model's {len(shapes)} tensor shapes, "
+            f"\nOptimizer step alone: {n_values / 1e6:.2f}M parameters in {where} {len(shapes)} tensor shapes, "
             f"fixed random gradients, weight decay {opts.weight_decay:g} on matrices, interleaved, "
             f"{opts.optimizer_steps} timed steps each, {time.perf_counter() - started:.0f} s. No matmul: the same "
             "meaning on every machine class.\n"

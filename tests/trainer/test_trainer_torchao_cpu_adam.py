@@ -14,16 +14,19 @@
 """The CPU update of torchao's 8-bit AdamW (`integrations/torchao_cpu_adam.py`): torchao's codes, torchao's steps."""
 
 import contextlib
+import logging
+import shutil
 import unittest.mock
 
 from transformers import TrainingArguments
-from transformers.testing_utils import TestCasePlus, require_torch, require_torchao
+from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch, require_torchao
 from transformers.trained_precision.testing_utils import random_token_dataset
 from transformers.utils import is_torch_available, is_torchao_available
 
 
 if is_torch_available():
     import torch
+    import torch.utils.cpp_extension
 
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback
 
@@ -95,6 +98,11 @@ def torchao_path_only():
     return unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None)
 
 
+def compiled_update_only():
+    """Sends `CPUAdamW8bit`'s CPU parameters to the compiled update, as where the C++ kernel cannot be built."""
+    return unittest.mock.patch.object(torchao_cpu_adam, "_native_kernel", return_value=None)
+
+
 def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4):
     """Weights and moments after `count` steps on fixed gradients, from the same start: a 64 x 128 matrix (8-bit
     moments, weight decay) and a bias (unquantized moments)."""
@@ -121,6 +129,28 @@ class UpdateTest(TestCasePlus):
         for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, theirs):
             self.assertTrue(torch.equal(a, b), name)
 
+    def test_cpp_update_is_built_and_takes_the_compiled_updates_steps(self):
+        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:
+            self.skipTest("no C++ compiler")
+        self.assertIsNotNone(torchao_cpu_adam._native_kernel())
+        for stochastic_round in (False, True):  # the same hash: the same draws
+            torch.manual_seed(5)
+            ours = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round)
+            torch.manual_seed(5)
+            with compiled_update_only():
+                compiled = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round)
+            for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, compiled):
+                self.assertTrue(torch.equal(a, b), f"{name}, stochastic rounding {stochastic_round}")
+
+    def test_the_update_each_parameter_takes_is_logged_once(self):
+        for context, update in ((contextlib.nullcontext(), "C++ kernel"), (compiled_update_only(), "compiled torch")):
+            if update == "C++ kernel" and torchao_cpu_adam._native_kernel() is None:
+                continue
+            with LoggingLevel(logging.INFO), CaptureLogger(torchao_cpu_adam.logger) as captured, context:
+                steps(CPUAdamW8bit, False, count=2)
+            self.assertEqual(captured.out.count("torchao_cpu_adam.AdamW8bit updates"), 1, captured.out)
+            self.assertIn(f"1 with the CPU update ({update}), 1 with torchao's own update", captured.out)
+
     def test_stochastic_rounding_is_on_and_seeded_by_the_global_generator(self):
         with torch.compiler.set_stance("force_eager"):
             torch.manual_seed(3)
@@ -145,7 +175,7 @@ class RecordWeights(TrainerCallback if is_torch_available() else object):
 class TrainerTest(TestCasePlus):
     def train(self, force_torchao):
         torch.manual_seed(0)
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=64, n_layer=2, n_head=2))
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=64, n_layer=2, n_head=2, n_inner=64))
         args = TrainingArguments(
             self.get_auto_remove_tmp_dir(),
             bf16_full_train=True,
@@ -163,10 +193,9 @@ class TrainerTest(TestCasePlus):
         )
         record = RecordWeights(model)
         trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
-        with (
-            torch.compiler.set_stance("force_eager"),
-            torchao_path_only() if force_torchao else contextlib.nullcontext(),
-        ):
+        # compiled as in use: the C++ update reproduces the compiled update's fp32 arithmetic, and eager `lerp`
+        # rounds differently (a fused multiply-add)
+        with torchao_path_only() if force_torchao else contextlib.nullcontext():
             trainer.train()
         self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
         return record.history
