@@ -41,6 +41,7 @@ calls could vouch for weights that changed.
 from __future__ import annotations
 
 import dataclasses
+import ctypes
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -134,11 +135,17 @@ def sample_positions(numel: int) -> tuple[int, int, int]:
     return 0, numel, min(numel, SAMPLED_VALUES)
 
 
-def _sample(tensor):
-    """A weight's sample: a view where it is contiguous, so nothing else of the weight is copied or read."""
+def _sample(tensor, dtype):
+    """A weight's sample as bytes of `dtype`: read in place where the weight is a contiguous CPU tensor of that dtype
+    (nothing else of it is read, no tensor is made), else through a converted copy of the sampled values."""
+    import torch
+
     first, _, length = sample_positions(tensor.numel())
+    if tensor.dtype == dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
+        return ctypes.string_at(tensor.data_ptr() + first * tensor.element_size(), length * tensor.element_size())
     data = tensor if tensor.is_contiguous() else tensor.reshape(-1)  # a copy: a parameter seldom is not contiguous
-    return data.as_strided((length,), (1,), data.storage_offset() + first)
+    sample = data.as_strided((length,), (1,), data.storage_offset() + first).to(device="cpu", dtype=dtype)
+    return sample.contiguous().view(torch.uint8).numpy().tobytes()
 
 
 def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str | None:
@@ -146,23 +153,23 @@ def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str | None:
 
     prefix = getattr(model, "base_model_prefix", "") or ""
     planned = tuple(f"{name}." for name in fp32_modules)
-    headers, samples = [], {}  # the samples of a dtype, hashed together: a few tensor operations per weight
+    plain = (torch.nn.Parameter, torch.Tensor)
+    headers, samples = [], {}  # the samples of a dtype, hashed together
     with torch.no_grad():
         for name, tensor in model.named_parameters():
-            if tensor.device.type == "meta" or type(tensor.data) is not torch.Tensor or hasattr(tensor, "ds_shape"):
-                return None  # offloaded, or partitioned: a DTensor shard (FSDP2) or a ZeRO-3 partition holds part
+            if tensor.device.type == "meta" or "ds_shape" in tensor.__dict__:
+                return None  # offloaded, or a ZeRO-3 partition
+            if type(tensor) not in plain and type(tensor.data) is not torch.Tensor:
+                return None  # a DTensor shard (FSDP2) holds part of the weight
             key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
             dtype = tensor.dtype
             if tensor.is_floating_point():
                 dtype = torch.float32 if name.startswith(planned) else torch.float16
             headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
-            sample = _sample(tensor)
-            if sample.dtype != dtype or sample.device.type != "cpu":
-                sample = sample.to(device="cpu", dtype=dtype)
-            samples.setdefault(dtype, []).append(sample)
+            samples.setdefault(dtype, []).append(_sample(tensor, dtype))
     digest = hashlib.sha256("".join(headers).encode())
     for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
-        digest.update(torch.cat(samples[dtype]).view(torch.uint8).numpy())
+        digest.update(b"".join(samples[dtype]))
     return digest.hexdigest()
 
 
