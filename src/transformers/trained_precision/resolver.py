@@ -598,14 +598,16 @@ STALE = "the plan is stale: measure it again (`transformers precision plan`)"
 class Fp16PlanDecision:
     """
     What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
-    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
-    fp16 is safe, or the `problems` that make it none.
+    stored `plans` applied (`(sub-config key or "", plan)`), per sub-config key the plan that is `evidence` that
+    fp16 is safe or the `problems` that make it none, and once a check judged the model, the evidence that cleared
+    its runtime (`cleared_by`, a phrase for the sentinel's message; [`cleared_phrase`]).
     """
 
     modules: tuple[str, ...] = ()
     plans: tuple = ()
     evidence: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     problems: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cleared_by: str | None = dataclasses.field(default=None, compare=False)
 
 
 def _is_quantized(model) -> bool:
@@ -810,6 +812,17 @@ def _part_facts(
     return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted, plan)
 
 
+def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -> str | None:
+    """The evidence that overrode a predicted risk in the judged `facts` of `parts`, as a phrase; `None` if none did."""
+    found = [
+        (f"(its {call.plan_key} sub-model) " if call.plan_key else "") + assessment.evidence.describe()
+        for (_, call), part in zip(parts, facts)
+        for assessment, _ in part.runtimes
+        if assessment.overridden
+    ]
+    return "; ".join(dict.fromkeys(found)) or None
+
+
 def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     """
     The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
@@ -835,6 +848,7 @@ __all__ = [
     "Assessment",
     "Call",
     "Fp16PlanDecision",
+    "cleared_phrase",
     "decide_fp16_plan",
     "plan_fingerprint",
     "resolve_plan_modules",
