@@ -44,12 +44,13 @@ from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the se
     Fp16PlanDecision,
     _is_quantized,
     bind_persisted_reference,
+    config_cleared_phrase,
     decide_fp16_plan,
     plan_fingerprint,
     resolve_plan_modules,
     sub_models,
 )
-from .sentinel import cleared_without_check, note_cast, note_runtime
+from .sentinel import note_cast, note_runtime
 from .vocabulary import FP16_PLAN_FIELD
 
 
@@ -272,7 +273,9 @@ def apply_fp16_plan(
         subject = weights_subject(model) if check is not None else None
         decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
         if not training and dtype == torch.float16:
-            decision = replace(decision, cleared_by=cleared_without_check(model, decision.evidence))
+            row = vars(model).get(REGISTRY_ATTRIBUTE)
+            cleared = config_cleared_phrase(model.config, row, type(model), decision.evidence)
+            decision = replace(decision, cleared_by=cleared)
     modules = dict(model.named_modules())
     for name in decision.modules:
         keep_module_in_fp32(modules[name], None if training else dtype)

@@ -66,6 +66,7 @@ from .risk import Risk, assess_lineage_risk
 from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
+    FP16,
     FP16_PLAN_FIELD,
     FP32,
     PRETRAINING_FIELD,
@@ -823,6 +824,24 @@ def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -
     return "; ".join(dict.fromkeys(found)) or None
 
 
+def config_cleared_phrase(config: Any, row: Any, model_class: Any, fp16_plans: Mapping[str, dict]) -> str | None:
+    """
+    [`cleared_phrase`] for a load whose check judged the config before the weights existed (no facts of the loaded
+    model to hand on): the evidence that clears fp16 for `config` and its sub-configs (`row`: the registry row the load
+    recorded; `fp16_plans`: the plans bound to the weights, per sub-config key).
+    """
+    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
+    found = []
+    for key, sub in [("", config), *sub_config_items(config)]:
+        info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
+        if info.precision == UNKNOWN:
+            continue
+        assessment = info.assess(FP16, model_class=None if key else model_class)
+        if assessment.overridden:
+            found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
+    return "; ".join(found) or None
+
+
 def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     """
     The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
@@ -849,6 +868,7 @@ __all__ = [
     "Call",
     "Fp16PlanDecision",
     "cleared_phrase",
+    "config_cleared_phrase",
     "decide_fp16_plan",
     "plan_fingerprint",
     "resolve_plan_modules",

@@ -451,27 +451,6 @@ def note_runtime(model, dtype=None, cleared: str | None = None) -> None:
             module.__dict__[_CLEARED_BY] = cleared
 
 
-def cleared_without_check(model, fp16_plans: dict) -> str | None:
-    """
-    The evidence that clears fp16 for `model` and its sub-models, as a phrase, for a load whose check judged the config
-    before the weights existed (no facts of the loaded model to hand on); `None` when none does.
-    """
-    config = getattr(model, "config", None)
-    if config is None:
-        return None
-    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
-    row = vars(model).get(REGISTRY_ATTRIBUTE)
-    found = []
-    for key, sub in [("", config), *sub_config_items(config)]:
-        info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
-        if info.precision == UNKNOWN:
-            continue
-        assessment = info.assess(FP16, model_class=None if key else type(model))
-        if assessment.overridden:
-            found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
-    return "; ".join(found) or None
-
-
 def cleared_by(model) -> str | None:
     """The evidence that cleared fp16 for `model` at its latest fp16 load or cast, as the check's message names it."""
     return vars(model).get(_CLEARED_BY)
