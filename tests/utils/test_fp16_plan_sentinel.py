@@ -76,6 +76,15 @@ class SentinelEvidenceTest(TestCasePlus):
         model.generate(input_ids(8), max_new_tokens=4, do_sample=False, pad_token_id=0)
         self.assertIn("a measured fp16 plan", cleared_by(model))
 
+    def test_a_cast_hands_the_sentinel_what_its_check_found(self):
+        # the cast's check gathers the evidence once; the sentinel keeps that answer, and a cast away from fp16 drops it
+        model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float32, trained_precision_check="error")
+        self.assertIsNone(cleared_by(model))
+        model.half()
+        self.assertIn("a measured fp16 plan", cleared_by(model))
+        model.float()
+        self.assertIsNone(cleared_by(model))
+
     def test_weights_edited_after_the_load_overflow_and_the_sentinel_names_the_plan(self):
         model = GPT2LMHeadModel.from_pretrained(self.dir, dtype=torch.float16, trained_precision_check="error")
         plant_fp16_overflow(model, "transformer.h.0.mlp.c_fc", "transformer.h.0.mlp.c_proj")  # outside the plan
@@ -98,6 +107,26 @@ class SentinelEvidenceTest(TestCasePlus):
             else:  # the plan was kept: the output is finite
                 self.assertTrue(torch.isfinite(out).all())
                 self.assertEqual(model.get_submodule(f"{GPT2_MLP}.c_fc").weight.dtype, torch.float32)
+
+
+@require_torch
+class SentinelPublisherEvidenceTest(TestCasePlus):
+    """A model built from a config whose Hub id the registry's publisher runs in fp16: the sentinel names that."""
+
+    def test_from_config_and_a_cast_hand_the_sentinel_the_publishers_evidence(self):
+        from transformers import AutoModelForCausalLM, LlamaConfig
+
+        config = LlamaConfig(
+            vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
+        )
+        config.name_or_path = "meta-llama/Llama-2-7b-hf"  # a registry row: trained in bf16, its publisher runs fp16
+        publisher = "its publisher runs 'meta-llama/Llama-2-7b-hf' in fp16"
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)  # judged on the config alone
+        self.assertIn(publisher, cleared_by(model))
+        model.float()
+        self.assertIsNone(cleared_by(model))
+        model.half()  # judged by the cast's check
+        self.assertIn(publisher, cleared_by(model))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ if is_torch_available():
     )
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.fp16_plan_search import search_fp16_plan
+    from transformers.trained_precision.sentinel import cleared_by
     from transformers.trained_precision.stamp import (
         check_run_precision,
         finish_trained_precision_run,
@@ -863,6 +864,16 @@ class RealWorldCasesTest(TestCasePlus):
 
     # ---------------------------------------------------------------------------------------------------------------
     # provenance
+
+    def test_the_sentinel_names_the_evidence_that_cleared_the_load(self):
+        # the Hub id's reference is judged with the config before the weights exist; a copy's once they are loaded
+        for name in ("llama2_at_fp16", "llama2_saved_copy_at_fp16", "llama2_bf16_copy_at_fp16"):
+            with self.subTest(name):
+                model, _ = self.load(self.case(name))
+                if self.case(name)["risky"]:
+                    self.assertIsNone(cleared_by(model))
+                else:
+                    self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))
 
     def test_a_cast_after_a_registry_load_still_names_the_registry(self):
         model, out = self.load(self.case("llama2_at_bf16"))

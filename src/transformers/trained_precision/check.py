@@ -46,7 +46,17 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
-from .resolver import CAST, FROM_CONFIG, LOAD, Call, Fp16PlanDecision, gather_facts, records_nothing, sub_models
+from .resolver import (
+    CAST,
+    FROM_CONFIG,
+    LOAD,
+    Call,
+    Fp16PlanDecision,
+    cleared_phrase,
+    gather_facts,
+    records_nothing,
+    sub_models,
+)
 from .risk import Risk
 
 
@@ -188,7 +198,7 @@ def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> tuple[Risk | Non
     for part in facts:
         risk = say(decide(part))  # every part is said (or raises); the first risk is returned
         found = found or risk
-    return found, facts[0].fp16_plan
+    return found, dataclasses.replace(facts[0].fp16_plan, cleared_by=cleared_phrase(parts, facts))
 
 
 def cast_target_dtype(model, fn):

@@ -31,6 +31,7 @@ relative to the model the config belongs to.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from ..utils import logging
@@ -43,6 +44,7 @@ from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the se
     Fp16PlanDecision,
     _is_quantized,
     bind_persisted_reference,
+    config_cleared_phrase,
     decide_fp16_plan,
     plan_fingerprint,
     resolve_plan_modules,
@@ -252,6 +254,8 @@ def apply_fp16_plan(
     run changes them, so the plan is marked stale: applied, no longer evidence). `use_fp16_plan=False` ignores the plan
     now and in later casts.
     """
+    import torch
+
     if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
         model = model.get_base_model()
     if getattr(model, "config", None) is None:  # a plain `nn.Module` (a Trainer can train one): no plan to read
@@ -268,6 +272,10 @@ def apply_fp16_plan(
     else:
         subject = weights_subject(model) if check is not None else None
         decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
+        if not training and dtype == torch.float16:
+            row = vars(model).get(REGISTRY_ATTRIBUTE)
+            cleared = config_cleared_phrase(model.config, row, type(model), decision.evidence)
+            decision = replace(decision, cleared_by=cleared)
     modules = dict(model.named_modules())
     for name in decision.modules:
         keep_module_in_fp32(modules[name], None if training else dtype)
@@ -275,7 +283,7 @@ def apply_fp16_plan(
         mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
     if decision.modules:
         _log_applied(model, decision, training)
-    note_runtime(model, None if training else dtype, decision.evidence, attach=not training)  # checked where it runs
+    note_runtime(model, None if training else dtype, decision.cleared_by)  # checked where it runs
     return list(decision.modules)
 
 
@@ -307,7 +315,7 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
         keep_module_in_fp32(modules[name], torch.float16)
     if decision.modules:
         _log_applied(model, decision, training=False)
-    note_runtime(model, target, decision.evidence, attach=target is not None)  # checked where the model runs
+    note_runtime(model, target, decision.cleared_by)  # checked where the model runs
     return result
 
 

@@ -66,6 +66,7 @@ from .risk import Risk, assess_lineage_risk
 from .run_record import RunRecord, read_run_record
 from .vocabulary import (
     FIELD,
+    FP16,
     FP16_PLAN_FIELD,
     FP32,
     PRETRAINING_FIELD,
@@ -598,14 +599,16 @@ STALE = "the plan is stale: measure it again (`transformers precision plan`)"
 class Fp16PlanDecision:
     """
     What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
-    stored `plans` applied (`(sub-config key or "", plan)`), and per sub-config key the plan that is `evidence` that
-    fp16 is safe, or the `problems` that make it none.
+    stored `plans` applied (`(sub-config key or "", plan)`), per sub-config key the plan that is `evidence` that
+    fp16 is safe or the `problems` that make it none, and once a check judged the model, the evidence that cleared
+    its runtime (`cleared_by`, a phrase for the sentinel's message; [`cleared_phrase`]).
     """
 
     modules: tuple[str, ...] = ()
     plans: tuple = ()
     evidence: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     problems: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cleared_by: str | None = dataclasses.field(default=None, compare=False)
 
 
 def _is_quantized(model) -> bool:
@@ -810,6 +813,35 @@ def _part_facts(
     return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted, plan)
 
 
+def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -> str | None:
+    """The evidence that overrode a predicted risk in the judged `facts` of `parts`, as a phrase; `None` if none did."""
+    found = [
+        (f"(its {call.plan_key} sub-model) " if call.plan_key else "") + assessment.evidence.describe()
+        for (_, call), part in zip(parts, facts)
+        for assessment, _ in part.runtimes
+        if assessment.overridden
+    ]
+    return "; ".join(dict.fromkeys(found)) or None
+
+
+def config_cleared_phrase(config: Any, row: Any, model_class: Any, fp16_plans: Mapping[str, dict]) -> str | None:
+    """
+    [`cleared_phrase`] for a load whose check judged the config before the weights existed (no facts of the loaded
+    model to hand on): the evidence that clears fp16 for `config` and its sub-configs (`row`: the registry row the load
+    recorded; `fp16_plans`: the plans bound to the weights, per sub-config key).
+    """
+    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
+    found = []
+    for key, sub in [("", config), *sub_config_items(config)]:
+        info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
+        if info.precision == UNKNOWN:
+            continue
+        assessment = info.assess(FP16, model_class=None if key else model_class)
+        if assessment.overridden:
+            found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
+    return "; ".join(found) or None
+
+
 def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     """
     The dtypes that carry a quantized model's activations, each with a note for the message: the load dtype
@@ -835,6 +867,8 @@ __all__ = [
     "Assessment",
     "Call",
     "Fp16PlanDecision",
+    "cleared_phrase",
+    "config_cleared_phrase",
     "decide_fp16_plan",
     "plan_fingerprint",
     "resolve_plan_modules",

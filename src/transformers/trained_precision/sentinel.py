@@ -435,39 +435,20 @@ def check_sentinel(model) -> None:
                 _report(module, mode, flag.why or "on the device", late=True)
 
 
-def note_runtime(model, dtype=None, fp16_plans: dict | None = None, attach: bool = True) -> None:
+def note_runtime(model, dtype=None, cleared: str | None = None) -> None:
     """
-    Records on `model` and its sub-models the evidence that cleared fp16 at a load or cast to `dtype` (`fp16_plans`:
-    the plans applied, per sub-config key); another dtype forgets it, `None` (a move) keeps it. `attach` is unused.
+    Records on `model` and its sub-models the evidence that cleared fp16 at a load or cast to `dtype` (`cleared`: the
+    check's phrase, [`~trained_precision.resolver.cleared_phrase`]); another dtype forgets it, `None` (a move) keeps it.
     """
     import torch
 
     if dtype is None:
         return
-    cleared_by = _cleared_by(model, fp16_plans or {}) if dtype == torch.float16 else None
     for module in _pretrained_modules(model):
-        if cleared_by is None:
+        if cleared is None or dtype != torch.float16:
             module.__dict__.pop(_CLEARED_BY, None)
         else:
-            module.__dict__[_CLEARED_BY] = cleared_by
-
-
-def _cleared_by(model, fp16_plans: dict) -> str | None:
-    """The evidence that clears fp16 for `model` and its sub-models, as a phrase; `None` when none does."""
-    config = getattr(model, "config", None)
-    if config is None:
-        return None
-    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
-    row = vars(model).get(REGISTRY_ATTRIBUTE)
-    found = []
-    for key, sub in [("", config), *sub_config_items(config)]:
-        info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
-        if info.precision == UNKNOWN:
-            continue
-        assessment = info.assess(FP16, model_class=None if key else type(model))
-        if assessment.overridden:
-            found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
-    return "; ".join(found) or None
+            module.__dict__[_CLEARED_BY] = cleared
 
 
 def cleared_by(model) -> str | None:
