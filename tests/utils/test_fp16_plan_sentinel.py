@@ -29,13 +29,14 @@ from transformers.testing_utils import TestCasePlus, require_torch
 if is_torch_available():
     import torch
 
-    # the fp16 plan tests build a stored plan by hand: reused here
-    from test_fp16_plan import GPT2_MLP, overflowing_gpt2, stored_plan
-
     from transformers import GPT2LMHeadModel
+    from transformers.trained_precision.binding import sample_positions
     from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.sentinel import cleared_by
     from transformers.trained_precision.testing_utils import plant_fp16_overflow
+
+    # the fp16 plan tests build a stored plan by hand: reused here
+    from .test_fp16_plan import GPT2_MLP, overflowing_gpt2, stored_plan
 
 OVERFLOWED = "fp16 overflowed in this forward of"
 
@@ -94,6 +95,23 @@ class SentinelEvidenceTest(TestCasePlus):
         self.assertIn(f"{OVERFLOWED} '{self.dir}'", message)
         self.assertIn("fp16 had been cleared for it by evidence: a measured fp16 plan", message)
         self.assertIn("outside what that evidence covers", message)
+
+    def test_a_one_value_edit_outside_the_binding_s_sample_is_caught_by_the_forward(self):
+        # review finding 9: the binding samples each weight, so an edit of one value it does not read loads as
+        # evidence (an edit of a sampled one: `test_fp16_plan.py`); the forward's check catches it in error mode
+        name = "transformer.h.0.mlp.c_fc.weight"
+        model = GPT2LMHeadModel.from_pretrained(self.dir)
+        numel = model.get_parameter(name).numel()
+        sampled, _, length = sample_positions(numel)
+        self.assertLess(length, numel)  # else every value is sampled
+        with torch.no_grad():
+            model.get_parameter(name).view(-1)[sampled + length] = 1e6  # right after a sampled run
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "edited")
+        model.save_pretrained(path)
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        with self.assertRaises(TrainedPrecisionRiskError) as cm:
+            forward(model)
+        self.assertIn("fp16 had been cleared for it by evidence: a measured fp16 plan", str(cm.exception))
 
     def test_a_planned_model_cast_to_fp16_again_never_gives_nan_silently(self):
         for first in (torch.float16, torch.float32):

@@ -23,12 +23,13 @@ from transformers.utils import is_torch_available
 
 if is_torch_available():
     import torch
-    from test_fp16_plan import overflowing_gpt2, stored_plan
 
     from transformers import GPT2LMHeadModel
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
     from transformers.trained_precision.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
+
+    from .test_fp16_plan import overflowing_gpt2, stored_plan
 
 #: The GPT-Neo of the command's tests: 2 layers, hidden 32, 99 tokens.
 TINY = {"vocab_size": 99, "hidden_size": 32, "num_heads": 4, "max_position_embeddings": 64}

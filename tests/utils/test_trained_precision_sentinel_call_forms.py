@@ -140,10 +140,19 @@ class SentinelCallFormsTest(TestCasePlus):
             self.assert_raises_overflow(torch.compile(clone, backend="eager", fullgraph=True))
 
     def test_a_model_that_carries_it_still_exports(self):
-        with mockenv_context(**{ENV_VAR: "error"}):
-            program = torch.export.export(
-                self.load(), (input_ids(),), {"use_cache": False}
-            )  # no Python runs around it
+        # upstream's conftest turns TF32 off with the new API (`enable_tf32(False)`: "ieee"), after which reading the
+        # legacy cuDNN flag, as torch.export does, raises (torch >= 2.9, pytorch/pytorch#179445): cuDNN conv and RNN,
+        # which GPT-2 does not use, get torch's default back for the export only
+        cudnn = torch.backends.cudnn
+        saved = cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision
+        cudnn.conv.fp32_precision = cudnn.rnn.fp32_precision = "tf32"
+        try:
+            with mockenv_context(**{ENV_VAR: "error"}):
+                program = torch.export.export(
+                    self.load(), (input_ids(),), {"use_cache": False}
+                )  # no Python runs around it
+        finally:
+            cudnn.conv.fp32_precision, cudnn.rnn.fp32_precision = saved
         self.assertEqual(program.module()(input_ids(), use_cache=False).logits.shape, (2, 24, 64))
 
     # --- generate with a static cache, compiled by generate ---------------------------------------------------------
