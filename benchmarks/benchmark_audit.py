@@ -29,7 +29,7 @@ import time
 import torch
 
 from transformers import BertConfig, BertModel, GPTNeoConfig, GPTNeoForCausalLM, T5Config, T5ForConditionalGeneration
-from transformers.trained_precision.audit import _forward_kwargs, audit_activations
+from transformers.trained_precision.plan.audit import _forward_kwargs, audit_activations
 
 
 GOAL = 2.0

@@ -20,7 +20,7 @@ sides live in one process: two models built from the same config (the tiny GPT-2
 fork's classes and one whose classes (`GPT2LMHeadModel` and its inner `GPT2Model`) are subclasses with upstream's
 `_apply` (`nn.Module._apply`: upstream's `PreTrainedModel` has no override). Each cast of one is followed by the same
 cast of the other, in alternating order, and the ratio of each pair is taken; what differs is the override and the
-check it runs (`trained_precision.fp16_plan.fp16_plan_apply`). `--control` gives both models subclasses of the fork's
+check it runs (`trained_precision.plan.fp16_plan.fp16_plan_apply`). `--control` gives both models subclasses of the fork's
 classes: how far that stays from 1.000 is this method's own bias.
 
     python benchmarks/benchmark_cast_overhead.py [--pairs 3000] [--control] [--gpt2-small]

@@ -127,7 +127,7 @@ def main() -> None:
         print(f"machine: {cpu_name()}, load average {load:.2f}; medians of {args.repeat} runs")
         print(
             "headers-only report imports torch: "
-            f"python -m {imports_torch('transformers.trained_precision.cli', '[sys.argv[2:]]', checkpoint)}, "
+            f"python -m {imports_torch('transformers.trained_precision.commands.cli', '[sys.argv[2:]]', checkpoint)}, "
             f"console script {imports_torch('transformers.cli.transformers', '[]', checkpoint)}"
         )
         measured = measure(commands, args.repeat)

@@ -48,8 +48,13 @@ import time
 import torch
 
 from transformers import AutoModel, AutoTokenizer, GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
-from transformers.trained_precision import fp16_plan, fp16_plan_search
-from transformers.trained_precision.audit import DEFAULT_TEXTS, audit_activations, audit_checkpoint, calibration_inputs
+from transformers.trained_precision.plan import fp16_plan, fp16_plan_search
+from transformers.trained_precision.plan.audit import (
+    DEFAULT_TEXTS,
+    audit_activations,
+    audit_checkpoint,
+    calibration_inputs,
+)
 from transformers.trained_precision.testing_utils import plant_fp16_overflow
 
 

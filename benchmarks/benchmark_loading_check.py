@@ -40,7 +40,7 @@ import torch
 
 import transformers.modeling_utils as modeling_utils
 from transformers import GPTNeoConfig, GPTNeoForCausalLM
-from transformers.trained_precision import check as tp_check
+from transformers.trained_precision.guard import check as tp_check
 from transformers.utils import logging
 
 

@@ -14,7 +14,7 @@
 """
 Load cost of binding evidence (a stored fp16 plan, a finished run, a publisher reference) to a model.
 
-A load that finds such evidence computes the model's binding (`trained_precision.binding.binding_digest`: the names,
+A load that finds such evidence computes the model's binding (`trained_precision.facts.binding.binding_digest`: the names,
 shapes and dtypes of the weights, the first 512 values of each, and the config's forward fields), once per load or
 cast: a second ask in the same check reads the digest kept on its `WeightsSubject`. For each checkpoint of
 `benchmarks/benchmark_scale.py`'s cache (`.cache/scale/`: the 1.1B Llama layout in bf16, the 7B one in fp16, T5-large's shape in bf16; write them with that script), a child process
@@ -76,7 +76,7 @@ def child(folder: str, old: bool) -> None:
     import torch
 
     from transformers import AutoModelForCausalLM, T5ForConditionalGeneration
-    from transformers.trained_precision.binding import weights_subject
+    from transformers.trained_precision.facts.binding import weights_subject
     from transformers.utils import logging
 
     logging.set_verbosity_error()

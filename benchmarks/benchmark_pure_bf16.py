@@ -370,7 +370,7 @@ def optimizer_microbenchmark(shapes, steps: int, warmup: int, weight_decay: floa
 def write_json_atomically(path: str, record: dict) -> None:
     """
     Writes `record` to `path` through a temporary file in the same directory: a reader never sees half a file.
-    (`trained_precision.populate.atomic_write_text` replaces an existing file only; this one usually creates it.)
+    (`trained_precision.record.populate.atomic_write_text` replaces an existing file only; this one usually creates it.)
     """
     import tempfile
 

@@ -540,7 +540,7 @@ def load_and_forward(spec: dict) -> None:
     again = time.perf_counter() - start
     digests = {}
     if spec.get("digest"):
-        from transformers.trained_precision.binding import binding_digest
+        from transformers.trained_precision.facts.binding import binding_digest
 
         for key in ("binding", "kept"):  # the first digest of this load, then the one kept on the model
             start = time.perf_counter()
@@ -748,7 +748,7 @@ def sentinel_cost(spec: dict) -> None:
 
     from transformers import LlamaForCausalLM
     from transformers.modeling_utils import PreTrainedModel
-    from transformers.trained_precision import sentinel
+    from transformers.trained_precision.guard import sentinel
     from transformers.utils import logging
 
     logging.set_verbosity_error()
@@ -843,7 +843,7 @@ def fp32_reference(spec: dict) -> None:
     import torch
 
     from transformers import LlamaForCausalLM
-    from transformers.trained_precision.audit import calibration_inputs
+    from transformers.trained_precision.plan.audit import calibration_inputs
 
     start = time.perf_counter()
     model = LlamaForCausalLM.from_pretrained(spec["folder"], dtype=torch.float32)

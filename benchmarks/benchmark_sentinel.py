@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-What the forward's fp16 check (`transformers.trained_precision.sentinel`) costs, side by side in one run: with nothing
+What the forward's fp16 check (`transformers.trained_precision.guard.sentinel`) costs, side by side in one run: with nothing
 turned on (an fp32 model of unknown precision, no autocast: the check's wrapper only looks whether the forward computed
 in fp16), and when it checks (an fp16 forward and a `generate` step), eager and compiled.
 
@@ -56,7 +56,7 @@ from torch._dynamo.utils import counters
 
 from transformers import CompileConfig, GPT2Config, GPT2LMHeadModel
 from transformers.modeling_utils import PreTrainedModel
-from transformers.trained_precision import sentinel
+from transformers.trained_precision.guard import sentinel
 from transformers.trained_precision.testing_utils import TINY_GPT2
 from transformers.utils import logging
 

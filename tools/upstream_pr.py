@@ -61,7 +61,7 @@ STACK_TABLE = "tools/pr_stack.toml"
 PR_FOLDERS = ("src/transformers/", "utils/", "tests/", "docs/source/en/")
 PACKAGE_DIR = "src/transformers/trained_precision/"
 # Folders whose modules of ours can import each other across PRs: the field's package, and our training glue beside
-# upstream's integrations. A module is named `<folder>.<module>` (`trained_precision.registry`, `integrations.optimi`).
+# upstream's integrations. A module is named `<folder>.<module>` (`trained_precision.facts.registry`, `integrations.optimi`).
 MODULE_DIRS = (PACKAGE_DIR, "src/transformers/integrations/")
 # A file whose first 2 kB contain this comment stays out of the pull request too.
 FORK_ONLY_MARKER = "trained_precision-fork: fork-only"
@@ -406,7 +406,7 @@ class Plan:
 
 
 def _module_of(rel: str) -> str | None:
-    """`src/transformers/trained_precision/registry.py` -> `trained_precision.registry`; a sub-package's file ->
+    """`src/transformers/trained_precision/facts/registry.py` -> `trained_precision.facts.registry`; a sub-package's file ->
     its dotted path (`trained_precision.facts.registry`), its `__init__.py` -> the sub-package;
     `src/transformers/integrations/optimi.py` -> `integrations.optimi`."""
     for prefix in MODULE_DIRS:
@@ -696,7 +696,7 @@ def _shape_errors(table: Table, entries: list[Entry]) -> list[str]:
 
 
 def _public_names(root: Path, files: list[str]) -> dict[str, str]:
-    """`__all__` name -> module (`trained_precision.inspection`), for `from transformers.trained_precision import X`."""
+    """`__all__` name -> module (`trained_precision.commands.inspection`), for `from transformers.trained_precision import X`."""
     names = {}
     for rel in files:
         mod = _module_of(rel)

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The table of the runtime registry (`src/transformers/trained_precision/registry.py`) in
+The table of the runtime registry (`src/transformers/trained_precision/facts/registry.py`) in
 `docs/source/en/trained_precision_registry.md`, between its BEGIN/END GENERATED markers. Run from the repository root:
 
 ```bash
@@ -60,7 +60,7 @@ def load_trained_precision(path: Path | None = None):
         package = types.ModuleType(name)
         package.__path__ = [str(path)]
         sys.modules[name] = package
-    return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "registry", "hub_ids"))
+    return tuple(importlib.import_module(f"{name}.{sub}") for sub in ("vocabulary", "facts.registry", "facts.hub_ids"))
 
 
 def _cell(text: str) -> str:

@@ -53,8 +53,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformers.trained_precision.inspection import EXIT_BAD_INPUT, EXIT_NOT_DONE, EXIT_SAFE
-from transformers.trained_precision.populate import (
+from transformers.trained_precision.commands.inspection import EXIT_BAD_INPUT, EXIT_NOT_DONE, EXIT_SAFE
+from transformers.trained_precision.record.populate import (
     ERROR,
     SKIPPED,
     UNCHANGED,

@@ -51,7 +51,7 @@ if is_torch_available():
         inspect_checkpoint,
         read_safetensors_header,
     )
-    from transformers.trained_precision.audit import DEFAULT_TEXTS
+    from transformers.trained_precision.plan.audit import DEFAULT_TEXTS
 
 
 SCALED_MODULE = "encoder.block.1.layer.1.DenseReluDense.wo"
@@ -353,7 +353,7 @@ class PrecisionCommandTest(TestCasePlus):
             mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "0"}),
             mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
             mock.patch("huggingface_hub.constants.HF_HUB_CACHE", self.get_auto_remove_tmp_dir()),
-            mock.patch("transformers.trained_precision.inspection._hub_unreachable", return_value=None),
+            mock.patch("transformers.trained_precision.commands.inspection._hub_unreachable", return_value=None),
             mock.patch("huggingface_hub.hf_hub_download", return_value=config_path) as download,
             mock.patch("huggingface_hub.get_safetensors_metadata", return_value=metadata),
         ):
@@ -480,7 +480,7 @@ class PrecisionCommandTest(TestCasePlus):
         import typer
         from typer.testing import CliRunner
 
-        from transformers.trained_precision.cli import PRECISION_COMMAND_SETTINGS, precision
+        from transformers.trained_precision.commands.cli import PRECISION_COMMAND_SETTINGS, precision
 
         app = typer.Typer()
         app.command(name="precision", **PRECISION_COMMAND_SETTINGS)(precision)
@@ -611,7 +611,7 @@ class PrecisionCommandSafetyTest(TestCasePlus):
         return directory
 
     def run_main(self, *args):
-        from transformers.trained_precision import cli
+        from transformers.trained_precision.commands import cli
 
         out, err = io.StringIO(), io.StringIO()
         code = 0

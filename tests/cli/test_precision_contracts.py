@@ -31,7 +31,8 @@ from pathlib import Path
 from unittest import mock
 
 from transformers.testing_utils import TestCasePlus
-from transformers.trained_precision import cli, populate
+from transformers.trained_precision.commands import cli
+from transformers.trained_precision.record import populate
 
 
 def run_main(*args):
@@ -115,7 +116,9 @@ class CommandContractTest(IsolatedHomeTestCase):
 
     def test_crash_is_an_internal_error_not_risky(self):
         directory = self.checkpoint()
-        with mock.patch("transformers.trained_precision.inspection.inspect_checkpoint", side_effect=TypeError("boom")):
+        with mock.patch(
+            "transformers.trained_precision.commands.inspection.inspect_checkpoint", side_effect=TypeError("boom")
+        ):
             code, out, err = run_main(directory, "--dtype", "fp16")
             self.assertEqual(code, cli.EXIT_INTERNAL_ERROR)
             self.assertEqual(out, "")
@@ -225,7 +228,7 @@ class BasisTest(IsolatedHomeTestCase):
         self.assertIsNotNone(report["verdicts"]["fp16"]["evidence"])
 
     def test_a_composite_model_rests_on_its_least_certain_part(self):
-        from transformers.trained_precision.inspection import CheckpointReport, SubModelReport, Verdict
+        from transformers.trained_precision.commands.inspection import CheckpointReport, SubModelReport, Verdict
 
         def basis(own, *subs):
             """The report's basis at fp16 for its own verdict and its sub-models', each a (status, basis) pair."""
@@ -348,7 +351,7 @@ class ReadOnlyWhatIsYoursTest(IsolatedHomeTestCase):
                 self.assertIn("FIFO", json.loads(out)["error"])
 
     def test_architectures_are_looked_up_among_registered_model_classes_only(self):
-        from transformers.trained_precision import audit
+        from transformers.trained_precision.plan import audit
 
         registered = audit.registered_model_class_names()
         self.assertIn("GPTNeoForCausalLM", registered)

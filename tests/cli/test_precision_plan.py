@@ -28,7 +28,7 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel
-    from transformers.trained_precision.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2
 
 
@@ -181,7 +181,8 @@ class PrecisionPlanCommandTest(TestCasePlus):
 
         # refused before the model is loaded and searched, not after
         searched = mock.patch(
-            "transformers.trained_precision.fp16_plan_search.plan_checkpoint", side_effect=AssertionError("searched")
+            "transformers.trained_precision.plan.fp16_plan_search.plan_checkpoint",
+            side_effect=AssertionError("searched"),
         )
         with searched:
             result = self.run_cli(snapshot, "--dtype", "fp16", "--write")
@@ -207,7 +208,8 @@ class PrecisionPlanCommandTest(TestCasePlus):
         with open(outside, encoding="utf-8") as f:
             original = f.read()
         searched = mock.patch(
-            "transformers.trained_precision.fp16_plan_search.plan_checkpoint", side_effect=AssertionError("searched")
+            "transformers.trained_precision.plan.fp16_plan_search.plan_checkpoint",
+            side_effect=AssertionError("searched"),
         )
         for force in ((), ("--force",)):
             with searched:
@@ -240,8 +242,8 @@ class PrecisionPlanCommandTest(TestCasePlus):
         self.assertNotIn("fp16_plan", self.read_config(path))
 
     def test_a_truncated_file_fails_before_the_model_is_built_with_the_reports_message(self):
-        from transformers.trained_precision.audit import audit_checkpoint
-        from transformers.trained_precision.storage import CheckpointInspectionError
+        from transformers.trained_precision.facts.storage import CheckpointInspectionError
+        from transformers.trained_precision.plan.audit import audit_checkpoint
 
         path = self.checkpoint("clean")
         weights = os.path.join(path, "model.safetensors")
@@ -327,7 +329,7 @@ class PrecisionPlanCommandTest(TestCasePlus):
         with (
             mock.patch.dict(os.environ, {"HF_HUB_OFFLINE": "0"}),
             mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
-            mock.patch("transformers.trained_precision.inspection._hub_unreachable", return_value="no route"),
+            mock.patch("transformers.trained_precision.commands.inspection._hub_unreachable", return_value="no route"),
             mock.patch("huggingface_hub.hf_hub_download", no_download),
             mock.patch("huggingface_hub.snapshot_download", no_download),
         ):

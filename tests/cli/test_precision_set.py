@@ -32,7 +32,8 @@ from parameterized import parameterized
 
 from transformers import AutoConfig
 from transformers.testing_utils import TestCasePlus
-from transformers.trained_precision import cli, populate
+from transformers.trained_precision.commands import cli
+from transformers.trained_precision.record import populate
 
 
 CONFIG = {"architectures": ["GPTNeoForCausalLM"], "hidden_size": 2048, "model_type": "gpt_neo", "vocab_size": 50257}
@@ -228,7 +229,7 @@ class PopulateTest(TestCasePlus):
         old = dump_config(CONFIG)
         ckpt = self.checkpoint(old)
         code = (
-            "import os, sys; from transformers.trained_precision import populate; "
+            "import os, sys; from transformers.trained_precision.record import populate; "
             "populate.os.replace = lambda *a: os._exit(3); "
             "populate.populate_checkpoints([sys.argv[1]], precision='bf16', progress=False)"
         )

@@ -104,7 +104,7 @@ class TrackedFilesTest(SupplyChainBase):
         built = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
         for rel in UNTRACKED:
             self.assertNotIn(rel.removeprefix("src/"), built)
-        self.assertIn("transformers/trained_precision/registry.py", built)
+        self.assertIn("transformers/trained_precision/facts/registry.py", built)
         # a file becomes part of the package once git tracks it
         git(root, "add", "-f", UNTRACKED[1])
         shutil.rmtree(out)
@@ -124,7 +124,7 @@ class TrackedFilesTest(SupplyChainBase):
             tf.extractall(self.work / "unpacked", filter="data")
         for rel in UNTRACKED:
             self.assertNotIn(rel, names)
-        self.assertIn("src/transformers/trained_precision/registry.py", names)
+        self.assertIn("src/transformers/trained_precision/facts/registry.py", names)
         self.assertIn(patchset.TRACKED_LIST, names)
 
         # Building the wheel from the sdist (no git there) uses the sdist's list: a file dropped in later stays out.
@@ -145,7 +145,7 @@ class TrackedFilesTest(SupplyChainBase):
         data = subprocess.run(["git", "archive", "HEAD"], cwd=root, capture_output=True, check=True).stdout
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
             tf.extractall(archive, filter="data")
-        self.assertIn("src/transformers/trained_precision/registry.py", patchset.tracked_files(archive))
+        self.assertIn("src/transformers/trained_precision/facts/registry.py", patchset.tracked_files(archive))
         # a copied working tree is not an archive: the marker still holds git's placeholder
         copy = self.work / "copy"
         shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))

@@ -627,7 +627,7 @@ class PureBf16TrainingTest(TestCasePlus):
         self.assertLess(kahan * 5, plain, f"kahan {kahan:.3g} vs plain bf16 {plain:.3g}")
 
     def test_trainer_switch_logs_summary_and_stamps_bf16(self):
-        from transformers.trained_precision.stamp import stamp_trained_precision
+        from transformers.trained_precision.record.stamp import stamp_trained_precision
 
         tmp = self.get_auto_remove_tmp_dir()
         model = _tiny_gpt2()
@@ -646,7 +646,7 @@ class PureBf16TrainingTest(TestCasePlus):
         self.assertEqual(config["dtype"], "bfloat16")
 
     def test_one_precision_policy_for_the_cast_the_autocast_and_the_stamp(self):
-        from transformers.trained_precision.stamp import resolve_run_precision
+        from transformers.trained_precision.record.stamp import resolve_run_precision
         from transformers.trained_precision.vocabulary import PRECISION_POLICY_ATTR
 
         tmp = self.get_auto_remove_tmp_dir()

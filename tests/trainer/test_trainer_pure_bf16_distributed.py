@@ -332,7 +332,7 @@ class Fsdp2ConfigurationTest(TestCasePlus):
 
     def test_stamp_with_the_recorded_policy(self):
         # the policy recorded on the plugin has no param_dtype, so the stamp reads the run's bf16 autocast
-        from transformers.trained_precision.stamp import resolve_run_precision
+        from transformers.trained_precision.record.stamp import resolve_run_precision
 
         args = self.args(fsdp=True, fsdp_config={"version": 2})
         plugin = self.plugin(args)

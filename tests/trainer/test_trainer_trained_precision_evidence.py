@@ -36,10 +36,10 @@ if is_torch_available():
     import torch
 
     from transformers import GPTNeoForCausalLM, Trainer
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.run_record import MIN_RUN_STEPS
+    from transformers.trained_precision.facts.run_record import MIN_RUN_STEPS
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
 
-STAMP_LOGGER = "transformers.trained_precision.stamp"
+STAMP_LOGGER = "transformers.trained_precision.record.stamp"
 
 
 def clear_warning_caches():
@@ -92,7 +92,7 @@ class FinishedRunEvidenceTest(TestCasePlus):
         with torch.no_grad():
             edited.transformer.h[0].mlp.c_fc.weight[5] *= 1e6  # one neuron, past fp16's range
         edited.save_pretrained(edited_dir)
-        check_logger = logging.get_logger("transformers.trained_precision.check")
+        check_logger = logging.get_logger("transformers.trained_precision.guard.check")
         for path in (self.output_dir, copy_dir):
             clear_warning_caches()
             with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:

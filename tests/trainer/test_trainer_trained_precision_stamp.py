@@ -49,8 +49,8 @@ if is_torch_available():
     import torch
 
     from transformers import GPTNeoForCausalLM, Trainer, TrainerCallback
-    from transformers.trained_precision.check import TrainedPrecisionRiskError
-    from transformers.trained_precision.stamp import (
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.record.stamp import (
         finish_trained_precision_run,
         note_optimizer_step,
         note_training_loss,
@@ -60,7 +60,7 @@ if is_torch_available():
     )
 
 
-STAMP_LOGGER = "transformers.trained_precision.stamp"
+STAMP_LOGGER = "transformers.trained_precision.record.stamp"
 
 
 def tiny_gpt_neo(dtype=None, **config_kwargs):
@@ -365,7 +365,7 @@ class TrainerStampTest(TrainerStampTestBase):
             self.assertEqual(json.load(f)["trained_precision_run"]["status"], "started")  # saved before the run ended
         # two steps are a smoke test, not evidence: loading it in fp16 still warns
         clear_warning_caches()
-        with CaptureLogger(logging.get_logger("transformers.trained_precision.check")) as cl:
+        with CaptureLogger(logging.get_logger("transformers.trained_precision.guard.check")) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
         self.assertIn("but is being loaded in fp16", cl.out)
 
@@ -446,7 +446,7 @@ class TrainerStampTest(TrainerStampTestBase):
             trainer = self.train(tiny_gpt_neo(torch.float16, trained_precision="bf16"), optim="sgd", learning_rate=1e4)
         self.assertEqual(trainer.model.config.trained_precision_run["status"], "diverged")
         self.assertIn("diverged (a training loss or a weight became inf/NaN)", cl.out)
-        check_logger = logging.get_logger("transformers.trained_precision.check")
+        check_logger = logging.get_logger("transformers.trained_precision.guard.check")
         clear_warning_caches()
         with CaptureLogger(check_logger) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.float16)
@@ -489,7 +489,7 @@ class TrainerStampTest(TrainerStampTestBase):
         self.assert_saved("fp32")
         with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
             self.assertEqual(json.load(f)["pretraining_precision"], "bf16")
-        check_logger = logging.get_logger("transformers.trained_precision.check")
+        check_logger = logging.get_logger("transformers.trained_precision.guard.check")
         clear_warning_caches()
         with CaptureLogger(check_logger) as cl:
             GPTNeoForCausalLM.from_pretrained(self.output_dir, dtype=torch.bfloat16)
@@ -503,7 +503,7 @@ class TrainerStampTest(TrainerStampTestBase):
     def test_a_short_fp32_fine_tune_of_an_unknown_model_leaves_its_risk_unknown(self):
         # the oldest stage decides: nobody recorded how the loaded model was trained, so three fp32 steps do not make
         # it "fp32-trained"; bf16 and fp16 loads stay silent, as before the fine-tune, and error mode raises nothing
-        from transformers.trained_precision.check import reset_warning_cache
+        from transformers.trained_precision.guard.check import reset_warning_cache
 
         base = os.path.join(self.get_auto_remove_tmp_dir(), "base")
         tiny_gpt_neo().save_pretrained(base)
@@ -512,7 +512,7 @@ class TrainerStampTest(TrainerStampTestBase):
         with open(os.path.join(self.output_dir, "config.json"), encoding="utf-8") as f:
             saved = json.load(f)
         self.assertEqual((saved["trained_precision"], saved["pretraining_precision"]), ("fp32", "unknown"))
-        check_logger = logging.get_logger("transformers.trained_precision.check")
+        check_logger = logging.get_logger("transformers.trained_precision.guard.check")
         for dtype in (torch.bfloat16, torch.float16):
             reset_warning_cache()
             with LoggingLevel(logging.INFO), CaptureLogger(check_logger) as cl:
@@ -670,7 +670,7 @@ class CustomLoopStampTest(TestCasePlus):
 
     def test_per_step_notes_unwrap_once_and_touch_no_config(self):
         """The per-step notes cost O(1): the wrapper is unwrapped on the first call only, the config is not read."""
-        from transformers.trained_precision import stamp
+        from transformers.trained_precision.record import stamp
 
         model = tiny_gpt_neo()
         wrapped = torch.nn.DataParallel(model)  # on the CPU, a wrapper that only forwards

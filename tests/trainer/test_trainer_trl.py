@@ -31,8 +31,8 @@ if is_torch_available():
     import torch
 
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-    from transformers.trained_precision.adapter import read_adapter_record
-    from transformers.trained_precision.inspection import inspect_adapter
+    from transformers.trained_precision.commands.inspection import inspect_adapter
+    from transformers.trained_precision.record.adapter import read_adapter_record
 
 require_trl = unittest.skipUnless(
     importlib.util.find_spec("trl") is not None and importlib.util.find_spec("datasets") is not None,

@@ -29,10 +29,10 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
-    from transformers.trained_precision import fp16_plan
-    from transformers.trained_precision.binding import sample_positions
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.fp16_plan import plan_fingerprint, usable_length
+    from transformers.trained_precision.facts.binding import sample_positions
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.plan import fp16_plan
+    from transformers.trained_precision.plan.fp16_plan import plan_fingerprint, usable_length
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
     from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD
 
@@ -177,7 +177,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assertTrue(torch.isfinite(logits(model)).all())
 
     def test_an_info_message_does_not_silence_a_later_warning(self):
-        logger = logging.get_logger("transformers.trained_precision.check")
+        logger = logging.get_logger("transformers.trained_precision.guard.check")
         logging.set_verbosity_info()
         try:
             with CaptureLogger(logger) as cl:

@@ -36,14 +36,18 @@ if is_torch_available():
         TrainingArguments,
     )
     from transformers.models.t5.modeling_t5 import T5PreTrainedModel
-    from transformers.trained_precision import fp16_plan, fp16_plan_search
-    from transformers.trained_precision.audit import (
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.plan import fp16_plan, fp16_plan_search
+    from transformers.trained_precision.plan.audit import (
         _forward_kwargs,
         audit_activations,
     )
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.fp16_plan import apply_fp16_plan, keep_module_in_fp32, resolve_plan_modules
-    from transformers.trained_precision.fp16_plan_search import (
+    from transformers.trained_precision.plan.fp16_plan import (
+        apply_fp16_plan,
+        keep_module_in_fp32,
+        resolve_plan_modules,
+    )
+    from transformers.trained_precision.plan.fp16_plan_search import (
         MAX_RELATIVE_ERROR,
         MIN_COSINE,
         search_fp16_plan,
@@ -301,7 +305,7 @@ class Fp16PlanApplyTest(TestCasePlus):
         self.assertTrue(torch.isfinite(first_output(reloaded, IDS)).all())
 
     def test_fp16_load_keeps_the_planned_modules_in_fp32_and_is_finite(self):
-        logger = logging.get_logger("transformers.trained_precision.fp16_plan")
+        logger = logging.get_logger("transformers.trained_precision.plan.fp16_plan")
         with CaptureLogger(logger) as cl:
             logging.set_verbosity_info()
             try:
@@ -338,7 +342,7 @@ class Fp16PlanApplyTest(TestCasePlus):
             model.type(torch.float16)
 
     def test_a_verified_plan_clears_error_mode_and_the_output_is_finite(self):
-        logger = logging.get_logger("transformers.trained_precision.check")
+        logger = logging.get_logger("transformers.trained_precision.guard.check")
         with CaptureLogger(logger) as cl:
             logging.set_verbosity_info()
             try:
@@ -426,7 +430,7 @@ class Fp16PlanApplyTest(TestCasePlus):
     def test_no_risk_warning_on_a_plan_backed_fp16_load(self):
         target = os.path.join(self.get_auto_remove_tmp_dir(), "saved-again")
         GPT2LMHeadModel.from_pretrained(self.dir).save_pretrained(target)  # the same weights: the plan still holds
-        logger = logging.get_logger("transformers.trained_precision.check")
+        logger = logging.get_logger("transformers.trained_precision.guard.check")
         with CaptureLogger(logger) as cl:
             loaded = GPT2LMHeadModel.from_pretrained(target, dtype=torch.float16)
         self.assertEqual(cl.out, "")
@@ -721,7 +725,7 @@ class Fp16PlanWriteTest(TestCasePlus):
         self.assertEqual(json.loads(self.read(path))[FP16_PLAN_FIELD], replaced)
 
     def test_a_bad_file_is_not_modified(self):
-        from transformers.trained_precision.populate import ConfigEditError
+        from transformers.trained_precision.record.populate import ConfigEditError
 
         for text in ("{not json", "[1, 2]"):
             path = self.write(text)

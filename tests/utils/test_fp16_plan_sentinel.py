@@ -30,9 +30,9 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel
-    from transformers.trained_precision.binding import sample_positions
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import cleared_by
+    from transformers.trained_precision.facts.binding import sample_positions
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard.sentinel import cleared_by
     from transformers.trained_precision.testing_utils import plant_fp16_overflow
 
     # the fp16 plan tests build a stored plan by hand: reused here

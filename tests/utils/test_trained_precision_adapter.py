@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The training record of a PEFT adapter (`trained_precision.adapter`) on its own: the record's schema, its storage in
+The training record of a PEFT adapter (`trained_precision.record.adapter`) on its own: the record's schema, its storage in
 the `__metadata__` of an `adapter_model.safetensors` saved by the real peft, the record of a run kept on a `PeftModel`,
 and the judgement of base + adapter. The Trainer that writes the record and the loaders that check it are tested with
 the pull requests that add them.
@@ -28,7 +28,11 @@ from parameterized import parameterized
 
 from transformers import is_torch_available
 from transformers.testing_utils import CaptureLogger, TestCasePlus, require_peft, require_torch
-from transformers.trained_precision.adapter import (
+from transformers.trained_precision.facts.binding import backend_of, bind
+from transformers.trained_precision.facts.resolver import TrainedPrecisionInfo
+from transformers.trained_precision.facts.run_record import MIN_RUN_STEPS
+from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+from transformers.trained_precision.record.adapter import (
     ADAPTER_SAFE_WEIGHTS_NAME,
     METADATA_KEY,
     RECORD_VERSION,
@@ -43,10 +47,6 @@ from transformers.trained_precision.adapter import (
     start_adapter_run,
     write_adapter_record,
 )
-from transformers.trained_precision.binding import backend_of, bind
-from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-from transformers.trained_precision.resolver import TrainedPrecisionInfo
-from transformers.trained_precision.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import tiny_gpt_neo
 from transformers.utils import logging
 
@@ -54,7 +54,7 @@ from transformers.utils import logging
 if is_torch_available():
     import torch
 
-ADAPTER_LOGGER = "transformers.trained_precision.adapter"
+ADAPTER_LOGGER = "transformers.trained_precision.record.adapter"
 V1 = {"version": RECORD_VERSION}
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}
 

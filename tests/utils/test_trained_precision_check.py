@@ -29,17 +29,17 @@ from transformers import (
     pipeline,
 )
 from transformers.testing_utils import CaptureLogger, mockenv_context, require_torch
-from transformers.trained_precision import check as tp_check
-from transformers.trained_precision.check import (
+from transformers.trained_precision.facts.hub_ids import hub_id_for
+from transformers.trained_precision.facts.registry import lookup
+from transformers.trained_precision.facts.resolver import resolve_trained_precision
+from transformers.trained_precision.facts.risk import assess_risk
+from transformers.trained_precision.guard import check as tp_check
+from transformers.trained_precision.guard.check import (
     ENV_VAR,
     TrainedPrecisionRiskError,
     reset_warning_cache,
     resolve_check_mode,
 )
-from transformers.trained_precision.hub_ids import hub_id_for
-from transformers.trained_precision.registry import lookup
-from transformers.trained_precision.resolver import resolve_trained_precision
-from transformers.trained_precision.risk import assess_risk
 from transformers.trained_precision.testing_utils import tiny_gpt_neo_config
 from transformers.utils import logging
 
@@ -522,7 +522,7 @@ class CheckApiTest(unittest.TestCase):
 
     def test_risk_message(self):
         # the one decision carries the message its error raises with, whatever path gathered the facts
-        from transformers.trained_precision.decision import PrecisionFacts, decide
+        from transformers.trained_precision.guard.decision import PrecisionFacts, decide
 
         info = resolve_trained_precision(tiny_config("fp16"))
         risk = assess_risk("fp16", "bf16")

@@ -31,8 +31,9 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
-from transformers.trained_precision import cli
-from transformers.trained_precision.binding import (
+from transformers.trained_precision.commands import cli
+from transformers.trained_precision.configuration import sub_config_items
+from transformers.trained_precision.facts.binding import (
     BINDING_VERSION,
     bind,
     binding_digest,
@@ -40,8 +41,7 @@ from transformers.trained_precision.binding import (
     sample_positions,
     weights_subject,
 )
-from transformers.trained_precision.configuration import sub_config_items
-from transformers.trained_precision.evidence import (
+from transformers.trained_precision.facts.evidence import (
     FINISHED_RUN,
     FP16_PLAN,
     REFERENCE_RUNTIME,
@@ -49,11 +49,11 @@ from transformers.trained_precision.evidence import (
     fp16_plan_problem,
     read_fp16_plan,
 )
-from transformers.trained_precision.populate import set_config_field
-from transformers.trained_precision.registry import REGISTRY, lookup
-from transformers.trained_precision.resolver import resolve_trained_precision
-from transformers.trained_precision.risk import assess_lineage_risk
-from transformers.trained_precision.run_record import MIN_RUN_STEPS, RunRecord, read_run_record
+from transformers.trained_precision.facts.registry import REGISTRY, lookup
+from transformers.trained_precision.facts.resolver import resolve_trained_precision
+from transformers.trained_precision.facts.risk import assess_lineage_risk
+from transformers.trained_precision.facts.run_record import MIN_RUN_STEPS, RunRecord, read_run_record
+from transformers.trained_precision.record.populate import set_config_field
 from transformers.trained_precision.vocabulary import FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 from transformers.utils import is_bitsandbytes_available, is_torch_available, logging
 
@@ -76,10 +76,10 @@ if is_torch_available():
         Trainer,
         TrainingArguments,
     )
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.fp16_plan_search import search_fp16_plan
-    from transformers.trained_precision.sentinel import cleared_by
-    from transformers.trained_precision.stamp import (
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard.sentinel import cleared_by
+    from transformers.trained_precision.plan.fp16_plan_search import search_fp16_plan
+    from transformers.trained_precision.record.stamp import (
         check_run_precision,
         finish_trained_precision_run,
         note_optimizer_step,
@@ -92,8 +92,8 @@ if is_torch_available():
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 LLAMA2 = "meta-llama/Llama-2-7b-hf"
 GALACTICA = "facebook/galactica-125m"
-CHECK_LOGGER = "transformers.trained_precision.check"
-STAMP_LOGGER = "transformers.trained_precision.stamp"
+CHECK_LOGGER = "transformers.trained_precision.guard.check"
+STAMP_LOGGER = "transformers.trained_precision.record.stamp"
 
 VALID_PLAN = {
     "version": 1,
@@ -855,7 +855,7 @@ class RealWorldCasesTest(TestCasePlus):
     def test_the_report_imports_no_model_class(self):
         """The report stays torch-free: upstream's mitigation is read from the class only with `--audit`."""
         script = (
-            "import sys; from transformers.trained_precision.inspection import inspect_checkpoint; "
+            "import sys; from transformers.trained_precision.commands.inspection import inspect_checkpoint; "
             f"verdict = inspect_checkpoint({self.path('t5')!r}).verdict('fp16'); "
             "print(verdict.status, verdict.mitigation, 'torch' in sys.modules)"
         )
@@ -975,7 +975,7 @@ class BindingTest(unittest.TestCase):
         self.assertNotEqual(binding_digest(model), before)
 
     def test_a_subject_digests_once_and_a_new_check_sees_an_edit_through_data(self):
-        from transformers.trained_precision import binding
+        from transformers.trained_precision.facts import binding
 
         model = self.llama()
         subject = weights_subject(model)
@@ -1097,7 +1097,7 @@ class EvidenceRulesTest(unittest.TestCase):
     def test_a_malformed_plan_warns_once_and_is_absent(self, _, plan):
         self.assertIsNotNone(fp16_plan_problem(plan))
         config = {FP16_PLAN_FIELD: plan, "_name_or_path": f"malformed-{_}"}
-        with CaptureLogger(logging.get_logger("transformers.trained_precision.evidence")) as cl:
+        with CaptureLogger(logging.get_logger("transformers.trained_precision.facts.evidence")) as cl:
             self.assertIsNone(read_fp16_plan(config))
             self.assertIsNone(read_fp16_plan(config))
         self.assertEqual(cl.out.count("is malformed"), 1, cl.out)

@@ -40,15 +40,16 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from transformers import GPTNeoConfig  # noqa: E402
-from transformers.trained_precision import cli, populate  # noqa: E402
-from transformers.trained_precision.inspection import inspect_checkpoint  # noqa: E402
-from transformers.trained_precision.resolver import resolve_trained_precision  # noqa: E402
-from transformers.trained_precision.storage import (  # noqa: E402
+from transformers.trained_precision.commands import cli  # noqa: E402
+from transformers.trained_precision.commands.inspection import inspect_checkpoint  # noqa: E402
+from transformers.trained_precision.facts.resolver import resolve_trained_precision  # noqa: E402
+from transformers.trained_precision.facts.storage import (  # noqa: E402
     CheckpointInspectionError,
     SafetensorsHeaderError,
     read_safetensors_header,
     read_storage,
 )
+from transformers.trained_precision.record import populate  # noqa: E402
 from transformers.trained_precision.vocabulary import PRECISIONS  # noqa: E402
 
 

@@ -26,7 +26,7 @@ if is_torch_available():
 
     from transformers import GPT2LMHeadModel
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
-    from transformers.trained_precision.check import TrainedPrecisionRiskError
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
 
     from .test_fp16_plan import overflowing_gpt2, stored_plan
@@ -93,8 +93,8 @@ class InspectCheckpointTest(TestCasePlus):
         self.assertIsNotNone(report.audit)
 
     def test_audit_of_an_uncached_hub_id_needs_download(self):
-        from transformers.trained_precision import inspection
-        from transformers.trained_precision.storage import StorageSummary
+        from transformers.trained_precision.commands import inspection
+        from transformers.trained_precision.facts.storage import StorageSummary
 
         remote = inspection._Resolved(None, "org/model", os.path.join(self.save("remote"), "config.json"))
         remote.remote_storage = StorageSummary(format="safetensors", bytes=3_000_000_000)

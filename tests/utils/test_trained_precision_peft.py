@@ -37,7 +37,7 @@ from transformers.testing_utils import (
     require_peft,
     require_torch,
 )
-from transformers.trained_precision.run_record import MIN_RUN_STEPS
+from transformers.trained_precision.facts.run_record import MIN_RUN_STEPS
 from transformers.trained_precision.testing_utils import random_token_dataset, tiny_gpt_neo
 from transformers.utils import logging
 
@@ -46,17 +46,17 @@ if is_torch_available():
     import torch
 
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
-    from transformers.trained_precision.adapter import (
+    from transformers.trained_precision.commands.inspection import inspect_adapter
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.record.adapter import (
         AdapterRun,
         read_adapter_record,
         reset_adapter_warning_cache,
         write_adapter_record,
     )
-    from transformers.trained_precision.check import TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.inspection import inspect_adapter
 
-CHECK_LOGGER = "transformers.trained_precision.check"
-ADAPTER_LOGGER = "transformers.trained_precision.adapter"
+CHECK_LOGGER = "transformers.trained_precision.guard.check"
+ADAPTER_LOGGER = "transformers.trained_precision.record.adapter"
 LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}
 
 
@@ -248,7 +248,7 @@ class AdapterRecordTest(TestCasePlus):
     def test_merged_after_peft_loaders_keeps_the_lineage_once_stamped(self):
         from peft import AutoPeftModelForCausalLM, PeftModel
 
-        from transformers.trained_precision.adapter import stamp_merged_adapter
+        from transformers.trained_precision.record.adapter import stamp_merged_adapter
 
         loaders = {
             "PeftModel.from_pretrained": lambda: PeftModel.from_pretrained(
@@ -282,7 +282,7 @@ class AdapterRecordTest(TestCasePlus):
                     )
 
     def test_stamp_merged_adapter_without_a_record_changes_nothing(self):
-        from transformers.trained_precision.adapter import stamp_merged_adapter
+        from transformers.trained_precision.record.adapter import stamp_merged_adapter
 
         bare = os.path.join(self.get_auto_remove_tmp_dir(), "bare")
         self.model.save_pretrained(bare)  # PEFT's own save: no record
@@ -342,7 +342,7 @@ class Bf16FullTrainPeftTest(TestCasePlus):
         self.assertEqual(q_proj.lora_A["default"].weight.dtype, torch.bfloat16)  # the trainable adapter (Kahan)
         self.assertEqual(model.base_model.model.transformer.h[0].ln_1.weight.dtype, torch.float32)  # norms kept
         model.save_pretrained(output_dir)
-        from transformers.trained_precision.adapter import save_adapter_record
+        from transformers.trained_precision.record.adapter import save_adapter_record
 
         save_adapter_record(model, output_dir)
         record = read_adapter_record(output_dir)
@@ -533,7 +533,7 @@ class QLoRARecordTest(TestCasePlus):
         Trainer(model, args, train_dataset=random_token_dataset(4)).train()
         model.save_pretrained(os.path.join(root, "peft-only"))  # PEFT's own save has no record
         self.assertIsNone(read_adapter_record(os.path.join(root, "peft-only")))
-        from transformers.trained_precision.adapter import save_adapter_record
+        from transformers.trained_precision.record.adapter import save_adapter_record
 
         save_adapter_record(model, os.path.join(root, "peft-only"))
         record = read_adapter_record(os.path.join(root, "peft-only"))

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The runtime registry (`src/transformers/trained_precision/registry.py`): every row's rules, its agreement with the
+The runtime registry (`src/transformers/trained_precision/facts/registry.py`): every row's rules, its agreement with the
 published precisions of `utils/trained_precisions.json`, its lookups, and its table in the docs.
 
 Every row has a canonical precision (`fp32`, `bf16`, `fp16`), a well-formed Hub id or family glob, an https source, a
@@ -48,8 +48,9 @@ sys.path.append(str(REPO_ROOT / "utils"))
 import check_trained_precision  # noqa: E402
 import check_trained_precision_registry as registry_table  # noqa: E402
 
-from transformers.trained_precision import hub_ids as HUB_IDS  # noqa: E402
-from transformers.trained_precision import registry, vocabulary  # noqa: E402
+from transformers.trained_precision import vocabulary  # noqa: E402
+from transformers.trained_precision.facts import hub_ids as HUB_IDS  # noqa: E402
+from transformers.trained_precision.facts import registry  # noqa: E402
 
 
 RegistryEntry = registry.RegistryEntry
@@ -339,7 +340,7 @@ class RepoRegistryTest(unittest.TestCase):
 
     def test_every_row_is_valid(self):
         problems = check_registry(registry.REGISTRY, vocabulary, set(CONFIG_MAPPING_NAMES))
-        self.assertEqual(problems, [], "fix these rows in src/transformers/trained_precision/registry.py")
+        self.assertEqual(problems, [], "fix these rows in src/transformers/trained_precision/facts/registry.py")
 
     def test_docs_table_is_up_to_date(self):
         self.assertEqual(registry_table.check_docs_table(registry.REGISTRY), [])

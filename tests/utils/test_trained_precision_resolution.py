@@ -15,10 +15,10 @@
 
 import unittest
 
-from transformers.trained_precision.binding import BINDING_VERSION
-from transformers.trained_precision.resolver import resolve_trained_precision
-from transformers.trained_precision.risk import OVERFLOW, assess_lineage_risk, assess_risk
-from transformers.trained_precision.run_record import MIN_RUN_STEPS, RunRecord
+from transformers.trained_precision.facts.binding import BINDING_VERSION
+from transformers.trained_precision.facts.resolver import resolve_trained_precision
+from transformers.trained_precision.facts.risk import OVERFLOW, assess_lineage_risk, assess_risk
+from transformers.trained_precision.facts.run_record import MIN_RUN_STEPS, RunRecord
 
 
 def config_dict(**fields):

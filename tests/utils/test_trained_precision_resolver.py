@@ -27,8 +27,8 @@ from unittest import mock
 from parameterized import parameterized
 
 from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
-from transformers.trained_precision import cli
-from transformers.trained_precision.hub_ids import (
+from transformers.trained_precision.commands import cli
+from transformers.trained_precision.facts.hub_ids import (
     LEGACY_HUB_IDS,
     cache_snapshot_of,
     canonical_hub_id,
@@ -36,9 +36,9 @@ from transformers.trained_precision.hub_ids import (
     hub_id_spellings,
     parse_hub_id,
 )
-from transformers.trained_precision.registry import lookup
-from transformers.trained_precision.resolver import resolve_trained_precision
-from transformers.trained_precision.risk import assess_lineage_risk
+from transformers.trained_precision.facts.registry import lookup
+from transformers.trained_precision.facts.resolver import resolve_trained_precision
+from transformers.trained_precision.facts.risk import assess_lineage_risk
 from transformers.utils import is_torch_available, logging
 
 
@@ -186,7 +186,7 @@ class IdFormsTest(TestCasePlus):
 
     def setUp(self):
         super().setUp()
-        from transformers.trained_precision import check
+        from transformers.trained_precision.guard import check
 
         check.reset_warning_cache()
 
@@ -205,7 +205,7 @@ class IdFormsTest(TestCasePlus):
         return code, out.getvalue()
 
     def load(self, name_or_path, dtype):
-        logger = logging.get_logger("transformers.trained_precision.check")
+        logger = logging.get_logger("transformers.trained_precision.guard.check")
         with CaptureLogger(logger) as cl:
             model = AutoModelForSeq2SeqLM.from_pretrained(name_or_path, cache_dir=self.root, dtype=dtype)
         return model, cl.out

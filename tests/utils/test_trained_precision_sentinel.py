@@ -34,11 +34,11 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
-    from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import has_fp16_weights, sentinel_paused
+    from transformers.trained_precision.guard.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard.sentinel import has_fp16_weights, sentinel_paused
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, random_token_dataset, tiny_gpt2
 
-SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
+SENTINEL_LOGGER = "transformers.trained_precision.guard.sentinel"
 OVERFLOWED = "fp16 overflowed in this forward of"
 GPT2_MLP = "transformer.h.1.mlp"
 

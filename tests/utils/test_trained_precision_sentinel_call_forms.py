@@ -33,11 +33,11 @@ if is_torch_available():
     import torch
 
     from transformers import CompileConfig, GPT2LMHeadModel
-    from transformers.trained_precision import sentinel
-    from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard import sentinel
+    from transformers.trained_precision.guard.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2
 
-SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
+SENTINEL_LOGGER = "transformers.trained_precision.guard.sentinel"
 OVERFLOWED = "fp16 overflowed in this forward of"
 PROMPT = 8
 

@@ -48,11 +48,11 @@ if is_torch_available():
         LlamaForSequenceClassification,
         LlamaForTokenClassification,
     )
-    from transformers.trained_precision.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
-    from transformers.trained_precision.sentinel import _DeviceFlag
+    from transformers.trained_precision.guard.check import ENV_VAR, TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard.sentinel import _DeviceFlag
     from transformers.trained_precision.testing_utils import TINY_GPT2, plant_fp16_overflow, tiny_gpt2
 
-SENTINEL_LOGGER = "transformers.trained_precision.sentinel"
+SENTINEL_LOGGER = "transformers.trained_precision.guard.sentinel"
 OVERFLOWED = "fp16 overflowed in this forward of"
 TINY_BERT = {
     "vocab_size": 64,

@@ -13,7 +13,7 @@
 # limitations under the License.
 """`python -m transformers.trained_precision ...`: `transformers precision` without the rest of the CLI's imports."""
 
-from .cli import main
+from .commands.cli import main
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from typing import Annotated
 
 import typer
 
-from ..utils import CONFIG_NAME, logging
+from ...utils import CONFIG_NAME, logging
+from ..facts.storage import local_checkpoint
 from .inspection import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_NOT_DONE, EXIT_RISKY, EXIT_SAFE, EXIT_UNKNOWN
-from .storage import local_checkpoint
 
 
 logger = logging.get_logger(__name__)
@@ -336,7 +336,7 @@ def _run_report(args: list[str], options: Options, out: _Output) -> int:
 
 def _run_plan(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision plan PATH_OR_ID --dtype fp16 [--write]`: exit 0 with a validated plan, 1 without one."""
-    from .fp16_plan_search import Fp16PlanError, plan_checkpoint, plan_write_problem
+    from ..plan.fp16_plan_search import Fp16PlanError, plan_checkpoint, plan_write_problem
     from .inspection import CheckpointInspectionError, _resolve
 
     if len(args) != 1:
@@ -395,8 +395,8 @@ def _run_plan(args: list[str], options: Options, out: _Output) -> int:
 
 def _plan_settings(options: Options) -> tuple[float, int | None]:
     """`plan`'s headroom and `--max-length` (`None`: the model's limit), once `--dtype` is checked to ask for fp16."""
-    from .fp16_plan_search import DEFAULT_HEADROOM
-    from .vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
+    from ..plan.fp16_plan_search import DEFAULT_HEADROOM
+    from ..vocabulary import FP16, InvalidTrainedPrecisionError, normalize_precision
 
     try:
         asked = normalize_precision(options.dtype) if options.dtype is not None else FP16
@@ -422,7 +422,7 @@ def _plan_config_path(path_or_id: str, cache_dir: str | None) -> str | None:
 
 def _write_plan(result, config_path: str | None, path_or_id: str, force: bool) -> str:
     """Stores a validated plan into `config_path` (and its parts into the sub-configs); returns the path written."""
-    from .fp16_plan_search import write_fp16_plan
+    from ..plan.fp16_plan_search import write_fp16_plan
 
     if config_path is None or not os.path.isfile(config_path):
         raise CommandError(f"cannot find the config.json of {path_or_id} to write the plan into.", EXIT_NOT_DONE)
@@ -435,7 +435,7 @@ def _write_plan(result, config_path: str | None, path_or_id: str, force: bool) -
 
 def _run_set(args: list[str], options: Options, out: _Output) -> int:
     """`transformers precision set PATH...`: write (or remove) the field in checkpoints' `config.json`."""
-    from .populate import populate_checkpoints
+    from ..record.populate import populate_checkpoints
 
     precision_value = _set_precision_value(args, options)
     resolved = [_set_path(path, options.cache_dir) for path in args]
@@ -471,8 +471,8 @@ def _run_set(args: list[str], options: Options, out: _Output) -> int:
 
 def _set_precision_value(args: list[str], options: Options) -> str | None:
     """Checks `set`'s arguments and options; returns the normalized `--precision` (`None` with `--from-registry`)."""
-    from .registry import lookup
-    from .vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
+    from ..facts.registry import lookup
+    from ..vocabulary import PRECISIONS, InvalidTrainedPrecisionError, normalize_precision
 
     precision_value = options.precision
     if not args:
@@ -493,7 +493,7 @@ def _set_precision_value(args: list[str], options: Options) -> str | None:
 
 def _set_path(path: str, cache_dir: str | None) -> str:
     """A path `set` writes into, checked before anything is written; a Hub id names its cached snapshot."""
-    from .hub_ids import parse_hub_id
+    from ..facts.hub_ids import parse_hub_id
 
     if os.path.lexists(os.path.expanduser(path)):
         return path

@@ -16,7 +16,7 @@ Inspecting a checkpoint without loading it: what `transformers precision` prints
 
 [`inspect_checkpoint`] reports the trained precision as loading resolves it, the storage dtypes (safetensors headers;
 pickled weights are never opened), and a verdict per runtime precision from the same
-[`~trained_precision.decision.decide`] as loading, refined by an audit's measurement. A composite model's status for an
+[`~trained_precision.guard.decision.decide`] as loading, refined by an audit's measurement. A composite model's status for an
 asked dtype is the worst of its parts', so the report and `from_pretrained` agree.
 
 ```py
@@ -33,16 +33,15 @@ import json
 import os
 from typing import Any
 
-from ..utils import CONFIG_NAME, logging
-from .binding import weights_subject
-from .configuration import sub_config_items
-from .decision import BASIS_EVIDENCE, BASIS_RULE, RISKY, SAFE, UNKNOWN_STATUS, PrecisionFacts, decide
-from .evidence import read_fp16_plan
-from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
-from .registry import lookup
-from .resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
-from .risk import FP16_MAX, OVERFLOW
-from .storage import (
+from ...utils import CONFIG_NAME, logging
+from ..configuration import sub_config_items
+from ..facts.binding import weights_subject
+from ..facts.evidence import read_fp16_plan
+from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
+from ..facts.registry import lookup
+from ..facts.resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
+from ..facts.risk import FP16_MAX, OVERFLOW
+from ..facts.storage import (
     MAX_HEADER_BYTES,
     CheckpointInspectionError,
     SafetensorsHeaderError,
@@ -53,7 +52,8 @@ from .storage import (
     read_storage,
     storage_from_hub_metadata,
 )
-from .vocabulary import (
+from ..guard.decision import BASIS_EVIDENCE, BASIS_RULE, RISKY, SAFE, UNKNOWN_STATUS, PrecisionFacts, decide
+from ..vocabulary import (
     FIELD,
     FP16,
     FP32,
@@ -444,7 +444,7 @@ def _declared_precision(config: dict[str, Any], config_path: str | None = None) 
 
 
 def _rule_verdict(runtime: str, info: Any, audit: Any) -> Verdict:
-    """The verdict [`~trained_precision.decision.decide`] gives loading, refined by the measurement of an audit."""
+    """The verdict [`~trained_precision.guard.decision.decide`] gives loading, refined by the measurement of an audit."""
     assessment = info.assess(runtime, import_classes=audit is not None)  # no torch import without an audit
     decision = decide(PrecisionFacts(info, ((assessment, None),)))
     measured = audit.problem_for(runtime) if audit is not None else None
@@ -575,7 +575,7 @@ def inspect_checkpoint(
     """
     Inspects a checkpoint (a directory, or a Hub id: cached under any spelling, else read online) without loading it:
     its trained precision as loading resolves it, its storage dtypes, and a verdict per runtime precision. `audit=True`
-    also loads it in fp32 on the CPU and measures its activations ([`~trained_precision.audit.audit_checkpoint`], needs
+    also loads it in fp32 on the CPU and measures its activations ([`~trained_precision.plan.audit.audit_checkpoint`], needs
     torch; `audit_kwargs` go to it: `texts`, `max_length`, `seed`); `download` and `allow_pickle` let the audit
     download weights or unpickle `.bin` files (which can run code).
     A [`CheckpointInspectionError`] (a `ValueError`) for bad input, a checkpoint neither cached nor reachable, or an
@@ -624,7 +624,7 @@ _SAFETENSORS_DTYPES = {
 def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict | str:
     """
     The checkpoint's stored fp16 plan when it is evidence for an fp16 load, checked as the load checks it
-    ([`~trained_precision.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
+    ([`~trained_precision.facts.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
     from the safetensors files (only the headers and the sampled values are read); else the reason for the report.
     """
     unverified = "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with "
@@ -635,8 +635,8 @@ def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict 
         import torch
     except ImportError:
         return unverified.format("checking it against the weights needs PyTorch")
-    from ..models.auto import AutoConfig
-    from .audit import _model_class
+    from ...models.auto import AutoConfig
+    from ..plan.audit import _model_class
 
     try:  # the classes `architectures` names, as a load builds them (custom code is never run here)
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
@@ -713,7 +713,7 @@ def _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwarg
             "the audit runs the model, which needs PyTorch: `pip install torch` (the report without --audit does not "
             "need it)."
         ) from e
-    from .audit import audit_checkpoint
+    from ..plan.audit import audit_checkpoint
 
     return audit_checkpoint(
         resolved.directory or resolved.name,
@@ -730,7 +730,7 @@ def _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwarg
 
 def is_adapter_directory(path: str | os.PathLike) -> bool:
     """Whether `path` is a PEFT adapter directory: an `adapter_config.json` and no `config.json` of a full model."""
-    from .adapter import ADAPTER_CONFIG_NAME
+    from ..record.adapter import ADAPTER_CONFIG_NAME
 
     path = os.path.expanduser(os.fspath(path))
     return os.path.isfile(os.path.join(path, ADAPTER_CONFIG_NAME)) and not os.path.exists(
@@ -756,7 +756,7 @@ class AdapterReport(_Report):
         return [self.verdicts[name]]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
-        from .vocabulary import RUN_FIELD
+        from ..vocabulary import RUN_FIELD
 
         asked = None if runtime is None else runtime_name(runtime)
         return {
@@ -812,7 +812,7 @@ def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> Ad
     Inspects a PEFT adapter directory: its record, its base (resolved as [`inspect_checkpoint`] does), and a verdict
     per runtime from both; a [`CheckpointInspectionError`] for a missing or malformed `adapter_config.json`.
     """
-    from .adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
+    from ..record.adapter import ADAPTER_CONFIG_NAME, adapter_precision_info, read_adapter_record
 
     directory = os.path.expanduser(os.fspath(path))
     config_path = os.path.join(directory, ADAPTER_CONFIG_NAME)

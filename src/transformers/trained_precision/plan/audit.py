@@ -29,10 +29,10 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from ..utils import logging
-from .risk import FP16_MAX
-from .storage import CheckpointInspectionError
-from .vocabulary import BF16, FP16
+from ...utils import logging
+from ..facts.risk import FP16_MAX
+from ..facts.storage import CheckpointInspectionError
+from ..vocabulary import BF16, FP16
 
 
 logger = logging.get_logger(__name__)
@@ -439,7 +439,7 @@ def _mostly_unknown(tokenizer, texts: list[str] | None) -> bool:
 
 def registered_model_class_names() -> frozenset[str]:
     """The model classes transformers registers for its auto classes (every `*_MAPPING_NAMES` of `modeling_auto`)."""
-    from ..models.auto import modeling_auto
+    from ...models.auto import modeling_auto
 
     names = set()
     for attribute in dir(modeling_auto):
@@ -471,7 +471,7 @@ def load_audit_model(
     A checkpoint in fp32 on the CPU (the class `architectures` names, else `AutoModel`) and its tokenizer (`None`
     without a usable one); a [`CheckpointInspectionError`] when the model cannot be loaded.
     """
-    from .storage import local_checkpoint, read_storage
+    from ..facts.storage import local_checkpoint, read_storage
 
     path_or_id = os.fspath(path_or_id)
     # the report's check of the stored weights, before torch is imported: a bad file fails in a second, named
@@ -480,7 +480,7 @@ def load_audit_model(
         read_storage(directory)
     import torch
 
-    from ..models.auto import AutoConfig, AutoTokenizer
+    from ...models.auto import AutoConfig, AutoTokenizer
 
     hub_kwargs = {"local_files_only": local_files_only, "cache_dir": cache_dir}
     try:

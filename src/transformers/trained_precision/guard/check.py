@@ -21,8 +21,8 @@ model being cast. The mode is chosen per call (`trained_precision_check=`, kept 
 process (`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
 [`TrainedPrecisionRiskError`]) or `"ignore"`; a bad value raises a `ValueError`, never falls back to `"warn"`.
 
-Each check gathers the facts once ([`~trained_precision.resolver.gather_facts`]), hands them to the one pure
-[`~trained_precision.decision.decide`], and [`~trained_precision.decision.say`] says the answer.
+Each check gathers the facts once ([`~trained_precision.facts.resolver.gather_facts`]), hands them to the one pure
+[`~trained_precision.guard.decision.decide`], and [`~trained_precision.guard.decision.say`] says the answer.
 """
 
 from __future__ import annotations
@@ -34,6 +34,18 @@ import functools
 import os
 from typing import Any
 
+from ..facts.resolver import (
+    CAST,
+    FROM_CONFIG,
+    LOAD,
+    Call,
+    Fp16PlanDecision,
+    cleared_phrase,
+    gather_facts,
+    records_nothing,
+    sub_models,
+)
+from ..facts.risk import Risk
 from .decision import (  # noqa: F401  (the check's names, as `patches/` and the other modules import them)
     CHECK_MODES,
     ENV_VAR,
@@ -46,18 +58,6 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     reset_warning_cache,
     say,
 )
-from .resolver import (
-    CAST,
-    FROM_CONFIG,
-    LOAD,
-    Call,
-    Fp16PlanDecision,
-    cleared_phrase,
-    gather_facts,
-    records_nothing,
-    sub_models,
-)
-from .risk import Risk
 
 
 #: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
@@ -151,7 +151,7 @@ def check_trained_precision(
             evidence): the registry precision is still recorded, nothing is said now.
 
     Returns:
-        The [`~trained_precision.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
+        The [`~trained_precision.facts.risk.Risk`] that remains (also in `"ignore"` mode), or `None`.
     """
     name = os.fspath(model_name) if model_name else None
     return _check([(config, Call(mode, name, LOAD, hf_quantizer=hf_quantizer, deferred=deferred))], config.dtype)[0]
@@ -233,14 +233,14 @@ def check_trained_precision_on_cast(model, dtype, *, action: str = CAST) -> Risk
     """
     Checks a model, and each sub-model of a composite model, at `dtype` (a cast's; a load's, `action="load"` or
     `"from_config"`, once the weights can verify bound evidence) in the mode the model was loaded with, else the
-    environment variable's, else `"warn"`. Returns the first [`~trained_precision.risk.Risk`], or `None`.
+    environment variable's, else `"warn"`. Returns the first [`~trained_precision.facts.risk.Risk`], or `None`.
     """
     return check_model(model, dtype, action)[0]
 
 
 def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
     """
-    [`check_trained_precision_on_cast`] with the [`~trained_precision.resolver.Fp16PlanDecision`] gathered with the
+    [`check_trained_precision_on_cast`] with the [`~trained_precision.facts.resolver.Fp16PlanDecision`] gathered with the
     facts: which modules the model's stored fp16 plans keep in fp32 (applied by the caller once this has not raised).
     """
     config = getattr(model, "config", None)
@@ -281,7 +281,7 @@ def nothing_to_check(model) -> bool:
     """
     Whether no cast of `model` can be judged, whatever its dtype: not built inside a `from_pretrained` / `from_config`
     call, its mode is not `"error"` (read without side effects), no load recorded a registry row on it, and its config
-    records nothing the check reads ([`~trained_precision.resolver.records_nothing`]).
+    records nothing the check reads ([`~trained_precision.facts.resolver.records_nothing`]).
     """
     own = model.__dict__
     if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
@@ -322,7 +322,7 @@ def checked_cast(model, fn):
     plans, decides and says at the cast's target ([`cast_target_dtype`]) before the cast, so that `"error"` mode raises
     with the model unchanged, or after it when the target cannot be told beforehand. The `PreTrainedModel`s inside it
     are judged with it, not again on their own. Yields `(target, plan)`: the target (`None` when unknown or unchecked)
-    and the [`~trained_precision.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
+    and the [`~trained_precision.facts.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
     microseconds, whatever the model's size.
     """
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
@@ -383,7 +383,7 @@ def remember_check_mode(model, mode: str | None) -> None:
         return
     if mode is not None:
         mode = resolve_check_mode(mode)
-    from ..modeling_utils import PreTrainedModel
+    from ...modeling_utils import PreTrainedModel
 
     for module in model.modules():
         if isinstance(module, PreTrainedModel):

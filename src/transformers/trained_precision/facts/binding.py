@@ -40,15 +40,15 @@ calls could vouch for weights that changed.
 
 from __future__ import annotations
 
-import dataclasses
 import ctypes
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .configuration import sub_config_items
-from .vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
+from ..configuration import sub_config_items
+from ..vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 
 
 #: The version of the binding records written now. Older ones are read and are no evidence (the message says to make

@@ -16,7 +16,7 @@ The trained precision of a PEFT adapter (LoRA, QLoRA, ...): the run that trained
 
 An adapter has no `config.json`, so an [`AdapterRun`] record is the `"trained_precision"` entry of the `__metadata__`
 of its `adapter_model.safetensors`: it travels with its weights (PEFT's loading ignores it) and a later save of other
-weights drops it. The [`Trainer`] writes it: [`~trained_precision.stamp.stamp_trained_precision`] starts it, before the
+weights drops it. The [`Trainer`] writes it: [`~trained_precision.record.stamp.stamp_trained_precision`] starts it, before the
 base's config is stamped, [`finish_adapter_run`] closes it, [`save_adapter_record`] adds it to every save. The answer
 for an adapter ([`adapter_precision_info`]) is the base's lineage then the adapter's run, whose finished run is
 evidence only for the weights it ran with (fp16 autocast over bf16 base weights says nothing about fp16 weights).
@@ -33,8 +33,11 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..utils import logging
-from .check import (
+from ...utils import logging
+from ..facts.evidence import weights_subject
+from ..facts.resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
+from ..facts.run_record import RunRecord
+from ..guard.check import (
     ERROR,
     IGNORE,
     MODE_ATTRIBUTE,
@@ -43,10 +46,7 @@ from .check import (
     TrainedPrecisionRiskError,
     resolve_check_mode,
 )
-from .evidence import weights_subject
-from .resolver import SOURCE_CONFIG, TrainedPrecisionInfo, resolve_trained_precision
-from .run_record import RunRecord
-from .vocabulary import (
+from ..vocabulary import (
     FIELD,
     PRETRAINING_FIELD,
     REFERENCE_FIELD,
@@ -90,7 +90,7 @@ class AdapterRun:
     weights (`adapter_dtype`, `base_dtype`), the base's id and its lineage before the run (`base_precision`,
     `base_pretraining`, and `base_provenance`: `"config"`, `"registry: <row>"` or `"unknown"`), a quantized base's
     `method`, `bits`, `quant_type` and `compute_dtype` (`base_quantization`), the optimizer `steps`, and the `binding`
-    of a finished run that is evidence ([`~trained_precision.binding.Binding`]: the digest of base + adapter weights
+    of a finished run that is evidence ([`~trained_precision.facts.binding.Binding`]: the digest of base + adapter weights
     it ended on, the longest input, the backend), checked against the model the adapter is loaded into.
     """
 
@@ -122,7 +122,7 @@ class AdapterRun:
 
     def run_record(self) -> RunRecord | None:
         """
-        This run as a [`~trained_precision.run_record.RunRecord`]: `"pure"` when the base's weights were in the run's
+        This run as a [`~trained_precision.facts.run_record.RunRecord`]: `"pure"` when the base's weights were in the run's
         precision, `"amp"` when an autocast ran over wider (or quantized) base weights.
         """
         if self.status is None:
@@ -133,7 +133,7 @@ class AdapterRun:
     def is_evidence_for(self, runtime: Any) -> bool:
         """
         Whether this run is evidence that `runtime` works for base + adapter (by
-        [`~trained_precision.run_record.RunRecord.proves`]): an autocast run over wider weights kept the residual stream in
+        [`~trained_precision.facts.run_record.RunRecord.proves`]): an autocast run over wider weights kept the residual stream in
         the weights' dtype, and proves nothing.
         """
         runtime = dtype_to_precision(runtime)
@@ -357,7 +357,7 @@ def save_adapter_record(model: Any, output_dir: str | os.PathLike) -> list[str]:
     saved adapter's `adapter_model.safetensors` (`"default"` in `output_dir`, others in `output_dir/<name>`). Returns
     the files.
     """
-    from ..trainer_utils import _is_peft_model
+    from ...trainer_utils import _is_peft_model
 
     try:
         from accelerate.utils import extract_model_from_parallel
@@ -390,8 +390,8 @@ def stamp_merged_adapter(model: Any, adapter: str | os.PathLike) -> AdapterRun |
     merged config says only what the base's says until this is called (a merge in the process the [`Trainer`] trained
     the adapter in needs no call). Returns the record; `None`, with a warning, when the adapter has none.
     """
-    from ..utils import cached_file
-    from .configuration import sub_config_items
+    from ...utils import cached_file
+    from ..configuration import sub_config_items
 
     path = os.fspath(adapter)
     if not path.endswith(".safetensors"):
@@ -484,7 +484,7 @@ def check_adapter_precision(
     mode: str | None = None,
 ):
     """
-    Warns (or raises [`~trained_precision.check.TrainedPrecisionRiskError`] in `"error"` mode) when the runtime `dtype`
+    Warns (or raises [`~trained_precision.guard.check.TrainedPrecisionRiskError`] in `"error"` mode) when the runtime `dtype`
     (by default the model's) of base + adapter is risky for the base's lineage followed by the adapter's run, read from
     `record` or else from `adapter_file` (its resolved `adapter_model.safetensors`); `adapter` is its id or directory,
     for messages. `mode` is by default the mode the base was loaded with, else `TRANSFORMERS_TRAINED_PRECISION_CHECK`.
@@ -493,7 +493,7 @@ def check_adapter_precision(
     A risk the base alone has was reported at its load or cast: it is said again only when the adapter's record adds to
     it (a run in this runtime that is no evidence). A risk only the adapter's record shows warns here; evidence from
     the adapter's run that overrides the base's risk is said at info level. Returns the first
-    [`~trained_precision.risk.Risk`] that remains (said now, before or silenced), or `None`.
+    [`~trained_precision.facts.risk.Risk`] that remains (said now, before or silenced), or `None`.
     """
     if record is None and adapter_file is not None and str(adapter_file).endswith(".safetensors"):
         record = read_adapter_record(adapter_file)

@@ -19,8 +19,8 @@ loops call it with their `Accelerator` (or a dtype). `config.trained_precision_r
 (`"started"`, then from [`finish_trained_precision_run`] `"finished"` when every loss ([`note_training_loss`]) and
 trainable weight stayed finite, else `"diverged"`), `compute` (`"amp"`: autocast over wider weights, `"pure"`: weights
 in the run's precision), the optimizer steps that updated the weights ([`note_optimizer_step`]) and whether a stored
-fp16 plan was in use. Only a finished run of [`~trained_precision.run_record.MIN_RUN_STEPS`] steps is evidence, for
-runs of its kind ([`~trained_precision.run_record.RunRecord.proves`]). A stamp drops the publisher's reference runtime.
+fp16 plan was in use. Only a finished run of [`~trained_precision.facts.run_record.MIN_RUN_STEPS`] steps is evidence, for
+runs of its kind ([`~trained_precision.facts.run_record.RunRecord.proves`]). A stamp drops the publisher's reference runtime.
 
 [`resolve_run_precision`] decides the precision: with an `Accelerator` whose model is prepared, the [`Trainer`]'s own
 [`~trainer_utils.get_training_precision`]; otherwise, in this order, the precision policy the model carries (pure
@@ -38,8 +38,12 @@ import os
 import weakref
 from typing import Any
 
-from ..utils import logging
-from .check import (
+from ...utils import logging
+from ..facts.evidence import read_fp16_plan, weights_subject
+from ..facts.resolver import config_precision, resolve_trained_precision
+from ..facts.risk import OVERFLOW, Risk
+from ..facts.run_record import RunRecord, read_run_record
+from ..guard.check import (
     ENV_VAR,
     ERROR,
     IGNORE,
@@ -48,11 +52,7 @@ from .check import (
     TrainedPrecisionRiskError,
     resolve_check_mode,
 )
-from .evidence import read_fp16_plan, weights_subject
-from .resolver import config_precision, resolve_trained_precision
-from .risk import OVERFLOW, Risk
-from .run_record import RunRecord, read_run_record
-from .vocabulary import (
+from ..vocabulary import (
     BF16,
     FIELD,
     FP16,
@@ -113,7 +113,7 @@ def _resolve_run(model: Any, args: Any, accelerator: Any, deepspeed_config: Any)
     deepspeed = _distributed_type(accelerator) == "DEEPSPEED"
     decided = not deepspeed or getattr(accelerator, "deepspeed_engine_wrapped", None) is not None
     if deepspeed_config is None and hasattr(accelerator, "native_amp") and decided:
-        from ..trainer_utils import get_training_precision
+        from ...trainer_utils import get_training_precision
 
         precision = get_training_precision(unwrap_model_for_config(model), accelerator)[0]
         return precision, RUN_PURE if _parameter_precision(model) in (None, precision) else RUN_AMP
@@ -261,7 +261,7 @@ def _extract_from_parallel(model: Any) -> Any:
 
 def unwrap_model_for_config(model: Any) -> Any:
     """Strips DDP/DataParallel/DeepSpeed/FSDP/`torch.compile` and PEFT wrappers, in any nesting, down to the model."""
-    from ..trainer_utils import unwrap_peft_model
+    from ...trainer_utils import unwrap_peft_model
 
     for _ in range(8):
         inner = unwrap_peft_model(_extract_from_parallel(model))
@@ -273,7 +273,7 @@ def unwrap_model_for_config(model: Any) -> Any:
 
 def _peft_model_of(model: Any) -> Any:
     """The `PeftModel` inside DDP/DeepSpeed/FSDP/`torch.compile` wrappers, or `None` when `model` is not one."""
-    from ..trainer_utils import _is_peft_model
+    from ...trainer_utils import _is_peft_model
 
     model = _extract_from_parallel(model)
     return model if _is_peft_model(model) else None
@@ -281,8 +281,8 @@ def _peft_model_of(model: Any) -> Any:
 
 def _all_configs(config: Any) -> list:
     """The config and its sub-configs (text, vision, encoder, decoder, ...), recursively, each once."""
-    from ..configuration_utils import PreTrainedConfig
-    from .configuration import sub_config_items
+    from ...configuration_utils import PreTrainedConfig
+    from ..configuration import sub_config_items
 
     if not isinstance(config, PreTrainedConfig):
         return []
@@ -292,12 +292,12 @@ def _all_configs(config: Any) -> list:
 
 def check_run_precision(model: Any, precision: str, compute: str = RUN_PURE) -> Risk | None:
     """
-    Warns (or raises [`~trained_precision.check.TrainedPrecisionRiskError`] in the model's or the environment's error
+    Warns (or raises [`~trained_precision.guard.check.TrainedPrecisionRiskError`] in the model's or the environment's error
     mode) when training `model` in `precision` (computed as `compute` says, see [`resolve_run_compute`]) is risky for
     the precision it was trained in, weighed against the evidence that `precision` works for it
-    ([`~trained_precision.resolver.TrainedPrecisionInfo.assess`]). Overflow risks (a bf16-trained model fine-tuned in
+    ([`~trained_precision.facts.resolver.TrainedPrecisionInfo.assess`]). Overflow risks (a bf16-trained model fine-tuned in
     fp16) warn once per model and pair; precision-loss risks (fp32-trained, bf16 mixed precision: fp32 master weights)
-    and risks that evidence overrides are logged at info level. Returns the [`~trained_precision.risk.Risk`] found.
+    and risks that evidence overrides are logged at info level. Returns the [`~trained_precision.facts.risk.Risk`] found.
     """
     mode = resolve_check_mode(getattr(model, MODE_ATTRIBUTE, None))
     config = getattr(model, "config", None)
@@ -478,7 +478,7 @@ def note_training_loss(model: Any, loss: Any, inputs: Any = None) -> None:
 def note_optimizer_step(model: Any, skipped: Any = False) -> None:
     """
     Notes one optimizer step of the run stamped on `model` (wrapped or not), for [`finish_trained_precision_run`]: only
-    steps that updated the weights count towards the [`~trained_precision.run_record.MIN_RUN_STEPS`] a run needs to be
+    steps that updated the weights count towards the [`~trained_precision.facts.run_record.MIN_RUN_STEPS`] a run needs to be
     evidence. `skipped` says whether a gradient scaler skipped the step, or is the object that knows
     (`Accelerator.optimizer_step_was_skipped`, `AcceleratedOptimizer.step_was_skipped`); with a `torch.amp.GradScaler`,
     it is `scaler.get_scale() < scale`, `scale` read before `scaler.step(optimizer)`. The [`Trainer`] calls it after
@@ -566,11 +566,11 @@ def _log_finished_run(record: RunRecord, config: Any, model_class: str) -> None:
 
 def _run_binding(model: Any, compute: str, max_tokens: int | None) -> dict | None:
     """
-    What a finished run ran on ([`~trained_precision.binding.Binding`]): the digest of the weights and config it ended
+    What a finished run ran on ([`~trained_precision.facts.binding.Binding`]): the digest of the weights and config it ended
     on, the longest input it saw and its backend; `None` when the weights are offloaded or sharded (FSDP2, ZeRO-3):
     such a run is no evidence. One digest per run, at its end.
     """
-    from .binding import bind
+    from ..facts.binding import bind
 
     subject = weights_subject(model)
     return bind(subject.model, compute, max_tokens, subject.backend) if subject is not None else None

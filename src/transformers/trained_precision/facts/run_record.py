@@ -18,7 +18,7 @@ The Trainer stamp writes it at the start of `train()` (`"started"`: what an inte
 and at its end (`"finished"` with finite losses and weights, or `"diverged"`). A finished run is evidence that its
 precision works ([`RunRecord.proves`]) for its kind (an autocast run kept the residual stream in its fp32 weights, so
 it proves AMP training only; a pure run proves both), after at least [`MIN_RUN_STEPS`] optimizer steps that updated
-the weights, and for what it ran on (its `binding`: [`~trained_precision.binding.binding_problem`]). A run that
+the weights, and for what it ran on (its `binding`: [`~trained_precision.facts.binding.binding_problem`]). A run that
 diverged or did not end is no evidence, nor is a record older than its kind, steps or binding. An fp32 run writes no
 record: fp32 is never risky.
 """
@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .vocabulary import RUN_AMP, RUN_COMPUTES, RUN_FIELD, RUN_FINISHED, RUN_PURE, RUN_STATUSES
+from ..vocabulary import RUN_AMP, RUN_COMPUTES, RUN_FIELD, RUN_FINISHED, RUN_PURE, RUN_STATUSES
 
 
 #: The optimizer steps a finished run needs before it is evidence for its precision. The first steps of an fp16 run
@@ -52,7 +52,7 @@ class RunRecord:
         skipped_steps (`int`, *optional*, defaults to 0): the optimizer steps a gradient scaler skipped.
         fp16_plan (`bool`, *optional*, defaults to `False`): a stored fp16 plan kept modules in fp32 during the run: it
             proves fp16 only while that plan is evidence.
-        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.binding.Binding`]); a record
+        binding (`dict`, *optional*): what a finished run was made on ([`~trained_precision.facts.binding.Binding`]); a record
             without one is no evidence.
     """
 

@@ -14,10 +14,10 @@
 """
 Measuring an fp16 plan: the smallest set of modules that must run in fp32 for a model to run safely in fp16, found by
 measurement, proven against fp32, and written into the checkpoint's config, where
-[`~trained_precision.fp16_plan.apply_fp16_plan`] applies it to every later fp16 load, cast and fine-tune.
+[`~trained_precision.plan.fp16_plan.apply_fp16_plan`] applies it to every later fp16 load, cast and fine-tune.
 
 The search ([`search_fp16_plan`]) runs on a sweep of input lengths up to the model's usable length
-([`~trained_precision.fp16_plan.usable_length`]), since some overflows appear only at long inputs:
+([`~trained_precision.plan.fp16_plan.usable_length`]), since some overflows appear only at long inputs:
 
 0. every weight outside fp16's range divided by the headroom (default 2) keeps its module in fp32;
 1. one fp32 calibration pass ([`ActivationRecorder`]) measures every module's largest input and output: a module is
@@ -54,11 +54,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..utils import logging
+from ...utils import logging
+from ..facts.binding import backend_of
+from ..facts.evidence import FP16_PLAN_VERSION
+from ..facts.risk import FP16_MAX
+from ..guard.check import quiet_casts
+from ..guard.sentinel import sentinel_paused
+from ..record.populate import _top_level_members, atomic_write_text, config_lock
+from ..vocabulary import FP16, FP16_PLAN_FIELD
 from .audit import ActivationRecorder, _forward_kwargs, calibration_inputs, load_audit_model
-from .binding import backend_of
-from .check import quiet_casts
-from .evidence import FP16_PLAN_VERSION
 from .fp16_plan import (
     _floating,
     _weight_share,
@@ -68,10 +72,6 @@ from .fp16_plan import (
     sub_models,
     usable_length,
 )
-from .populate import _top_level_members, atomic_write_text, config_lock
-from .risk import FP16_MAX
-from .sentinel import sentinel_paused
-from .vocabulary import FP16, FP16_PLAN_FIELD
 
 
 logger = logging.get_logger(__name__)
@@ -783,7 +783,7 @@ def _member_json(value: Any, indent: str) -> str:
 
 def set_plan_member(text: str, plan: dict) -> str:
     """`text` (a `config.json`) with its top-level `fp16_plan` set to `plan`, laid out like its neighbours, nothing else changed."""
-    from .populate import ConfigEditError, _parse_object
+    from ..record.populate import ConfigEditError, _parse_object
 
     data = _parse_object(text)
     if data.get(FP16_PLAN_FIELD) == plan:
@@ -817,8 +817,8 @@ def set_plan_member(text: str, plan: dict) -> str:
 
 def plan_write_problem(config_path: str | os.PathLike, force: bool = False) -> str | None:
     """Why [`write_fp16_plan`] would refuse `config_path` (a Hub cache snapshot without `force`, a link out), or `None`."""
-    from .hub_ids import cache_snapshot_of
-    from .populate import link_outside_checkpoint
+    from ..facts.hub_ids import cache_snapshot_of
+    from ..record.populate import link_outside_checkpoint
 
     path = Path(config_path)
     if cache_snapshot_of(path.parent) is not None:
@@ -845,8 +845,8 @@ def write_fp16_plan(
         [`ConfigEditError`]: a malformed file, a sub-config it lacks, a snapshot without `force` (nothing modified).
         `OSError`: it cannot be written.
     """
-    from .hub_ids import cache_snapshot_of
-    from .populate import ConfigEditError
+    from ..facts.hub_ids import cache_snapshot_of
+    from ..record.populate import ConfigEditError
 
     path = Path(config_path)
     in_cache = cache_snapshot_of(path.parent) is not None

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 """
-The decision: what is known about a model ([`~trained_precision.resolver.PrecisionFacts`], gathered once per load,
+The decision: what is known about a model ([`~trained_precision.facts.resolver.PrecisionFacts`], gathered once per load,
 cast or report) goes into one pure function, [`decide`], whose [`Decision`] carries its status and its message;
 [`say`] is the one place that says it. Loading, casting and the `transformers precision PATH` report all ask [`decide`].
 """
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..utils import logging
-from .resolver import CAST, FROM_CONFIG, LOAD, Assessment, PrecisionFacts
-from .risk import PRECISION_LOSS, Risk
-from .vocabulary import FP16, FP32, dtype_code, dtype_options
+from ...utils import logging
+from ..facts.resolver import CAST, FROM_CONFIG, LOAD, Assessment, PrecisionFacts
+from ..facts.risk import PRECISION_LOSS, Risk
+from ..vocabulary import FP16, FP32, dtype_code, dtype_options
 
 
 # said under the check's logger, which users and tests filter on

@@ -32,7 +32,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options, dtype_to_precision, normalize_precision
+from ..vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options, dtype_to_precision, normalize_precision
 
 
 #: fp16's largest finite value: activations above it become inf, then NaN.

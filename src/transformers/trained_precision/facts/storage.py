@@ -26,9 +26,9 @@ import stat
 import struct
 from typing import IO, Any
 
-from ..utils import CONFIG_NAME, SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from ...utils import CONFIG_NAME, SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+from ..vocabulary import SAFETENSORS_DTYPES
 from .hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
-from .vocabulary import SAFETENSORS_DTYPES
 
 
 #: The safetensors library refuses headers above 100 MB; so do we, before reading them.

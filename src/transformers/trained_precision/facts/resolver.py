@@ -15,16 +15,16 @@
 The facts: what precision a model was trained in, where that was read from, and the evidence its checkpoint records.
 
 [`resolve_trained_precision`] answers for every path (loading, casting, the report): the config's own known
-`trained_precision` always wins; else the registry row of the model's Hub id ([`~trained_precision.hub_ids.hub_id_for`];
+`trained_precision` always wins; else the registry row of the model's Hub id ([`~trained_precision.facts.hub_ids.hub_id_for`];
 a local copy outside a cache has no Hub id); else `"unknown"`, never reported as safe. A fine-tune keeps its older
 stage as `pretraining_precision`; the oldest stage is the risk rules' prior, and an explicitly unknown one
 (`pretraining_precision: "unknown"`) makes the risk unknown. [`TrainedPrecisionInfo.assess`] weighs that prior against
-the evidence ([`~trained_precision.evidence.find_evidence`]) and upstream's `_keep_in_fp32_modules`: one
+the evidence ([`~trained_precision.facts.evidence.find_evidence`]) and upstream's `_keep_in_fp32_modules`: one
 [`Assessment`] per runtime. A composite model has one answer per sub-model ([`resolve_sub_models`]).
 
 A stored fp16 plan is decided with the facts ([`decide_fp16_plan`]): applied when the path runs fp16, it is on, the
 model is not quantized and every module name resolves; evidence only when its binding also holds
-([`~trained_precision.binding.binding_problem`]: these weights and config, validated up to the model's own length
+([`~trained_precision.facts.binding.binding_problem`]: these weights and config, validated up to the model's own length
 limit, on the same kind of device). Anything else is no evidence: the warning (or error) stands and says why.
 """
 
@@ -38,7 +38,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..utils import logging
+from ...utils import logging
+from ..configuration import sub_config_items
+from ..vocabulary import (
+    FIELD,
+    FP16,
+    FP16_PLAN_FIELD,
+    FP32,
+    PRETRAINING_FIELD,
+    REFERENCE_FIELD,
+    RUN_FIELD,
+    RUN_PURE,
+    UNKNOWN,
+    InvalidTrainedPrecisionError,
+    dtype_to_precision,
+    normalize_precision,
+)
 from .binding import (
     BINDING_VERSION,
     BOUND_PLAN,
@@ -49,7 +64,6 @@ from .binding import (
     binding_problem,
     weights_subject,
 )
-from .configuration import sub_config_items
 from .evidence import (
     FINISHED_RUN,
     FP16_PLAN_VERSION,
@@ -64,20 +78,6 @@ from .hub_ids import hub_id_for, possible_hub_ids
 from .registry import RegistryEntry, lookup
 from .risk import Risk, assess_lineage_risk
 from .run_record import RunRecord, read_run_record
-from .vocabulary import (
-    FIELD,
-    FP16,
-    FP16_PLAN_FIELD,
-    FP32,
-    PRETRAINING_FIELD,
-    REFERENCE_FIELD,
-    RUN_FIELD,
-    RUN_PURE,
-    UNKNOWN,
-    InvalidTrainedPrecisionError,
-    dtype_to_precision,
-    normalize_precision,
-)
 
 
 logger = logging.get_logger(__name__)
@@ -308,10 +308,10 @@ def resolve_trained_precision(
     Args:
         config (`PreTrainedConfig` or `dict`): the configuration, or the content of its `config.json`.
         name_or_path (`str` or `os.PathLike`, *optional*): where the model comes from; defaults to the config's.
-        persisted_from ([`~trained_precision.registry.RegistryEntry`], *optional*): the row whose precision loading
+        persisted_from ([`~trained_precision.facts.registry.RegistryEntry`], *optional*): the row whose precision loading
             wrote into this config: while it still holds that value, it is reported as the registry's.
         fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the weights.
-        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the loaded model bound evidence must
+        subject ([`~trained_precision.facts.binding.WeightsSubject`], *optional*): the loaded model bound evidence must
             match; without it (the report, a check before the weights) a run or a copy's reference clears nothing.
     """
     name_or_path = name_or_path or _name_of(config)
@@ -578,7 +578,7 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
 
 def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
     """
-    The `fingerprint` a plan stores: [`~trained_precision.binding.binding_digest`] of `model` (its weights, the plan's
+    The `fingerprint` a plan stores: [`~trained_precision.facts.binding.binding_digest`] of `model` (its weights, the plan's
     modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
     the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
     checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
@@ -624,7 +624,7 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
     """
     Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
     first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.binding.binding_problem`]).
+    of evidence is ([`~trained_precision.facts.binding.binding_problem`]).
     """
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
         return f"it was made by an older version and is not bound to these weights and config; {STALE}"
@@ -657,8 +657,8 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
         dtype (`torch.dtype`): the dtype it runs in.
         use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
         hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        subject ([`~trained_precision.binding.WeightsSubject`], *optional*): the model's
-            ([`~trained_precision.binding.weights_subject`]): the binding is checked on it; without it, only which modules.
+        subject ([`~trained_precision.facts.binding.WeightsSubject`], *optional*): the model's
+            ([`~trained_precision.facts.binding.weights_subject`]): the binding is checked on it; without it, only which modules.
     """
     import torch
 
@@ -766,7 +766,7 @@ def gather_facts(
     """
     The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
     sub-configs), gathered once. With the loaded `model`, bound evidence is checked against its weights (digested once
-    for all parts, [`~trained_precision.binding.weights_subject`]) and its stored fp16 plans are decided
+    for all parts, [`~trained_precision.facts.binding.weights_subject`]) and its stored fp16 plans are decided
     ([`decide_fp16_plan`]): each part reads its own plan's evidence or problem by its `plan_key`.
     """
     subject = weights_subject(model) if model is not None else None
@@ -848,7 +848,7 @@ def _quantized_runtimes(hf_quantizer, dtype) -> list[tuple[Any, str | None]]:
     (embeddings, norms, the residual stream: bitsandbytes casts every quantized matmul's output back to its input's
     dtype), then the compute dtype of the quantized matmuls when it differs.
     """
-    from ..modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
+    from ...modeling_utils import _activation_dtypes  # the core's answer: which dtypes carry the activations
 
     dtypes = _activation_dtypes(dtype, hf_quantizer)
     compute = dtypes[1] if len(dtypes) > 1 else None

@@ -18,7 +18,7 @@ A check inside every model's `forward` that raises (or warns) when a forward com
 forward passes it (eager, PEFT, pipelines, `generate`, the Trainer, `torch.compile`); it keeps no state across a call.
 A forward computes in fp16 under fp16 autocast or with fp16 weights (read once per cast, [`note_cast`]); otherwise the
 wrapper costs one call into torch and one dict read. `"error"` mode raises
-[`~trained_precision.check.TrainedPrecisionRiskError`], `"warn"` warns once per model whose trained precision is known.
+[`~trained_precision.guard.check.TrainedPrecisionRiskError`], `"warn"` warns once per model whose trained precision is known.
 On the CPU the outputs' `torch.aminmax` extremes are read at once; on another device they accumulate behind an event
 that a later forward queries without waiting ([`check_sentinel`] waits). Design, limits and costs:
 `docs/source/en/trained_precision_fp16_plan.md` ("The sentinel").
@@ -33,7 +33,11 @@ import functools
 import math
 import weakref
 
-from ..utils import logging
+from ...utils import logging
+from ..configuration import sub_config_items
+from ..facts.resolver import resolve_trained_precision
+from ..facts.risk import OVERFLOW, Risk
+from ..vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options
 from .check import (
     ENV_VAR,
     ERROR,
@@ -45,10 +49,6 @@ from .check import (
     TrainedPrecisionRiskError,
     resolve_check_mode,
 )
-from .configuration import sub_config_items
-from .resolver import resolve_trained_precision
-from .risk import OVERFLOW, Risk
-from .vocabulary import BF16, FP16, FP32, UNKNOWN, dtype_options
 
 
 logger = logging.get_logger(__name__)
@@ -418,7 +418,7 @@ def _model_name(model) -> str:
 
 def _pretrained_modules(model) -> list:
     """`model` and its `PreTrainedModel` modules (through a wrapper such as PEFT's too)."""
-    from ..modeling_utils import PreTrainedModel
+    from ...modeling_utils import PreTrainedModel
 
     modules = model.modules() if callable(getattr(model, "modules", None)) else [model]
     return [module for module in modules if isinstance(module, PreTrainedModel)]
@@ -438,7 +438,7 @@ def check_sentinel(model) -> None:
 def note_runtime(model, dtype=None, cleared: str | None = None) -> None:
     """
     Records on `model` and its sub-models the evidence that cleared fp16 at a load or cast to `dtype` (`cleared`: the
-    check's phrase, [`~trained_precision.resolver.cleared_phrase`]); another dtype forgets it, `None` (a move) keeps it.
+    check's phrase, [`~trained_precision.facts.resolver.cleared_phrase`]); another dtype forgets it, `None` (a move) keeps it.
     """
     import torch
 

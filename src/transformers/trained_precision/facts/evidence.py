@@ -14,7 +14,7 @@
 """
 Evidence that a runtime precision works for one checkpoint, whatever the risk rules predict from its training.
 
-The risk rules ([`~trained_precision.risk.assess_risk`]) are a prior: a bf16-trained model may overflow in fp16. For
+The risk rules ([`~trained_precision.facts.risk.assess_risk`]) are a prior: a bf16-trained model may overflow in fp16. For
 some checkpoints there is evidence that the runtime works. It is looked for in this order, and the first kind found
 decides ([`find_evidence`]):
 
@@ -22,14 +22,14 @@ decides ([`find_evidence`]):
 |-------|----------|------------------|----------------|
 | 1 | the publisher's reference runtime | the registry row of the Hub id (`reference_runtime`, with its own `reference_source`) | that runtime, for the publisher's unchanged weights |
 | 2 | a validated fp16 plan | the config's `fp16_plan`, once the loader or cast verified it (see below) | fp16, with the plan's modules kept in fp32, for the input lengths it was validated on |
-| 3 | a finished training run | the config's `trained_precision_run` ([`~trained_precision.run_record.RunRecord`]), `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
+| 3 | a finished training run | the config's `trained_precision_run` ([`~trained_precision.facts.run_record.RunRecord`]), `status: "finished"` after at least `MIN_RUN_STEPS` optimizer steps | the precision of that run (`trained_precision`), for runs of its kind |
 | - | upstream's `_keep_in_fp32_modules` | the model class | a mitigation, not evidence: the known overflow site only |
 
 A `save_pretrained` copy of a Hub checkpoint keeps the publisher's reference in its config
 (`trained_precision_reference`, [`read_reference_record`]) while its weights are the publisher's. A stored dtype
 alone is never evidence, nor is a run that diverged or did not end; a run that kept an fp16 plan's modules in fp32
 proves fp16 only while the plan itself is evidence. A stored plan ([`read_fp16_plan`]) is a claim until
-[`~trained_precision.resolver.decide_fp16_plan`] verified it against the weights: a load or cast on the model, the
+[`~trained_precision.facts.resolver.decide_fp16_plan`] verified it against the weights: a load or cast on the model, the
 `transformers precision` report on the safetensors mapped lazily (unverified, with the reason, where it cannot).
 """
 
@@ -39,11 +39,9 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from ..utils import logging
-from .binding import SAMPLED_VALUES, weights_subject  # noqa: F401 (re-exported: the checks bind with it)
-from .configuration import sub_config_items
-from .run_record import RunRecord
-from .vocabulary import (
+from ...utils import logging
+from ..configuration import sub_config_items
+from ..vocabulary import (
     FP16,
     FP16_PLAN_FIELD,
     REFERENCE_FIELD,
@@ -53,6 +51,8 @@ from .vocabulary import (
     UNKNOWN,
     dtype_to_precision,
 )
+from .binding import SAMPLED_VALUES, weights_subject  # noqa: F401 (re-exported: the checks bind with it)
+from .run_record import RunRecord
 
 
 logger = logging.get_logger(__name__)
@@ -170,7 +170,7 @@ def read_fp16_plan(config: Any) -> dict | None:
     """
     The fp16 plan stored in a config (or `config.json` dict) when it claims to work: it matches the schema and passed its
     validation. A malformed plan logs one warning and reads as absent; a failed one is absent without a warning. A claim,
-    not evidence: see [`~trained_precision.resolver.decide_fp16_plan`].
+    not evidence: see [`~trained_precision.facts.resolver.decide_fp16_plan`].
     """
     plan = _member(config, FP16_PLAN_FIELD)
     if plan is None:
@@ -246,10 +246,10 @@ def find_evidence(
 
     Args:
         runtime (`str` or `torch.dtype`): the runtime precision.
-        entry ([`~trained_precision.registry.RegistryEntry`], *optional*): the registry row of the checkpoint.
+        entry ([`~trained_precision.facts.registry.RegistryEntry`], *optional*): the registry row of the checkpoint.
         plan (`dict`, *optional*): the fp16 plan this path applies and verified; never the config's claim alone.
         trained (`str`, *optional*): the config's own `trained_precision`, the precision of `run`.
-        run ([`~trained_precision.run_record.RunRecord`], *optional*): the run that stamped it.
+        run ([`~trained_precision.facts.run_record.RunRecord`], *optional*): the run that stamped it.
         compute (`str`, *optional*, defaults to `"pure"`): `"pure"` for a model loaded or cast into `runtime`, `"amp"`
             for a mixed-precision training run.
         copied_from (`str`, *optional*): the Hub id a `save_pretrained` copy was loaded from, when `entry` comes from

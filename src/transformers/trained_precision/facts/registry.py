@@ -241,7 +241,7 @@ def lookup(model_id: str | None, registry: tuple[RegistryEntry, ...] = REGISTRY)
     """
     The registry row for a Hub id, or `None`. Legacy short ids are looked up under the id the Hub redirects them to
     (`"t5-base"` -> `"google-t5/t5-base"`); case does not matter. Exact ids win over globs. Paths are never matched:
-    a directory is not a Hub id (resolve a cache snapshot path with [`~trained_precision.hub_ids.hub_id_for`] first).
+    a directory is not a Hub id (resolve a cache snapshot path with [`~trained_precision.facts.hub_ids.hub_id_for`] first).
 
     Args:
         model_id (`str`, *optional*): a Hub id such as `"EleutherAI/gpt-neo-1.3B"` or `"t5-base"`.

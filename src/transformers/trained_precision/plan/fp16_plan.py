@@ -15,12 +15,12 @@
 Applying a stored fp16 plan: the modules of a model that must run in fp32 for it to run safely in fp16, kept in fp32 by
 every fp16 load, cast and fine-tune.
 
-A plan is measured and validated against fp32 ([`~trained_precision.fp16_plan_search.search_fp16_plan`]) and stored in
+A plan is measured and validated against fp32 ([`~trained_precision.plan.fp16_plan_search.search_fp16_plan`]) and stored in
 the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) with what it promises: its `fingerprint` ([`plan_fingerprint`]:
-the binding every kind of evidence records, [`~trained_precision.binding`], of the weights and config it was measured
+the binding every kind of evidence records, [`~trained_precision.facts.binding`], of the weights and config it was measured
 on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend). Which
 modules it keeps and whether it is evidence is decided with the other facts
-([`~trained_precision.resolver.decide_fp16_plan`]); a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a
+([`~trained_precision.facts.resolver.decide_fp16_plan`]); a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a
 model that takes longer inputs needs `search_fp16_plan(model, max_length=...)`.
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
@@ -34,12 +34,11 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ..utils import logging
-from .binding import model_max_length, weights_subject
-from .check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
-from .configuration import sub_config_items
-from .evidence import bound_evidence_pending, read_fp16_plan
-from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
+from ...utils import logging
+from ..configuration import sub_config_items
+from ..facts.binding import model_max_length, weights_subject
+from ..facts.evidence import bound_evidence_pending, read_fp16_plan
+from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
     PLAN_DISABLED,
     Fp16PlanDecision,
     _is_quantized,
@@ -50,8 +49,9 @@ from .resolver import (  # noqa: F401  (the plan's names, as the Trainer, the se
     resolve_plan_modules,
     sub_models,
 )
-from .sentinel import note_cast, note_runtime
-from .vocabulary import FP16_PLAN_FIELD
+from ..guard.check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
+from ..guard.sentinel import note_cast, note_runtime
+from ..vocabulary import FP16_PLAN_FIELD
 
 
 logger = logging.get_logger(__name__)
@@ -180,7 +180,7 @@ def release_module(module) -> None:
 
 def usable_length(config) -> int:
     """
-    The longest input a plan search sweeps by default: [`~trained_precision.binding.model_max_length`], at most
+    The longest input a plan search sweeps by default: [`~trained_precision.facts.binding.model_max_length`], at most
     [`DEFAULT_MAX_LENGTH`]. A plan is evidence only up to the length it swept: for a model that takes longer inputs,
     pass a longer `max_length`.
     """
@@ -291,7 +291,7 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     """
     `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
     parent module's cast): one check before the cast gathers the facts with the stored fp16 plan, decides and says
-    ([`~trained_precision.check.checked_cast`]). When the cast goes to fp16 (read from the cast itself, so a second fp16
+    ([`~trained_precision.guard.check.checked_cast`]). When the cast goes to fp16 (read from the cast itself, so a second fp16
     cast keeps the plan too) and the check did not raise, the planned modules keep their exact fp32 weights, put back
     by module and name, and run as planned modules. Returns what `apply(fn, recurse)` returns.
     """

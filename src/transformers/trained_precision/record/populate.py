@@ -31,11 +31,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..utils import CONFIG_NAME
-from .configuration import sub_config_items
-from .hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
-from .registry import REGISTRY, RegistryEntry, lookup
-from .vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
+from ...utils import CONFIG_NAME
+from ..configuration import sub_config_items
+from ..facts.hub_ids import cache_folder_hub_id, cache_snapshot_of, canonical_hub_id
+from ..facts.registry import REGISTRY, RegistryEntry, lookup
+from ..vocabulary import FIELD, UNKNOWN, InvalidTrainedPrecisionError, normalize_precision
 
 
 # Result statuses.
@@ -391,7 +391,7 @@ def _writable_target(path: Path, in_cache: bool | None) -> tuple[Path, str | Non
 
 def link_outside_checkpoint(path: str | os.PathLike) -> str | None:
     """Why `set` and `plan --write` refuse a file even with `--force` (a link out of the checkpoint), else `None`."""
-    from .storage import checkpoint_root
+    from ..facts.storage import checkpoint_root
 
     path = Path(path)
     if not path.is_symlink():
