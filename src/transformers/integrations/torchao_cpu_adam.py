@@ -453,30 +453,40 @@ def _hashed_seed_key(seed: int) -> int:
     return key - (1 << 32) if key >= 1 << 31 else key
 
 
-def _kernel_scalars(lr, step, hparams, sr_seed) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's float32 scalars (rounded as in the compiled update) and int32 flags."""
-    beta1, beta2, weight_decay, eps, is_adamw = hparams
+def _kernel_floats(lr, step, hparams) -> torch.Tensor:
+    """The kernel's float32 scalars, rounded as in the compiled update."""
+    beta1, beta2, weight_decay, eps, _ = hparams
     bias_correction1 = 1 - beta1**step
     sqrt_bias_correction2 = (1 - beta2**step).sqrt()
-    scalars = torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
-                           torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+    return torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
+                        torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+
+
+def _kernel_flags(is_adamw: bool, sr_seed) -> torch.Tensor:
     seed_key = 0 if sr_seed is None else _hashed_seed_key(int(sr_seed))
-    flags = torch.tensor(
+    return torch.tensor(
         [int(is_adamw), int(sr_seed is not None), seed_key, torch.get_num_threads()], dtype=torch.int32
     )
-    return scalars, flags
 
 
-def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
-    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
-    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
-    scalars, flags = _kernel_scalars(lr, step, hparams, sr_seed)
+def _kernel_scalars(lr, step, hparams, sr_seed) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's float32 scalars and int32 flags."""
+    return _kernel_floats(lr, step, hparams), _kernel_flags(hparams[4], sr_seed)
+
+
+def _call_8bit(p, grad, exp_avg, exp_avg_sq, scalars, flags) -> None:
     (codes1, scale1, qmap1, lut1), (codes2, scale2, qmap2, lut2) = exp_avg, exp_avg_sq
     tensors = (p, grad, codes1, scale1, qmap1, lut1, codes2, scale2, qmap2, lut2)
     pointers = [t.data_ptr() for t in tensors]
     _native_kernel().adam8bit_update(
         int(p.dtype is torch.bfloat16), *pointers, *codes1.shape, scalars.data_ptr(), flags.data_ptr()
     )
+
+
+def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
+    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
+    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
+    _call_8bit(p, grad, exp_avg, exp_avg_sq, *_kernel_scalars(lr, step, hparams, sr_seed))
 
 
 def native_adam_plain_cpu(params, grads, exp_avgs, exp_avg_sqs, lr, step, hparams, sr_seed):
@@ -560,7 +570,7 @@ class AdamW8bit(_TorchaoAdamW8bit):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        paths = {}
+        paths, self._floats = {}, {}
         with torch._dynamo.utils.disable_cache_limit():
             for group in self.param_groups:
                 small = []  # parameters left to the batched update of unquantized moments
@@ -633,7 +643,10 @@ class AdamW8bit(_TorchaoAdamW8bit):
         seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
         hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
         if p.grad.dtype == p.dtype and _native_kernel() is not None:
-            native_adam_8bit_cpu(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
+            key = (id(group), float(state["step"]))  # the scalars once per group and step count within this step
+            if key not in self._floats:
+                self._floats[key] = _kernel_floats(group["lr"], state["step"], hparams)
+            _call_8bit(weight, grad, exp_avg, exp_avg_sq, self._floats[key], _kernel_flags(self.is_adamw, seed))
             return "the CPU update (C++ kernel)"
         _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
         return "the CPU update (compiled torch)"
