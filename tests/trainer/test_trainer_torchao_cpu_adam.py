@@ -32,6 +32,7 @@ if is_torch_available():
 
 if is_torch_available() and is_torchao_available():
     from torchao.optim import AdamW8bit
+    from torchao.optim.adam import single_param_adam
     from torchao.optim.quant_utils import create_dynamic_map, quantize_8bit_with_qmap
 
     from transformers.integrations import torchao_cpu_adam
@@ -93,9 +94,12 @@ class QuantizerTest(TestCasePlus):
         self.assertTrue(torch.equal(fp32_to_bf16_sr_hashed(exact, seed).float(), exact))
 
 
+@contextlib.contextmanager
 def torchao_path_only():
     """Sends every parameter of `CPUAdamW8bit` to torchao's own update."""
-    return unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None)
+    with unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None):
+        with unittest.mock.patch.object(torchao_cpu_adam, "_takes_native_plain", return_value=False):
+            yield
 
 
 def compiled_update_only():
@@ -103,9 +107,9 @@ def compiled_update_only():
     return unittest.mock.patch.object(torchao_cpu_adam, "_native_kernel", return_value=None)
 
 
-def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4):
+def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4, train_bias=True):
     """Weights and moments after `count` steps on fixed gradients, from the same start: a 64 x 128 matrix (8-bit
-    moments, weight decay) and a bias (unquantized moments)."""
+    moments, weight decay) and a bias (unquantized moments; left without gradient unless `train_bias`)."""
     weight = torch.nn.Parameter(torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).bfloat16())
     bias = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
     groups = [{"params": [weight], "weight_decay": 0.01}, {"params": [bias], "weight_decay": 0.0}]
@@ -114,7 +118,8 @@ def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4):
     with torchao_path_only() if force_torchao else contextlib.nullcontext():
         for i in range(count):
             for p in (weight, bias):
-                p.grad = (torch.randn(p.shape, generator=generator) * 10.0 ** -(i % 3)).bfloat16()
+                grad = (torch.randn(p.shape, generator=generator) * 10.0 ** -(i % 3)).bfloat16()
+                p.grad = grad if train_bias or p is weight else None
             optimizer.step()
     state = optimizer.state[weight]
     return weight.detach(), bias.detach(), state["exp_avg"].codes, state["exp_avg_sq"].codes, state["exp_avg"].scale
@@ -133,12 +138,16 @@ class UpdateTest(TestCasePlus):
         if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:
             self.skipTest("no C++ compiler")
         self.assertIsNotNone(torchao_cpu_adam._native_kernel())
-        for stochastic_round in (False, True):  # the same hash: the same draws
+        # the same hash: the same draws (with stochastic rounding the bias, whose fallback is torchao's `randint`, stays
+        # out)
+        for stochastic_round in (False, True):
             torch.manual_seed(5)
-            ours = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round)
+            ours = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round, train_bias=not stochastic_round)
             torch.manual_seed(5)
             with compiled_update_only():
-                compiled = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round)
+                compiled = steps(
+                    CPUAdamW8bit, False, stochastic_round=stochastic_round, train_bias=not stochastic_round
+                )
             for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, compiled):
                 self.assertTrue(torch.equal(a, b), f"{name}, stochastic rounding {stochastic_round}")
 
@@ -149,7 +158,8 @@ class UpdateTest(TestCasePlus):
             with LoggingLevel(logging.INFO), CaptureLogger(torchao_cpu_adam.logger) as captured, context:
                 steps(CPUAdamW8bit, False, count=2)
             self.assertEqual(captured.out.count("torchao_cpu_adam.AdamW8bit updates"), 1, captured.out)
-            self.assertIn(f"1 with the CPU update ({update}), 1 with torchao's own update", captured.out)
+            small = "the small-tensor CPU update (C++ kernel)" if update == "C++ kernel" else "torchao's own update"
+            self.assertIn(f"1 with the CPU update ({update}), 1 with {small}", captured.out)
 
     def test_stochastic_rounding_is_on_and_seeded_by_the_global_generator(self):
         with torch.compiler.set_stance("force_eager"):
@@ -158,6 +168,100 @@ class UpdateTest(TestCasePlus):
             torch.manual_seed(3)
             again = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[0]
             nearest = steps(CPUAdamW8bit, False, stochastic_round=False, count=2)[0]
+        self.assertTrue(torch.equal(first, again))
+        self.assertFalse(torch.equal(first, nearest))
+
+
+def plain_adam_inputs(dtype, sizes, seed=0):
+    """Weights, gradients and both (unquantized) moments of tensors of `sizes` values, as after a few steps."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def tensors(scale, positive=False):
+        values = [torch.randn(n, generator=generator) * scale for n in sizes]
+        return [(v.abs() if positive else v).to(dtype) for v in values]
+
+    return tensors(1.0), tensors(0.1), tensors(0.01), tensors(1e-4, positive=True)
+
+
+def clone_all(*lists):
+    return [[t.clone() for t in ts] for ts in lists]
+
+
+@require_torch
+@require_torchao
+class SmallTensorUpdateTest(TestCasePlus):
+    """`native_adam_plain_cpu`: the tensors whose moments torchao keeps unquantized, all of a group in one call."""
+
+    def setUp(self):
+        super().setUp()
+        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None or not torchao_cpu_adam._native_kernel():
+            self.skipTest("no C++ compiler")
+
+    def test_round_to_nearest_equals_torchaos_compiled_update(self):
+        # torchao's update compiled as its fallback here runs it: dynamic in the size
+        compiled = torch.compile(single_param_adam, fullgraph=True, dynamic=False)
+        sizes = (1, 7, 333, 4095)
+        for dtype, is_adamw, weight_decay in ((torch.bfloat16, True, 0.01), (torch.float32, True, 0.1),
+                                              (torch.bfloat16, False, 0.01)):  # fmt: skip
+            lr, step = torch.tensor(3e-3), torch.tensor(7.0)
+            hparams = (0.9, 0.999, weight_decay, 1e-8, is_adamw)
+            ours = plain_adam_inputs(dtype, sizes)
+            theirs = clone_all(*ours)
+            torchao_cpu_adam.native_adam_plain_cpu(*ours, lr, step, hparams, None)
+            for p, g, m, v in zip(*theirs):
+                for tensor in (p, g, m, v):
+                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
+                with torch._dynamo.utils.disable_cache_limit():  # other tests compiled it too
+                    compiled(p, g, step, m, v, None, lr, 0.9, 0.999, weight_decay, 1e-8, is_adamw, False)
+            for name, a, b in zip(("weight", "exp_avg", "exp_avg_sq"), (ours[0], ours[2], ours[3]), (theirs[0], theirs[2], theirs[3])):  # fmt: skip
+                for i, (x, y) in enumerate(zip(a, b)):
+                    self.assertTrue(torch.equal(x, y), f"{name} {i}, {dtype}, adamw {is_adamw}")
+            self.assertFalse(torch.equal(ours[0][-1], plain_adam_inputs(dtype, sizes)[0][-1]))  # it did update
+
+    def test_stochastic_rounding_is_unbiased_and_reproducible(self):
+        # a weight 30% of the way between two bf16 values after the step: lr 0 keeps w (given as fp32 through p)
+        def run(seed):
+            p = [torch.full((4000,), 1.0, dtype=torch.bfloat16) for _ in range(3)]
+            g = [torch.zeros(4000, dtype=torch.bfloat16) for _ in range(3)]
+            m, v = clone_all(g, g)
+            # AdamW's decay p - lr * wd * p moves 1.0 down by 0.3 of bf16's step below 1 (2^-8)
+            lr, hparams = torch.tensor(1.0), (0.9, 0.999, 0.3 * 2**-8, 1e-8, True)
+            torchao_cpu_adam.native_adam_plain_cpu(p, g, m, v, lr, torch.tensor(1.0), hparams, seed)
+            return torch.cat(p).float()
+
+        rounded = run(torch.tensor(12345))
+        low = 1.0 - 2**-8
+        self.assertEqual(set(rounded.unique().tolist()), {low, 1.0})
+        self.assertAlmostEqual((rounded == low).float().mean().item(), 0.3, delta=0.015)
+        for part in rounded.view(3, -1):  # the index runs on across tensors: each tensor its own draws
+            self.assertAlmostEqual((part == low).float().mean().item(), 0.3, delta=0.03)
+        self.assertFalse(torch.equal(rounded[:4000], rounded[4000:8000]))
+        self.assertTrue(torch.equal(rounded, run(torch.tensor(12345))))
+        self.assertFalse(torch.equal(rounded, run(torch.tensor(12346))))
+        self.assertTrue(torch.equal(run(None), torch.ones(12000)))  # nearest: 1 - 0.3 ulp rounds to 1
+
+    def test_the_optimizer_batches_a_groups_small_tensors_and_seeds_from_the_global_generator(self):
+        calls = []
+        original = torchao_cpu_adam.native_adam_plain_cpu
+
+        def record(params, *args):
+            calls.append(len(params))
+            return original(params, *args)
+
+        with unittest.mock.patch.object(torchao_cpu_adam, "native_adam_plain_cpu", side_effect=record):
+            torch.manual_seed(3)
+            first = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[1]
+            self.assertEqual(calls, [1, 1])  # one call per group and step
+            calls.clear()
+            params = [torch.nn.Parameter(torch.randn(n).bfloat16()) for n in (10, 20, 30, 64 * 128)]
+            optimizer = CPUAdamW8bit(params, lr=1e-2)
+            for p in params:
+                p.grad = torch.randn_like(p)
+            optimizer.step()
+            self.assertEqual(calls, [3])  # the group's three small tensors in one call; the large one 8-bit
+        torch.manual_seed(3)
+        again = steps(CPUAdamW8bit, False, stochastic_round=True, count=2)[1]
+        nearest = steps(CPUAdamW8bit, False, stochastic_round=False, count=2)[1]
         self.assertTrue(torch.equal(first, again))
         self.assertFalse(torch.equal(first, nearest))
 

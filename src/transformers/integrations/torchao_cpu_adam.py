@@ -32,6 +32,11 @@ It does the compiled update's fp32 arithmetic in the same order (no fused multip
 scales are bit-identical to it and to torchao's compiled update. Where the kernel cannot be built, the same update
 runs compiled (one compile per dtype, dynamic in the number of blocks), with a warning.
 
+Tensors under 4096 values, whose moments torchao keeps unquantized, take a plain Adam(W) update in the same
+library, every such tensor of a param group in one call (torchao's compiled update per tensor costs a dynamo-guarded
+call each), with the compiled update's arithmetic: bit-identical to torchao's compiled `single_param_adam` when
+rounding to nearest.
+
 Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element index and a seed
 taken from the global torch generator once per tensor and step, so it needs no random kernel and is reproducible
 under `torch.manual_seed` (and under `synchronize_stochastic_rounding`'s per-step seeding); its draws differ from
@@ -264,31 +269,38 @@ inline float adam(float w, float m, float v, const Scalars& k) {
   return w - k.lr * (m / k.bc1) / (std::sqrt(v) / k.sqrt_bc2 + k.eps);
 }
 
-void store(float* __restrict p, const float* __restrict m, const float* __restrict v, const float* __restrict w,
+void store(float* __restrict p, const float* __restrict m, const float* __restrict v, float* __restrict w,
            int64_t, int64_t n, const Scalars& k) {
   for (int64_t i = 0; i < n; ++i) p[i] = adam(w[i], m[i], v[i], k);
 }
 
 // c10::BFloat16's rounding (nearest even, NaN to 0x7FC0), or fp32_to_bf16_sr_hashed with _random_16bit's hash
-void store(uint16_t* __restrict p, const float* __restrict m, const float* __restrict v, const float* __restrict w,
-           int64_t offset, int64_t n, const Scalars& k) {
+void store_rounded(uint16_t* __restrict p, const float* __restrict values, int64_t offset, int64_t n,
+                   const Scalars& k) {
   if (k.stochastic_round) {
     for (int64_t i = 0; i < n; ++i) {
       uint32_t x = uint32_t(offset + i) ^ k.seed_key;
       x = (x ^ (x >> 16)) * 0x7FEB352Du;
       x = (x ^ (x >> 15)) * 0x46CA68B5u;
-      uint32_t bits = as_bits(adam(w[i], m[i], v[i], k)), truncated = bits & 0xFFFF0000u;
+      uint32_t bits = as_bits(values[i]), truncated = bits & 0xFFFF0000u;
       uint32_t rounded = ((x ^ (x >> 16)) & 0xFFFFu) < (bits & 0xFFFFu) ? truncated + 0x10000u : truncated;
       p[i] = (rounded & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t(0x7FC0) : uint16_t(rounded >> 16);
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      float f = adam(w[i], m[i], v[i], k);
+      float f = values[i];
       uint32_t u = as_bits(f);
       uint16_t rounded = uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
       p[i] = f != f ? uint16_t(0x7FC0) : rounded;
     }
   }
+}
+
+// the Adam step into `w` (in place), then rounded to bf16
+void store(uint16_t* __restrict p, const float* __restrict m, const float* __restrict v, float* __restrict w,
+           int64_t offset, int64_t n, const Scalars& k) {
+  for (int64_t i = 0; i < n; ++i) w[i] = adam(w[i], m[i], v[i], k);
+  store_rounded(p, w, offset, n, k);
 }
 
 template <typename P>
@@ -335,6 +347,58 @@ extern "C" void adam8bit_update(int32_t bf16, void* p, const void* g, uint8_t* c
     update_parallel(static_cast<float*>(p), static_cast<const float*>(g), c1, s1, q1, l1, c2, s2, q2, l2, num_blocks,
                     block, k, threads);
 }
+
+namespace {
+
+// c10::BFloat16's rounding to nearest even (NaN to 0x7FC0)
+inline uint16_t round_bf16(float f) {
+  uint32_t u = as_bits(f);
+  return f != f ? uint16_t(0x7FC0) : uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
+}
+inline void put(float* p, int64_t i, float f) { p[i] = f; }
+inline void put(uint16_t* p, int64_t i, float f) { p[i] = round_bf16(f); }
+
+// torchao's single_param_adam with unquantized moments (in the weight's dtype), in the compiled update's order
+template <typename P>
+void plain(P* __restrict p, const P* __restrict g, P* __restrict m, P* __restrict v, float* __restrict w, int64_t n,
+           const Scalars& k) {
+  const float lr_wd = k.is_adamw ? k.lr_wd : 0.0f, wd = k.is_adamw ? 0.0f : k.wd;
+  for (int64_t i = 0; i < n; ++i) {
+    float pf = load(p, i), gf = load(g, i), mi = load(m, i), vi = load(v, i);
+    pf = k.is_adamw ? pf - lr_wd * pf : pf;
+    gf = k.is_adamw ? gf : gf + wd * pf;
+    mi = mi + (gf - mi) * k.w1;
+    vi = vi + (gf * gf - vi) * k.w2;
+    put(m, i, mi); put(v, i, vi);
+    w[i] = adam(pf, mi, vi, k);
+  }
+}
+
+}  // namespace
+
+// every tensor of `count` with unquantized moments, in one call; stochastic rounding's element index runs on across
+// the tensors
+extern "C" void adam_plain_update(int32_t bf16, int64_t count, void* const* p, void* const* g, void* const* m,
+                                  void* const* v, const int64_t* sizes, const float* f, const int32_t* flags) {
+  Scalars k{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], flags[0], flags[1], uint32_t(flags[2])};
+  std::vector<float> w;
+  int64_t offset = 0;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t n = sizes[t];
+    w.resize(n);
+    if (bf16) {
+      auto* pt = static_cast<uint16_t*>(p[t]);
+      plain(pt, static_cast<const uint16_t*>(g[t]), static_cast<uint16_t*>(m[t]), static_cast<uint16_t*>(v[t]),
+            w.data(), n, k);
+      store_rounded(pt, w.data(), offset, n, k);
+    } else {
+      plain(static_cast<float*>(p[t]), static_cast<const float*>(g[t]), static_cast<float*>(m[t]),
+            static_cast<float*>(v[t]), w.data(), n, k);
+      std::memcpy(p[t], w.data(), n * sizeof(float));
+    }
+    offset += n;
+  }
+}
 """
 _KERNEL_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread")
 
@@ -350,7 +414,8 @@ def _target_flags() -> tuple[str, ...]:
 @functools.cache
 def _native_kernel():
     """[`_KERNEL_SOURCE`] built once per machine and source with the C++ compiler torch uses (`$CXX`, else `c++`),
-    as a `ctypes` function; `None`, logged once, where it cannot be built (the compiled update then runs)."""
+    as a `ctypes` library (`adam8bit_update`, `adam_plain_update`); `None`, logged once, where it cannot be built
+    (the compiled updates then run)."""
     compiler, flags = torch.utils.cpp_extension.get_cxx_compiler(), (*_KERNEL_FLAGS, *_target_flags())
     tag = f"{_KERNEL_SOURCE}{flags}{compiler}{platform.machine()}{platform.node()}"
     directory = os.path.join(tempfile.gettempdir(), f"torchao_cpu_adam_{getattr(os, 'getuid', lambda: 0)()}")
@@ -364,7 +429,7 @@ def _native_kernel():
                     f.write(_KERNEL_SOURCE)
                 subprocess.run([compiler, *flags, source, "-o", output], check=True, capture_output=True)
                 os.replace(output, library)
-        function = ctypes.CDLL(library).adam8bit_update
+        kernel = ctypes.CDLL(library)
     except (OSError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", b"") or b""
         logger.warning(
@@ -372,9 +437,11 @@ def _native_kernel():
             "torch update runs instead (about 5 to 15 times slower)"
         )
         return None
-    function.restype = None
-    function.argtypes = [ctypes.c_int32] + [ctypes.c_void_p] * 10 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
-    return function
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    kernel.adam8bit_update.restype = kernel.adam_plain_update.restype = None
+    kernel.adam8bit_update.argtypes = [ctypes.c_int32] + [pointer] * 10 + [size] * 2 + [pointer] * 2
+    kernel.adam_plain_update.argtypes = [ctypes.c_int32, size] + [pointer] * 7
+    return kernel
 
 
 def _hashed_seed_key(seed: int) -> int:
@@ -386,23 +453,60 @@ def _hashed_seed_key(seed: int) -> int:
     return key - (1 << 32) if key >= 1 << 31 else key
 
 
-def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
-    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
-    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
-    beta1, beta2, weight_decay, eps, is_adamw = hparams
+def _kernel_floats(lr, step, hparams) -> torch.Tensor:
+    """The kernel's float32 scalars, rounded as in the compiled update."""
+    beta1, beta2, weight_decay, eps, _ = hparams
     bias_correction1 = 1 - beta1**step
     sqrt_bias_correction2 = (1 - beta2**step).sqrt()
-    # 0-d float32 tensors, rounded as in the compiled update
-    scalars = torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
-                           torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+    return torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
+                        torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+
+
+def _kernel_flags(is_adamw: bool, sr_seed) -> torch.Tensor:
     seed_key = 0 if sr_seed is None else _hashed_seed_key(int(sr_seed))
-    flags = torch.tensor(
+    return torch.tensor(
         [int(is_adamw), int(sr_seed is not None), seed_key, torch.get_num_threads()], dtype=torch.int32
     )
+
+
+def _kernel_scalars(lr, step, hparams, sr_seed) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's float32 scalars and int32 flags."""
+    return _kernel_floats(lr, step, hparams), _kernel_flags(hparams[4], sr_seed)
+
+
+def _call_8bit(p, grad, exp_avg, exp_avg_sq, scalars, flags) -> None:
     (codes1, scale1, qmap1, lut1), (codes2, scale2, qmap2, lut2) = exp_avg, exp_avg_sq
     tensors = (p, grad, codes1, scale1, qmap1, lut1, codes2, scale2, qmap2, lut2)
     pointers = [t.data_ptr() for t in tensors]
-    _native_kernel()(int(p.dtype is torch.bfloat16), *pointers, *codes1.shape, scalars.data_ptr(), flags.data_ptr())
+    _native_kernel().adam8bit_update(
+        int(p.dtype is torch.bfloat16), *pointers, *codes1.shape, scalars.data_ptr(), flags.data_ptr()
+    )
+
+
+def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
+    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
+    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
+    _call_8bit(p, grad, exp_avg, exp_avg_sq, *_kernel_scalars(lr, step, hparams, sr_seed))
+
+
+def native_adam_plain_cpu(params, grads, exp_avgs, exp_avg_sqs, lr, step, hparams, sr_seed):
+    """
+    torchao's compiled `single_param_adam` for contiguous CPU tensors with unquantized moments (their weight's dtype,
+    all bf16 or all fp32), every tensor in one call of the C++ kernel, which must have been built. Rounding to nearest
+    gives the compiled update's weights and moments bit for bit; stochastic rounding (`sr_seed`, as in
+    [`native_adam_8bit_cpu`]) hashes the element's index counted across all the tensors.
+
+    Args:
+        params, grads, exp_avgs, exp_avg_sqs (`list[torch.Tensor]`): Updated in place (not `grads`).
+        lr, step, hparams, sr_seed: As in [`single_param_adam_8bit_cpu`]; one `step` for all the tensors.
+    """
+    scalars, flags = _kernel_scalars(lr, step, hparams, sr_seed)
+    count = len(params)
+    arrays = [(ctypes.c_void_p * count)(*(t.data_ptr() for t in ts)) for ts in (params, grads, exp_avgs, exp_avg_sqs)]
+    sizes = (ctypes.c_int64 * count)(*(t.numel() for t in params))
+    _native_kernel().adam_plain_update(
+        int(params[0].dtype is torch.bfloat16), count, *arrays, sizes, scalars.data_ptr(), flags.data_ptr()
+    )
 
 
 _compiled_update = torch.compile(single_param_adam_8bit_cpu, fullgraph=True, dynamic=False)
@@ -416,6 +520,16 @@ def _flat_plain_state(p: torch.Tensor, state: dict) -> bool:
     moments = (state["exp_avg"], state["exp_avg_sq"])
     plain = all(type(m) is torch.Tensor and m.is_contiguous() for m in moments) and "max_exp_avg_sq" not in state
     return plain and p.device.type == "cpu" and p.is_contiguous() and p.grad.is_contiguous()
+
+
+def _takes_native_plain(p: torch.Tensor, state: dict) -> bool:
+    """Whether this parameter's unquantized moments take the C++ kernel's batched update: contiguous CPU bf16 or fp32
+    tensors, gradient and moments in the weight's dtype, no `amsgrad`, the kernel built."""
+    if not _flat_plain_state(p, state) or p.dtype not in (torch.bfloat16, torch.float32):
+        return False
+    if any(t.dtype != p.dtype for t in (p.grad, state["exp_avg"], state["exp_avg_sq"])):
+        return False
+    return _native_kernel() is not None
 
 
 def _moment(state: OptimState8bit, lut: torch.Tensor) -> tuple:
@@ -442,9 +556,11 @@ class AdamW8bit(_TorchaoAdamW8bit):
     """
     torchao's `AdamW8bit` whose CPU parameters with 8-bit moments take the C++ kernel ([`native_adam_8bit_cpu`], else
     [`single_param_adam_8bit_cpu`] compiled): the same state, state dict and codes, in about 2 times torch's fused
-    fp32 AdamW's step time on the CPU for large tensors (torchao's own: 13 to 65). Every other parameter (GPU, small tensors with
-    unquantized moments, fp16, non-contiguous, `amsgrad`) takes torchao's own update (`amsgrad` with 8-bit moments
-    fails there on the CPU with torchao 0.18, as with torchao's own class). The first step logs (`logger.info`) how
+    fp32 AdamW's step time on the CPU for large tensors (torchao's own: 13 to 65). Small CPU tensors with unquantized
+    bf16 or fp32 moments (under 4096 values) take the kernel's batched update ([`native_adam_plain_cpu`], one call per
+    param group), torchao's compiled update where the kernel cannot be built. Every other parameter (GPU, fp16,
+    non-contiguous, `amsgrad`) takes torchao's own update (`amsgrad` with 8-bit moments fails there on the CPU with
+    torchao 0.18, as with torchao's own class). The first step logs (`logger.info`) how
     many parameters take each update.
     """
 
@@ -454,21 +570,39 @@ class AdamW8bit(_TorchaoAdamW8bit):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        paths = {}
+        paths, self._floats = {}, {}
         with torch._dynamo.utils.disable_cache_limit():
             for group in self.param_groups:
+                small = []  # parameters left to the batched update of unquantized moments
                 for p in group["params"]:
                     if p.grad is not None:
-                        path = self._param_step(p, group)
+                        path = self._param_step(p, group, small)
                         paths[path] = paths.get(path, 0) + 1
+                self._small_step(small, group)
         if paths and not getattr(self, "_paths_logged", False):
             self._paths_logged = True  # the class has torchao's name: say once which update each parameter takes
             counts = ", ".join(f"{n} with {path}" for path, n in paths.items())
             logger.info(f"torchao_cpu_adam.AdamW8bit updates its parameters (tensors): {counts}")
         return loss
 
-    def _param_step(self, p: torch.Tensor, group: dict) -> str:
-        """torchao's per-parameter body of `_AdamBase.step`, with the CPU branch. Returns the update it took."""
+    def _small_step(self, params: list, group: dict) -> None:
+        """[`native_adam_plain_cpu`] on `params`, one call per dtype and step count (bias corrections differ)."""
+        batches = {}
+        for p in params:
+            batches.setdefault((p.dtype, float(self.state[p]["step"])), []).append(p)
+        hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
+        for (dtype, _), batch in batches.items():
+            states = [self.state[p] for p in batch]
+            stochastic_round = self.bf16_stochastic_round and dtype is torch.bfloat16
+            seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
+            native_adam_plain_cpu(
+                [p.detach() for p in batch], [p.grad for p in batch], [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states], group["lr"], states[0]["step"], hparams, seed,
+            )  # fmt: skip
+
+    def _param_step(self, p: torch.Tensor, group: dict, small: list) -> str:
+        """torchao's per-parameter body of `_AdamBase.step`, with the CPU branches; a parameter for the batched update
+        of unquantized moments is appended to `small` instead. Returns the update it takes."""
         if p.grad.is_sparse:
             raise RuntimeError("Sparse gradient is not supported")
         state = self.state[p]
@@ -484,6 +618,9 @@ class AdamW8bit(_TorchaoAdamW8bit):
                 "lr was changed to a non-Tensor object. If you want to update lr, please use "
                 "optim.param_groups[0]['lr'].fill_(new_lr)"
             )
+        if _takes_native_plain(p, state):
+            small.append(p)
+            return "the small-tensor CPU update (C++ kernel)"
         stochastic_round = self.bf16_stochastic_round and p.dtype is torch.bfloat16
         luts = _cpu_lut(p, state, group["amsgrad"])
         if luts is None:
@@ -506,7 +643,10 @@ class AdamW8bit(_TorchaoAdamW8bit):
         seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
         hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
         if p.grad.dtype == p.dtype and _native_kernel() is not None:
-            native_adam_8bit_cpu(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
+            key = (id(group), float(state["step"]))  # the scalars once per group and step count within this step
+            if key not in self._floats:
+                self._floats[key] = _kernel_floats(group["lr"], state["step"], hparams)
+            _call_8bit(weight, grad, exp_avg, exp_avg_sq, self._floats[key], _kernel_flags(self.is_adamw, seed))
             return "the CPU update (C++ kernel)"
         _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
         return "the CPU update (compiled torch)"
