@@ -14,8 +14,12 @@
 """The CPU update of torchao's 8-bit AdamW (`integrations/torchao_cpu_adam.py`): torchao's codes, torchao's steps."""
 
 import contextlib
+import glob
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import unittest.mock
 
 from transformers import TrainingArguments
@@ -133,6 +137,37 @@ class UpdateTest(TestCasePlus):
         ours, theirs = steps(CPUAdamW8bit, False), steps(AdamW8bit, False)
         for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, theirs):
             self.assertTrue(torch.equal(a, b), name)
+
+    def fresh_kernel(self, folder):
+        """`_native_kernel()` built or loaded afresh with `folder` as torch's extension folder."""
+        torchao_cpu_adam._native_kernel.cache_clear()
+        self.addCleanup(torchao_cpu_adam._native_kernel.cache_clear)
+        with unittest.mock.patch.dict(os.environ, {"TORCH_EXTENSIONS_DIR": folder}):
+            return torchao_cpu_adam._native_kernel()
+
+    def test_a_kernel_folder_others_can_write_to_is_refused(self):
+        # a library another user could replace would run as this one: the folder is checked before anything loads
+        folder = self.get_auto_remove_tmp_dir()
+        os.makedirs(os.path.join(folder, "torchao_cpu_adam"), mode=0o777)
+        os.chmod(os.path.join(folder, "torchao_cpu_adam"), 0o777)
+        with CaptureLogger(torchao_cpu_adam.logger) as captured:
+            self.assertIsNone(self.fresh_kernel(folder))
+        self.assertIn("is not a folder that only this user can write to: remove it", captured.out)
+
+    def test_a_damaged_cached_kernel_is_built_again(self):
+        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:
+            self.skipTest("no C++ compiler")
+        folder = self.get_auto_remove_tmp_dir()
+        # built by another process: truncating a library this process has loaded would crash it, as it would any
+        # process that has it loaded
+        build = "from transformers.integrations import torchao_cpu_adam as t; assert t._native_kernel() is not None"
+        subprocess.run([sys.executable, "-c", build], check=True, env={**os.environ, "TORCH_EXTENSIONS_DIR": folder})
+        [library] = glob.glob(os.path.join(folder, "torchao_cpu_adam", "*.so"))
+        self.assertEqual(os.stat(os.path.dirname(library)).st_mode & 0o777, 0o700)
+        with open(library, "r+b") as f:  # truncated, as by a full disk: loading it would crash the process
+            f.truncate(1000)
+        self.assertIsNotNone(self.fresh_kernel(folder))
+        self.assertGreater(os.path.getsize(library), 1000)
 
     def test_cpp_update_is_built_and_takes_the_compiled_updates_steps(self):
         if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:

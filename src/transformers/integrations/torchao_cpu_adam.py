@@ -26,7 +26,8 @@ values exactly on a rounding midpoint included) with one gather instead of ten.
 
 Inductor still emits those gathers as scalar loads, so the update runs as a small C++ kernel ([`_KERNEL_SOURCE`],
 three passes over each block that the compiler vectorises, gathers included), built once per machine with the C++
-compiler torch.compile uses and loaded with `ctypes`: about 2 times torch's fused fp32 AdamW on large tensors
+compiler torch uses, kept in a folder only the user can write to (torch's extension folder) with a digest that is
+checked before each load, and loaded with `ctypes`: about 2 times torch's fused fp32 AdamW on large tensors
 (the compiled lookup: 5 to 16).
 It does the compiled update's fp32 arithmetic in the same order (no fused multiply-add), so weights, codes and
 scales are bit-identical to it and to torchao's compiled update. Where the kernel cannot be built, the same update
@@ -55,6 +56,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import subprocess
 import tempfile
 
@@ -411,34 +413,76 @@ def _target_flags() -> tuple[str, ...]:
     return ("-march=native",)
 
 
+def _kernel_directory() -> str:
+    """The folder the built kernel is kept in: torch's extension folder (`TORCH_EXTENSIONS_DIR`, else
+    `~/.cache/torch_extensions`), in a sub-folder that only this user may write to, which is checked: a library that
+    another user could replace would run as this one."""
+    base = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "torch_extensions"
+    )
+    directory = os.path.join(base, "torchao_cpu_adam")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    info = os.stat(directory)
+    if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+        raise OSError(f"{directory} is not a folder that only this user can write to: remove it")
+    return directory
+
+
+def _cpu_identity() -> str:
+    """What `-march=native` builds for: the CPU's model and flags where Linux names them, else the processor."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = [line for line in f if line.startswith(("model name", "flags"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        return platform.processor()
+
+
+def _build_kernel(compiler: str, flags: tuple[str, ...], library: str) -> None:
+    """Builds [`_KERNEL_SOURCE`] into `library` and writes its SHA-256 beside it, each moved into place whole."""
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(library)) as build:
+        source, output, digest = (os.path.join(build, name) for name in ("kernel.cpp", "kernel.so", "sha256"))
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(_KERNEL_SOURCE)
+        subprocess.run(
+            [*shlex.split(compiler), *flags, source, "-o", output], check=True, capture_output=True, timeout=600
+        )
+        with open(output, "rb") as f, open(digest, "w", encoding="utf-8") as g:
+            g.write(hashlib.sha256(f.read()).hexdigest())
+        os.replace(output, library)
+        os.replace(digest, library + ".sha256")
+
+
+def _verified(library: str) -> bool:
+    """Whether `library` is whole: its bytes hash to the digest written when it was built."""
+    try:
+        with open(library, "rb") as f, open(library + ".sha256", encoding="utf-8") as g:
+            return hashlib.sha256(f.read()).hexdigest() == g.read().strip()
+    except OSError:
+        return False
+
+
 @functools.cache
 def _native_kernel():
     """[`_KERNEL_SOURCE`] built once per machine and source with the C++ compiler torch uses (`$CXX`, else `c++`),
-    as a `ctypes` library (`adam8bit_update`, `adam_plain_update`); `None`, logged once, where it cannot be built
-    (the compiled updates then run)."""
+    as a `ctypes` library (`adam8bit_update`, `adam_plain_update`); `None`, logged once, where it cannot be built or
+    loaded (the compiled updates then run). A cached library whose bytes do not match its digest is built again."""
     compiler, flags = torch.utils.cpp_extension.get_cxx_compiler(), (*_KERNEL_FLAGS, *_target_flags())
-    tag = f"{_KERNEL_SOURCE}{flags}{compiler}{platform.machine()}{platform.node()}"
-    directory = os.path.join(tempfile.gettempdir(), f"torchao_cpu_adam_{getattr(os, 'getuid', lambda: 0)()}")
-    library = os.path.join(directory, hashlib.sha256(tag.encode()).hexdigest()[:16] + ".so")
+    tag = f"{_KERNEL_SOURCE}{flags}{compiler}{platform.machine()}{_cpu_identity()}"
     try:
-        if not os.path.exists(library):
-            os.makedirs(directory, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=directory) as build:
-                source, output = os.path.join(build, "kernel.cpp"), os.path.join(build, "kernel.so")
-                with open(source, "w", encoding="utf-8") as f:
-                    f.write(_KERNEL_SOURCE)
-                subprocess.run([compiler, *flags, source, "-o", output], check=True, capture_output=True)
-                os.replace(output, library)
+        library = os.path.join(_kernel_directory(), hashlib.sha256(tag.encode()).hexdigest()[:16] + ".so")
+        if not _verified(library):
+            _build_kernel(compiler, flags, library)
         kernel = ctypes.CDLL(library)
-    except (OSError, subprocess.CalledProcessError) as error:
-        detail = getattr(error, "stderr", b"") or b""
+        pointer, size = ctypes.c_void_p, ctypes.c_int64
+        kernel.adam8bit_update.restype = kernel.adam_plain_update.restype = None
+    except (OSError, AttributeError, ValueError, subprocess.SubprocessError) as error:
+        detail = (getattr(error, "stderr", None) or b"").decode(errors="replace")[-500:]
         logger.warning(
-            f"torchao_cpu_adam: the C++ update could not be built ({error} {detail.decode()[-500:]}); the compiled "
-            "torch update runs instead (about 5 to 15 times slower)"
+            f"torchao_cpu_adam: the C++ update could not be built or loaded ({error} {detail}); the compiled torch "
+            "update runs instead, several times slower"
         )
         return None
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    kernel.adam8bit_update.restype = kernel.adam_plain_update.restype = None
     kernel.adam8bit_update.argtypes = [ctypes.c_int32] + [pointer] * 10 + [size] * 2 + [pointer] * 2
     kernel.adam_plain_update.argtypes = [ctypes.c_int32, size] + [pointer] * 7
     return kernel
