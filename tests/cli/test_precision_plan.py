@@ -103,7 +103,7 @@ class PrecisionPlanCommandTest(TestCasePlus):
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         self.assertIn("it saw inputs of up to 32 tokens, and this model takes 64", str(raised.exception))
-        self.assertIn("--max-length N", str(raised.exception))
+        self.assertIn("precision plan PATH --dtype fp16 --max-length 64 --write`", str(raised.exception))
         # planned again on the model's whole length, as the message says: cleared
         result = self.run_cli(path, "--dtype", "fp16", "--write", "--force", "--max-length", "64")
         self.assertEqual(result.exit_code, 0, result.output)

@@ -36,7 +36,7 @@ from typing import Any
 from ...utils import CONFIG_NAME, logging
 from ..configuration import sub_config_items
 from ..facts.binding import weights_subject
-from ..facts.evidence import read_fp16_plan
+from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from ..facts.registry import lookup
 from ..facts.resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
@@ -519,6 +519,8 @@ def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: A
     fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.range_for(runtime)})"
     verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
     verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
+    if assessment.dropped:  # bound evidence (a run, a copy's reference) that these weights do not match
+        verdict.reasons.append(assessment.dropped)
     if assessment.mitigation is not None:
         verdict.mitigation = assessment.mitigation.detail
         verdict.reasons.append(f"mitigation: {assessment.mitigation.detail}.")
@@ -585,8 +587,14 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    plan = _verified_fp16_plan(resolved.directory, storage) if read_fp16_plan(config) is not None else None
-    info = resolve_trained_precision(config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None)
+    has_plan = read_fp16_plan(config) is not None
+    # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
+    model = _mapped_model(resolved.directory, storage) if has_plan or bound_evidence_pending(config) else None
+    subject = weights_subject(model) if model is not None and not isinstance(model, str) else None
+    plan = _verified_fp16_plan(model, subject) if has_plan else None
+    info = resolve_trained_precision(
+        config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
+    )
     measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
     if plan is not None and not isinstance(plan, dict) and verdicts[FP16].status != SAFE:
@@ -621,35 +629,47 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
-def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict | str:
+_UNVERIFIED = (
+    "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with `dtype=torch.float16` checks it "
+    "against the weights (their fingerprint) and applies it."
+)
+
+
+def _mapped_model(directory: str | None, storage: StorageSummary):
     """
-    The checkpoint's stored fp16 plan when it is evidence for an fp16 load, checked as the load checks it
-    ([`~trained_precision.facts.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
-    from the safetensors files (only the headers and the sampled values are read); else the reason for the report.
+    The model built on the meta device with its weights mapped from the safetensors files (only the headers and the
+    sampled values are read), for bound evidence to be checked as the load checks it; else why it cannot be.
     """
-    unverified = "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with "
-    unverified += "`dtype=torch.float16` checks it against the weights (their fingerprint) and applies it."
     if directory is None or storage.format != "safetensors":
-        return unverified.format("its weights are not local safetensors files")
+        return "its weights are not local safetensors files"
     try:
         import torch
     except ImportError:
-        return unverified.format("checking it against the weights needs PyTorch")
+        return "checking it against the weights needs PyTorch"
     from ...models.auto import AutoConfig
-    from ..plan.audit import _model_class
+    from ..plan.audit import model_class
 
     try:  # the classes `architectures` names, as a load builds them (custom code is never run here)
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
-        cls = _model_class(config)
+        cls = model_class(config)
         with torch.device("meta"):
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)  # `AutoModel`, or a class
         model.tie_weights()
         missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
     except Exception as e:
-        return unverified.format(f"the model could not be built to map its weights ({type(e).__name__}: {e})")
+        return f"the model could not be built to map its weights ({type(e).__name__}: {e})"
     if missing is not None:
-        return unverified.format(f"the model's weight `{missing}` is not mapped from the checkpoint as named")
-    decision = decide_fp16_plan(model, torch.float16, subject=weights_subject(model))
+        return f"the model's weight `{missing}` is not mapped from the checkpoint as named"
+    return model
+
+
+def _verified_fp16_plan(model, subject) -> dict | str:
+    """The stored fp16 plan of the mapped `model` (else why it is not mapped) when it is evidence, else the reason."""
+    if isinstance(model, str):
+        return _UNVERIFIED.format(model)
+    import torch
+
+    decision = decide_fp16_plan(model, torch.float16, subject=subject)
     return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
 
 

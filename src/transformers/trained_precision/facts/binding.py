@@ -59,7 +59,6 @@ BINDING_VERSION = 3
 #: lazy safetensors load already touched, so the sample reads no page the load left unread. A run elsewhere in each
 #: weight costs a page fault per weight (two such runs: 11% of a lazy 7B load), and on a cold cache a disk read each.
 SAMPLED_VALUES = 512
-SAMPLED_RUNS = 1
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
 BOUND_PLAN = "plan"
@@ -127,24 +126,15 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def sample_positions(numel: int) -> tuple[int, int, int]:
-    """
-    Where the sample of a weight of `numel` values lies: `(first, stride, length)`, runs of `length` values from
-    `first + k * stride` for `k < SAMPLED_RUNS`: its first `SAMPLED_VALUES` values (all of a smaller weight).
-    """
-    return 0, numel, min(numel, SAMPLED_VALUES)
-
-
 def _sample(tensor, dtype):
     """A weight's sample as bytes of `dtype`: read in place where the weight is a contiguous CPU tensor of that dtype
     (nothing else of it is read, no tensor is made), else through a converted copy of the sampled values."""
     import torch
 
-    first, _, length = sample_positions(tensor.numel())
+    length = min(tensor.numel(), SAMPLED_VALUES)
     if tensor.dtype == dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
-        return ctypes.string_at(tensor.data_ptr() + first * tensor.element_size(), length * tensor.element_size())
-    data = tensor if tensor.is_contiguous() else tensor.reshape(-1)  # a copy: a parameter seldom is not contiguous
-    sample = data.as_strided((length,), (1,), data.storage_offset() + first).to(device="cpu", dtype=dtype)
+        return ctypes.string_at(tensor.data_ptr(), length * tensor.element_size())
+    sample = tensor.reshape(-1)[:length].to(device="cpu", dtype=dtype)  # a copy where it is not contiguous (seldom)
     return sample.contiguous().view(torch.uint8).numpy().tobytes()
 
 
@@ -271,13 +261,16 @@ def binding_problem(
     runs: tuple[str, ...],
     recreate: str,
     digest: Callable[[], str | None] | None = None,
+    longer: str | None = None,
+    elsewhere: str | None = None,
 ) -> str | None:
     """
     The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject`, or `None`
     when it is bound to it. In order: it records a binding of this version (else an older version wrote it:
     `recreate` says how to make it again), the weights are here (`subject`), it was made by one of `runs`, it covers
-    the model's own length limit, it ran on the same kind of device, and its digest is this model's (`digest`: how to
-    compute it, by default the subject's [`binding_digest`]; computed last).
+    the model's own length limit (else `longer`, formatted with `tokens`), it ran on the same kind of device (else
+    `elsewhere`, formatted with `backend`), and its digest is this model's (`digest`: how to compute it, by default
+    the subject's [`binding_digest`]; computed last).
     """
     binding = Binding.from_dict(binding)
     if binding is None or binding.version != BINDING_VERSION:
@@ -291,13 +284,17 @@ def binding_problem(
     if binding.run != BOUND_PUBLISHER and binding.max_tokens is None:
         return f"it records no input lengths: {recreate}"
     if binding.max_tokens is not None and binding.max_tokens < subject.max_tokens:
+        again = (longer or "{recreate}, on inputs of {tokens} tokens").format(
+            recreate=recreate, tokens=subject.max_tokens
+        )
         return (
             f"it saw inputs of up to {binding.max_tokens} tokens, and this model takes {subject.max_tokens}: beyond "
-            f"{binding.max_tokens} tokens it is no evidence ({recreate}, on inputs of {subject.max_tokens} tokens)"
+            f"{binding.max_tokens} tokens it is no evidence; {again}"
         )
     made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
     if made is not None and runs_on is not None and made != runs_on:
-        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {recreate} there"
+        again = (elsewhere or "{recreate} there").format(recreate=recreate, backend=subject.backend)
+        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {again}"
     found = digest() if digest is not None else subject.digest()
     if found is None:
         return "the weights are not all in memory (offloaded), so its digest cannot be checked"
@@ -314,7 +311,6 @@ __all__ = [
     "BINDING_VERSION",
     "BOUND_PLAN",
     "BOUND_PUBLISHER",
-    "SAMPLED_RUNS",
     "SAMPLED_VALUES",
     "UNBOUND_FIELDS",
     "Binding",
@@ -325,6 +321,5 @@ __all__ = [
     "binding_problem",
     "config_digest",
     "model_max_length",
-    "sample_positions",
     "weights_subject",
 ]
