@@ -29,7 +29,6 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
-    from transformers.trained_precision.facts.binding import SAMPLED_VALUES
     from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.plan import fp16_plan
     from transformers.trained_precision.plan.fp16_plan import plan_fingerprint, usable_length
@@ -216,7 +215,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
                 json.dump(config, f)
         return path
 
-    def assert_no_evidence(self, path, reason, fix="the plan is stale: measure it again (`transformers precision plan"):
+    def assert_no_evidence(self, path, reason, fix="the plan is stale: measure it again (`transformers precision"):
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         self.assertIn("Its stored fp16 plan is no evidence here", str(raised.exception))
@@ -271,7 +270,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         # value costs seconds and the whole file at 7B): an edit of a sampled value breaks it; one outside the sample
         # is caught where the model runs, by the forward's check (`test_fp16_plan_sentinel.py`)
         name = "transformer.h.0.mlp.c_fc.weight"
-        sampled, length = 0, min(self.model.get_parameter(name).numel(), SAMPLED_VALUES)  # each weight's first values
+        sampled = 0  # a value the binding samples (each weight's first values)
 
         def edit(model):
             model.get_parameter(name).view(-1)[sampled] = 1e6

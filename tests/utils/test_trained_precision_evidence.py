@@ -35,10 +35,10 @@ from transformers.trained_precision.commands import cli
 from transformers.trained_precision.configuration import sub_config_items
 from transformers.trained_precision.facts.binding import (
     BINDING_VERSION,
+    SAMPLED_VALUES,
     bind,
     binding_digest,
     config_digest,
-    SAMPLED_VALUES,
     weights_subject,
 )
 from transformers.trained_precision.facts.evidence import (

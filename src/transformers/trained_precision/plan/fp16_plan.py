@@ -41,10 +41,10 @@ from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
     PLAN_DISABLED,
     Fp16PlanDecision,
-    is_quantized,
     bind_persisted_reference,
     config_cleared_phrase,
     decide_fp16_plan,
+    is_quantized,
     plan_fingerprint,
     resolve_plan_modules,
     sub_models,
