@@ -263,6 +263,8 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assert_no_evidence(
             path,
             f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens",
+            f"measure it again (`transformers precision plan PATH --dtype fp16 --max-length {usable_length(model.config)} "
+            "--write`)",
         )
 
     def test_a_one_value_edit_of_a_sampled_value_is_no_evidence(self):

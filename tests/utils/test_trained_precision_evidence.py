@@ -918,6 +918,13 @@ class BindingTest(unittest.TestCase):
         values = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1}
         return LlamaForCausalLM(LlamaConfig(**{**values, "num_attention_heads": 2, **kwargs}))
 
+    def test_a_finished_run_says_what_its_binding_samples(self):
+        # review 62b L4: the binding samples each weight's first values, so the text must not claim every value
+        binding = {"digest": "x", "max_tokens": 1024, "backend": "cpu", "run": "pure", "version": BINDING_VERSION}
+        text = RunRecord("finished", "pure", 200, binding=binding).describe("bf16")
+        self.assertIn(f"a digest of their names, shapes and first {SAMPLED_VALUES} values each", text)
+        self.assertNotIn("every value", text)
+
     def test_the_config_fields_the_forward_computes_with_are_bound(self):
         from transformers import GraniteConfig
 
