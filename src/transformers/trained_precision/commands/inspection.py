@@ -35,7 +35,7 @@ from typing import Any
 
 from ...utils import CONFIG_NAME, logging
 from ..configuration import sub_config_items
-from ..facts.binding import weights_subject
+from ..facts.binding import backend_family, weights_subject
 from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from ..facts.registry import lookup
@@ -587,11 +587,15 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    has_plan = read_fp16_plan(config) is not None
     # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
-    model = _mapped_model(resolved.directory, storage) if has_plan or bound_evidence_pending(config) else None
+    model = (
+        _mapped_model(resolved.directory, storage)
+        if read_fp16_plan(config) is not None or bound_evidence_pending(config)
+        else None
+    )
     subject = weights_subject(model) if model is not None and not isinstance(model, str) else None
-    plan = _verified_fp16_plan(model, subject) if has_plan else None
+    stored = read_fp16_plan(config)
+    plan = _verified_fp16_plan(model, subject, stored["validated_on"]["backend"]) if stored is not None else None
     info = resolve_trained_precision(
         config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
     )
@@ -600,6 +604,8 @@ def inspect_checkpoint(
     if plan is not None and not isinstance(plan, dict) and verdicts[FP16].status != SAFE:
         # the plan is evidence only once verified against the weights, as an fp16 load verifies it
         verdicts[FP16].reasons.append(plan)
+    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
+        _condition_on_backend(verdicts[FP16], stored["validated_on"]["backend"], subject)
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -663,14 +669,30 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
     return model
 
 
-def _verified_fp16_plan(model, subject) -> dict | str:
-    """The stored fp16 plan of the mapped `model` (else why it is not mapped) when it is evidence, else the reason."""
+def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
+    """
+    The stored fp16 plan of the mapped `model` (else why it is not mapped) when it is evidence, else the reason. The
+    report cannot know where the model will run: it checks the plan for the kind of device it was measured on.
+    """
     if isinstance(model, str):
         return _UNVERIFIED.format(model)
     import torch
 
+    subject = dataclasses.replace(subject, backend=measured_on or subject.backend)
     decision = decide_fp16_plan(model, torch.float16, subject=subject)
     return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
+
+
+def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) -> None:
+    """Says that a plan measured on another kind of device than the one the report maps the weights on holds there."""
+    family = backend_family(measured_on)
+    if family is None or family == backend_family(subject.backend):
+        return
+    verdict.summary = f"safe on {family} ({measured_on}): {verdict.summary.removeprefix('safe: ')}"
+    verdict.reasons.append(
+        f"the fp16 plan is verified for {measured_on}, the kind of device it was measured on; on another kind (as "
+        f"{subject.backend}) it is stale and an fp16 load there does not apply it: measure it again there."
+    )
 
 
 def _map_weights(model, paths: list[str]) -> str | None:

@@ -198,7 +198,7 @@ def backend_of(device: Any) -> str:
     return device.type
 
 
-def _backend_family(backend: str | None) -> str | None:
+def backend_family(backend: str | None) -> str | None:
     """The device type of a backend: what a binding must share with the runtime (a GPU name alone means CUDA)."""
     if not backend:
         return None
@@ -291,7 +291,7 @@ def binding_problem(
             f"it saw inputs of up to {binding.max_tokens} tokens, and this model takes {subject.max_tokens}: beyond "
             f"{binding.max_tokens} tokens it is no evidence; {again}"
         )
-    made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
+    made, runs_on = backend_family(binding.backend), backend_family(subject.backend)
     if made is not None and runs_on is not None and made != runs_on:
         again = (elsewhere or "{recreate} there").format(recreate=recreate, backend=subject.backend)
         return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {again}"
@@ -318,6 +318,7 @@ __all__ = [
     "backend_of",
     "bind",
     "binding_digest",
+    "backend_family",
     "binding_problem",
     "config_digest",
     "model_max_length",
