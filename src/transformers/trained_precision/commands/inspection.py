@@ -587,22 +587,17 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
-    model = (
-        _mapped_model(resolved.directory, storage)
-        if read_fp16_plan(config) is not None or bound_evidence_pending(config)
-        else None
-    )
-    subject = weights_subject(model) if model is not None and not isinstance(model, str) else None
     stored = read_fp16_plan(config)
+    # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
+    model = _mapped_model(resolved.directory, storage) if stored or bound_evidence_pending(config) else None
+    subject = None if model is None or isinstance(model, str) else weights_subject(model)
     plan = _verified_fp16_plan(model, subject, stored["validated_on"]["backend"]) if stored is not None else None
     info = resolve_trained_precision(
         config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
     )
     measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
-    if plan is not None and not isinstance(plan, dict) and verdicts[FP16].status != SAFE:
-        # the plan is evidence only once verified against the weights, as an fp16 load verifies it
+    if isinstance(plan, str) and verdicts[FP16].status != SAFE:  # evidence only once verified, as a load verifies it
         verdicts[FP16].reasons.append(plan)
     elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
         _condition_on_backend(verdicts[FP16], stored["validated_on"]["backend"], subject)
@@ -642,10 +637,7 @@ _UNVERIFIED = (
 
 
 def _mapped_model(directory: str | None, storage: StorageSummary):
-    """
-    The model built on the meta device with its weights mapped from the safetensors files (only the headers and the
-    sampled values are read), for bound evidence to be checked as the load checks it; else why it cannot be.
-    """
+    """The model on the meta device, its weights mapped from the safetensors files (read: headers, samples), or why not."""
     if directory is None or storage.format != "safetensors":
         return "its weights are not local safetensors files"
     try:
@@ -670,10 +662,8 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
 
 
 def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
-    """
-    The stored fp16 plan of the mapped `model` (else why it is not mapped) when it is evidence, else the reason. The
-    report cannot know where the model will run: it checks the plan for the kind of device it was measured on.
-    """
+    """The stored plan if it is evidence for the mapped `model` on the device it was measured on (the report cannot know
+    the runtime), else why not."""
     if isinstance(model, str):
         return _UNVERIFIED.format(model)
     import torch
@@ -684,15 +674,14 @@ def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
 
 
 def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) -> None:
-    """Says that a plan measured on another kind of device than the one the report maps the weights on holds there."""
+    """Says that a plan measured on another kind of device than the report maps the weights on holds there only."""
     family = backend_family(measured_on)
-    if family is None or family == backend_family(subject.backend):
-        return
-    verdict.summary = f"safe on {family} ({measured_on}): {verdict.summary.removeprefix('safe: ')}"
-    verdict.reasons.append(
-        f"the fp16 plan is verified for {measured_on}, the kind of device it was measured on; on another kind (as "
-        f"{subject.backend}) it is stale and an fp16 load there does not apply it: measure it again there."
-    )
+    if family is not None and family != backend_family(subject.backend):
+        verdict.summary = f"safe on {family} ({measured_on}): {verdict.summary.removeprefix('safe: ')}"
+        verdict.reasons.append(
+            f"the fp16 plan is verified for {measured_on}, the kind of device it was measured on; on another kind (as "
+            f"{subject.backend}) it is stale and an fp16 load there does not apply it: measure it again there."
+        )
 
 
 def _map_weights(model, paths: list[str]) -> str | None:

@@ -55,9 +55,8 @@ from ..vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 #: the evidence again): version 1 (no `version` field: a digest of every value, or a sample without the config) and
 #: version 2 (1,024 values per weight, in two runs from an offset that moved per weight).
 BINDING_VERSION = 3
-#: Values per weight the digest covers: its first ones (flattened), which sit on the page of the mapped file that a
-#: lazy safetensors load already touched, so the sample reads no page the load left unread. A run elsewhere in each
-#: weight costs a page fault per weight (two such runs: 11% of a lazy 7B load), and on a cold cache a disk read each.
+#: Values per weight the digest covers: its first ones (flattened), on the page a lazy safetensors load already touched
+#: (a run elsewhere in each weight costs a page fault per weight: 11% of a lazy 7B load for two such runs).
 SAMPLED_VALUES = 512
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
@@ -265,12 +264,10 @@ def binding_problem(
     elsewhere: str | None = None,
 ) -> str | None:
     """
-    The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject`, or `None`
-    when it is bound to it. In order: it records a binding of this version (else an older version wrote it:
-    `recreate` says how to make it again), the weights are here (`subject`), it was made by one of `runs`, it covers
-    the model's own length limit (else `longer`, formatted with `tokens`), it ran on the same kind of device (else
-    `elsewhere`, formatted with `backend`), and its digest is this model's (`digest`: how to compute it, by default
-    the subject's [`binding_digest`]; computed last).
+    The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject` (`recreate`:
+    how to make it again; `longer` and `elsewhere` replace it for a length or a device gap, formatted with `tokens` or
+    `backend`), or `None`. In order: a binding of this version, the weights are here (`subject`), one of `runs` made
+    it, it covers the model's length limit, the same kind of device, and the digest (`digest`, computed last).
     """
     binding = Binding.from_dict(binding)
     if binding is None or binding.version != BINDING_VERSION:

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..vocabulary import RUN_AMP, RUN_COMPUTES, RUN_FIELD, RUN_FINISHED, RUN_PURE, RUN_STATUSES
-from .binding import SAMPLED_VALUES
 
 
 #: The optimizer steps a finished run needs before it is evidence for its precision. The first steps of an fp16 run
@@ -101,7 +100,7 @@ class RunRecord:
         if tokens is not None:
             text += (
                 f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of their "
-                f"names, shapes and first {SAMPLED_VALUES} values each)"
+                "names, shapes and a sample of each one's first values)"
             )
         return text
 
