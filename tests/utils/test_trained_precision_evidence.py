@@ -632,9 +632,8 @@ class RealWorldCasesTest(TestCasePlus):
         message = str(raised.exception)
         self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", message)
         self.assertIn("its digest does not match these weights", message)
-        # the report checks the reference on the mapped weights as the load does, and says why it went
         code, out = self.cli(path, "--dtype", "fp16")
-        self.assertEqual(code, 1, out)
+        self.assertEqual(code, 1, out)  # the report checks the reference on the mapped weights, as the load does
         self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", out)
 
     def test_an_edit_the_sampled_reference_misses_is_caught_where_the_copy_runs(self):
@@ -918,8 +917,7 @@ class BindingTest(unittest.TestCase):
         values = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1}
         return LlamaForCausalLM(LlamaConfig(**{**values, "num_attention_heads": 2, **kwargs}))
 
-    def test_a_finished_run_says_what_its_binding_samples(self):
-        # review 62b L4: the binding samples each weight's first values, so the text must not claim every value
+    def test_a_finished_run_says_what_its_binding_samples(self):  # review 62b L4
         binding = {"digest": "x", "max_tokens": 1024, "backend": "cpu", "run": "pure", "version": BINDING_VERSION}
         text = RunRecord("finished", "pure", 200, binding=binding).describe("bf16")
         self.assertIn("a digest of their names, shapes and a sample of each one's first values", text)

@@ -630,12 +630,6 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
-_UNVERIFIED = (
-    "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with `dtype=torch.float16` checks it "
-    "against the weights (their fingerprint) and applies it."
-)
-
-
 def _mapped_model(directory: str | None, storage: StorageSummary):
     """The model on the meta device, its weights mapped from the safetensors files (read: headers, samples), or why not."""
     if directory is None or storage.format != "safetensors":
@@ -665,7 +659,10 @@ def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
     """The stored plan if it is evidence for the mapped `model` on the device it was measured on (the report cannot know
     the runtime), else why not."""
     if isinstance(model, str):
-        return _UNVERIFIED.format(model)
+        return (
+            f"the stored fp16 plan is unverified here: {model}, so it clears nothing; loading with `dtype=torch.float16` "
+            "checks it against the weights (their fingerprint) and applies it."
+        )
     import torch
 
     subject = dataclasses.replace(subject, backend=measured_on or subject.backend)

@@ -25,8 +25,7 @@ A binding records a digest ([`binding_digest`]) of
 
 and the longest input the evidence saw and the kind of device it ran on.
 
-The sample lies on the first page of each weight (or spills into the next), which a lazy load of a safetensors file
-has already touched, so the binding reads almost nothing more of a lazily mapped checkpoint. It catches a fine-tune
+The sample lies on the page of each weight a lazy safetensors load already touched. It catches a fine-tune
 (which moves every value), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of
 a sampled value. It does not catch an edit of any other value (past a weight's first `SAMPLED_VALUES`: in a 7B
 Llama, the rest of each weight's first row and all its other rows), nor weights swapped for others with the same

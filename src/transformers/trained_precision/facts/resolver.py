@@ -623,11 +623,8 @@ def is_quantized(model) -> bool:
 
 
 def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
-    """
-    Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
-    first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.facts.binding.binding_problem`]).
-    """
+    """Why an applied plan is no evidence for `owner` (its config's model), or `None`: its own record, then its binding
+    ([`~trained_precision.facts.binding.binding_problem`]: the weights, lengths and backend it was validated on)."""
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
         return f"it was made by an older version and is not bound to these weights and config; {STALE}"
     if isinstance(plan.get("stale"), str):
