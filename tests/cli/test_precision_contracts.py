@@ -361,8 +361,8 @@ class ReadOnlyWhatIsYoursTest(IsolatedHomeTestCase):
         import transformers
 
         config = mock.Mock(architectures=["pipeline", 3, "GPTNeoForCausalLM"])
-        self.assertIs(audit._model_class(config), transformers.GPTNeoForCausalLM)
-        self.assertIs(audit._model_class(mock.Mock(architectures=["AutoTokenizer"])), transformers.AutoModel)
+        self.assertIs(audit.model_class(config), transformers.GPTNeoForCausalLM)
+        self.assertIs(audit.model_class(mock.Mock(architectures=["AutoTokenizer"])), transformers.AutoModel)
 
 
 class OfflineFirstTest(IsolatedHomeTestCase):

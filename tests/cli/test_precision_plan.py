@@ -67,6 +67,10 @@ class PrecisionPlanCommandTest(TestCasePlus):
         command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
         return CliRunner().invoke(command, ["precision", "plan", *args])
 
+    def write_config(self, path, config):
+        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+
     def read_config(self, path):
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
             return f.read()
@@ -90,6 +94,31 @@ class PrecisionPlanCommandTest(TestCasePlus):
         ids = torch.arange(20).unsqueeze(0)
         self.assertTrue(torch.isfinite(model(ids).logits).all())
 
+    def test_a_plan_measured_on_a_gpu_is_reported_for_that_device(self):
+        """Review 62b H2: the report cannot know the runtime: a plan measured on a GPU is verified for that kind of
+        device, and its verdict says so; a load on the CPU still refuses it."""
+        from transformers.trained_precision.commands.inspection import SAFE, inspect_checkpoint
+        from transformers.trained_precision.plan.fp16_plan import plan_fingerprint
+
+        gpu, path = "cuda NVIDIA H100 80GB HBM3", self.checkpoint("overflow")
+        config = json.loads(self.read_config(path))
+        config["trained_precision"] = "bf16"
+        self.write_config(path, config)
+        self.assertEqual(self.run_cli(path, "--dtype", "fp16", "--write").exit_code, 0)
+        config = json.loads(self.read_config(path))
+        plan = config["fp16_plan"]
+        plan["validated_on"].update(device="cuda", backend=gpu)
+        plan["fingerprint"] = plan_fingerprint(GPT2LMHeadModel.from_pretrained(path), plan)  # as measured there
+        self.write_config(path, config)
+        verdict = inspect_checkpoint(path).verdicts["fp16"]
+        self.assertEqual(verdict.status, SAFE, verdict.reasons)
+        self.assertTrue(verdict.summary.startswith(f"safe on cuda ({gpu}): "), verdict.summary)
+        self.assertIn(f"the fp16 plan is verified for {gpu}, the kind of device it was measured", verdict.reasons[-1])
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:  # the load, on this CPU: unchanged
+            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+        self.assertIn("the plan holds there only; on cpu", str(raised.exception))  # (the device, not stale)
+        self.assertNotIn("stale", str(raised.exception))
+
     def test_max_length_sets_how_far_the_plan_is_evidence(self):
         """A plan validated on 32 tokens of a bf16-trained model that takes 64 clears fp16 up to 32 tokens only."""
         path = self.checkpoint("overflow")
@@ -103,7 +132,7 @@ class PrecisionPlanCommandTest(TestCasePlus):
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         self.assertIn("it saw inputs of up to 32 tokens, and this model takes 64", str(raised.exception))
-        self.assertIn("--max-length N", str(raised.exception))
+        self.assertIn("precision plan PATH --dtype fp16 --max-length 64 --write`", str(raised.exception))
         # planned again on the model's whole length, as the message says: cleared
         result = self.run_cli(path, "--dtype", "fp16", "--write", "--force", "--max-length", "64")
         self.assertEqual(result.exit_code, 0, result.output)

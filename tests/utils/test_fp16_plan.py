@@ -29,7 +29,6 @@ if is_torch_available():
     import torch
 
     from transformers import GPT2LMHeadModel, Trainer, TrainingArguments
-    from transformers.trained_precision.facts.binding import sample_positions
     from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.plan import fp16_plan
     from transformers.trained_precision.plan.fp16_plan import plan_fingerprint, usable_length
@@ -216,12 +215,12 @@ class Fp16PlanRuntimeTest(TestCasePlus):
                 json.dump(config, f)
         return path
 
-    def assert_no_evidence(self, path, reason):
+    def assert_no_evidence(self, path, reason, fix="the plan is stale: measure it again (`transformers precision"):
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
         self.assertIn("Its stored fp16 plan is no evidence here", str(raised.exception))
         self.assertIn(reason, str(raised.exception))
-        self.assertIn("the plan is stale: measure it again", str(raised.exception))
+        self.assertIn(fix, str(raised.exception))
 
     def test_a_plan_bound_to_other_weights_is_no_evidence(self):
         def fine_tune(model):  # a fine-tune moves every value of a weight (the binding samples its first values)
@@ -264,6 +263,8 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assert_no_evidence(
             path,
             f"it saw inputs of up to 32 tokens, and this model takes {usable_length(model.config)}: beyond 32 tokens",
+            f"measure it again (`transformers precision plan PATH --dtype fp16 --max-length {usable_length(model.config)} "
+            "--write`)",
         )
 
     def test_a_one_value_edit_of_a_sampled_value_is_no_evidence(self):
@@ -271,7 +272,7 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         # value costs seconds and the whole file at 7B): an edit of a sampled value breaks it; one outside the sample
         # is caught where the model runs, by the forward's check (`test_fp16_plan_sentinel.py`)
         name = "transformer.h.0.mlp.c_fc.weight"
-        sampled, _, length = sample_positions(self.model.get_parameter(name).numel())
+        sampled = 0  # a value the binding samples (each weight's first values)
 
         def edit(model):
             model.get_parameter(name).view(-1)[sampled] = 1e6
@@ -302,7 +303,11 @@ class Fp16PlanRuntimeTest(TestCasePlus):
         self.assertEqual(model.config.fp16_plan["validated_on"]["max_tokens"], 2048)
         path = os.path.join(self.get_auto_remove_tmp_dir(), "long")
         model.save_pretrained(path)
-        self.assert_no_evidence(path, "it saw inputs of up to 2048 tokens, and this model takes 4096")
+        self.assert_no_evidence(
+            path,
+            "it saw inputs of up to 2048 tokens, and this model takes 4096",
+            "no evidence; measure it again (`transformers precision plan PATH --dtype fp16 --max-length 4096 --write`)",
+        )
 
     def test_a_plan_that_did_not_pass_is_not_applied(self):
         def failed(plan):

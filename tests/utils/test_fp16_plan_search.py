@@ -375,7 +375,11 @@ class Fp16PlanApplyTest(TestCasePlus):
                 json.dump(config, f)
         return path
 
-    def assert_no_evidence(self, path, message="the plan is stale: measure it again (`transformers precision plan`)"):
+    def assert_no_evidence(
+        self,
+        path,
+        message="the plan is stale: measure it again (`transformers precision plan PATH --dtype fp16 --write`)",
+    ):
         """In error mode the fp16 load raises and names why the plan is no evidence."""
         with self.assertRaises(TrainedPrecisionRiskError) as raised:
             GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")

@@ -490,7 +490,7 @@ class CheckApiTest(unittest.TestCase):
     def test_public_names(self):
         import transformers.trained_precision as tp
 
-        for name in ("TrainedPrecisionRiskError", "check_trained_precision", "check_trained_precision_on_cast"):
+        for name in ("TrainedPrecisionRiskError", "check_trained_precision", "check_model"):
             self.assertIs(getattr(tp, name), getattr(tp_check, name))
         self.assertFalse(issubclass(tp.TrainedPrecisionRiskError, ValueError))
 

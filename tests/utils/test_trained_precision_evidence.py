@@ -35,10 +35,10 @@ from transformers.trained_precision.commands import cli
 from transformers.trained_precision.configuration import sub_config_items
 from transformers.trained_precision.facts.binding import (
     BINDING_VERSION,
+    SAMPLED_VALUES,
     bind,
     binding_digest,
     config_digest,
-    sample_positions,
     weights_subject,
 )
 from transformers.trained_precision.facts.evidence import (
@@ -397,8 +397,6 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"a pure fp16 training run finished {MIN_RUN_STEPS} optimizer steps with finite losses"],
-                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
-                "cli_risky": True,
             },
             "bf16_pretrain_short_fp16_fine_tune": {  # 3 steps: a smoke test, not evidence
                 "cls": AutoModelForCausalLM,
@@ -431,8 +429,6 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"its publisher runs '{LLAMA2}' in fp16, and this is an unchanged copy of '{LLAMA2}'"],
-                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
-                "cli_risky": True,
             },
             "llama2_saved_copy_at_fp16": {
                 "cls": AutoModelForCausalLM,
@@ -441,8 +437,6 @@ class RealWorldCasesTest(TestCasePlus):
                 "runtime": "fp16",
                 "risky": False,
                 "says": [f"its publisher runs '{LLAMA2}' in fp16", lookup(LLAMA2).reference_source],
-                # without the weights the report cannot check what the evidence is bound to: it keeps the prior
-                "cli_risky": True,
             },
             "llama2_bf16_copy_at_fp16": {  # rounded to bf16: no longer the publisher's fp16 weights
                 "cls": AutoModelForCausalLM,
@@ -546,7 +540,7 @@ class RealWorldCasesTest(TestCasePlus):
         case = self.case(name)
         code, out = self.cli(case["checkpoint"], "--dtype", case["runtime"], "--json")
         report = json.loads(out)
-        risky = case.get("cli_risky", case["risky"])
+        risky = case["risky"]  # the report checks bound evidence on the mapped weights, as the load does
         self.assertEqual(code, 1 if risky else 0, out)
         self.assertEqual(report["status"], "risky" if risky else "safe")
         self.assertEqual(report["exit_code"], code)
@@ -624,9 +618,8 @@ class RealWorldCasesTest(TestCasePlus):
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
         weight = edited.model.layers[0].mlp.up_proj.weight
         [name for name, _ in edited.named_parameters()]
-        first, _, _ = sample_positions(weight.numel())
         with torch.no_grad():
-            weight[first // weight.shape[1]] *= 1e6  # a neuron whose weights the binding samples
+            weight[0] *= 1e6  # a neuron whose weights the binding samples (each weight's first values)
         path = os.path.join(self.tmp, "llama_edited")
         edited.save_pretrained(path)
         ids = torch.arange(32)[None] % 64
@@ -639,6 +632,9 @@ class RealWorldCasesTest(TestCasePlus):
         message = str(raised.exception)
         self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", message)
         self.assertIn("its digest does not match these weights", message)
+        code, out = self.cli(path, "--dtype", "fp16")
+        self.assertEqual(code, 1, out)  # the report checks the reference on the mapped weights, as the load does
+        self.assertIn(f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here", out)
 
     def test_an_edit_the_sampled_reference_misses_is_caught_where_the_copy_runs(self):
         """
@@ -649,7 +645,7 @@ class RealWorldCasesTest(TestCasePlus):
         edited = AutoModelForCausalLM.from_pretrained(self.path("llama_copy"), dtype=torch.float32)
         [name for name, _ in edited.named_parameters()]
         weight = edited.model.layers[0].mlp.up_proj.weight
-        start, _, length = sample_positions(weight.numel())
+        start, length = 0, min(weight.numel(), SAMPLED_VALUES)  # each weight's first values
         self.assertLess(length, weight.numel())  # else every value is sampled and the edit below cannot be missed
         before = binding_digest(edited)
         with torch.no_grad():
@@ -759,7 +755,7 @@ class RealWorldCasesTest(TestCasePlus):
             reset_warning_cache()
             _, out = self.load(case, trained_precision_check="warn")
             code, _ = self.cli(case["checkpoint"], "--dtype", case["runtime"])
-            self.assertEqual("but is being loaded in" in out, code == 1 and not case.get("cli_risky"), name)
+            self.assertEqual("but is being loaded in" in out, code == 1, name)
 
     # ---------------------------------------------------------------------------------------------------------------
     # a composite model, before and after `transformers precision set`
@@ -921,6 +917,12 @@ class BindingTest(unittest.TestCase):
         values = {"vocab_size": 64, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1}
         return LlamaForCausalLM(LlamaConfig(**{**values, "num_attention_heads": 2, **kwargs}))
 
+    def test_a_finished_run_says_what_its_binding_samples(self):  # review 62b L4
+        binding = {"digest": "x", "max_tokens": 1024, "backend": "cpu", "run": "pure", "version": BINDING_VERSION}
+        text = RunRecord("finished", "pure", 200, binding=binding).describe("bf16")
+        self.assertIn("a digest of their names, shapes and a sample of each one's first values", text)
+        self.assertNotIn("every value", text)
+
     def test_the_config_fields_the_forward_computes_with_are_bound(self):
         from transformers import GraniteConfig
 
@@ -970,7 +972,7 @@ class BindingTest(unittest.TestCase):
         self.assertNotEqual(binding_digest(quantized), before)
         with torch.no_grad():
             [name for name, _ in model.named_parameters()]
-            first, _, _ = sample_positions(512)
+            first = 0  # the binding samples each weight's first values
             model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
 
@@ -985,7 +987,7 @@ class BindingTest(unittest.TestCase):
             self.assertEqual(digest.call_count, 1)  # one load or cast digests once
         # an edit through `.data` (what PEFT's merge does) moves no version counter: the next check must still see it
         [name for name, _ in model.named_parameters()]
-        start, _, _ = sample_positions(model.lm_head.weight.numel())
+        start = 0  # the binding samples each weight's first values
         model.lm_head.weight.data.view(-1)[start] += 1.0
         self.assertNotEqual(weights_subject(model).digest(), first)
         self.assertNotEqual(binding_digest(model), first)

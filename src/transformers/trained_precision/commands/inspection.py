@@ -35,8 +35,8 @@ from typing import Any
 
 from ...utils import CONFIG_NAME, logging
 from ..configuration import sub_config_items
-from ..facts.binding import weights_subject
-from ..facts.evidence import read_fp16_plan
+from ..facts.binding import backend_family, weights_subject
+from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from ..facts.registry import lookup
 from ..facts.resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
@@ -519,6 +519,8 @@ def _risky_verdict(runtime: str, assessment: Any, measured: str | None, audit: A
     fits = "" if audit is None else f"; the measured range fits {runtime} ({audit.range_for(runtime)})"
     verdict = Verdict(runtime, RISKY, fix=risk.fix, kind=risk.kind, severity=risk.severity)
     verdict.reasons.append(f"trained in {risk.trained}: {risk.reason}.")
+    if assessment.dropped:  # bound evidence (a run, a copy's reference) that these weights do not match
+        verdict.reasons.append(assessment.dropped)
     if assessment.mitigation is not None:
         verdict.mitigation = assessment.mitigation.detail
         verdict.reasons.append(f"mitigation: {assessment.mitigation.detail}.")
@@ -585,13 +587,20 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    plan = _verified_fp16_plan(resolved.directory, storage) if read_fp16_plan(config) is not None else None
-    info = resolve_trained_precision(config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None)
+    stored = read_fp16_plan(config)
+    # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
+    model = _mapped_model(resolved.directory, storage) if stored or bound_evidence_pending(config) else None
+    subject = None if model is None or isinstance(model, str) else weights_subject(model)
+    plan = _verified_fp16_plan(model, subject, stored["validated_on"]["backend"]) if stored is not None else None
+    info = resolve_trained_precision(
+        config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
+    )
     measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
     verdicts = build_verdicts(info, measured)
-    if plan is not None and not isinstance(plan, dict) and verdicts[FP16].status != SAFE:
-        # the plan is evidence only once verified against the weights, as an fp16 load verifies it
+    if isinstance(plan, str) and verdicts[FP16].status != SAFE:  # evidence only once verified, as a load verifies it
         verdicts[FP16].reasons.append(plan)
+    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
+        _condition_on_backend(verdicts[FP16], stored["validated_on"]["backend"], subject)
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -621,36 +630,55 @@ _SAFETENSORS_DTYPES = {
 }  # fmt: skip
 
 
-def _verified_fp16_plan(directory: str | None, storage: StorageSummary) -> dict | str:
-    """
-    The checkpoint's stored fp16 plan when it is evidence for an fp16 load, checked as the load checks it
-    ([`~trained_precision.facts.resolver.decide_fp16_plan`]) on the model built on the meta device with its weights mapped
-    from the safetensors files (only the headers and the sampled values are read); else the reason for the report.
-    """
-    unverified = "the stored fp16 plan is unverified here: {}, so it clears nothing; loading with "
-    unverified += "`dtype=torch.float16` checks it against the weights (their fingerprint) and applies it."
+def _mapped_model(directory: str | None, storage: StorageSummary):
+    """The model on the meta device, its weights mapped from the safetensors files (read: headers, samples), or why not."""
     if directory is None or storage.format != "safetensors":
-        return unverified.format("its weights are not local safetensors files")
+        return "its weights are not local safetensors files"
     try:
         import torch
     except ImportError:
-        return unverified.format("checking it against the weights needs PyTorch")
+        return "checking it against the weights needs PyTorch"
     from ...models.auto import AutoConfig
-    from ..plan.audit import _model_class
+    from ..plan.audit import model_class
 
     try:  # the classes `architectures` names, as a load builds them (custom code is never run here)
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
-        cls = _model_class(config)
+        cls = model_class(config)
         with torch.device("meta"):
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)  # `AutoModel`, or a class
         model.tie_weights()
         missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
     except Exception as e:
-        return unverified.format(f"the model could not be built to map its weights ({type(e).__name__}: {e})")
+        return f"the model could not be built to map its weights ({type(e).__name__}: {e})"
     if missing is not None:
-        return unverified.format(f"the model's weight `{missing}` is not mapped from the checkpoint as named")
-    decision = decide_fp16_plan(model, torch.float16, subject=weights_subject(model))
+        return f"the model's weight `{missing}` is not mapped from the checkpoint as named"
+    return model
+
+
+def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
+    """The stored plan if it is evidence for the mapped `model` on the device it was measured on (the report cannot know
+    the runtime), else why not."""
+    if isinstance(model, str):
+        return (
+            f"the stored fp16 plan is unverified here: {model}, so it clears nothing; loading with `dtype=torch.float16` "
+            "checks it against the weights (their fingerprint) and applies it."
+        )
+    import torch
+
+    subject = dataclasses.replace(subject, backend=measured_on or subject.backend)
+    decision = decide_fp16_plan(model, torch.float16, subject=subject)
     return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
+
+
+def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) -> None:
+    """Says that a plan measured on another kind of device than the report maps the weights on holds there only."""
+    family = backend_family(measured_on)
+    if family is not None and family != backend_family(subject.backend):
+        verdict.summary = f"safe on {family} ({measured_on}): {verdict.summary.removeprefix('safe: ')}"
+        verdict.reasons.append(
+            f"the fp16 plan is verified for {measured_on}, the kind of device it was measured on; on another kind (as "
+            f"{subject.backend}) it is stale and an fp16 load there does not apply it: measure it again there."
+        )
 
 
 def _map_weights(model, paths: list[str]) -> str | None:

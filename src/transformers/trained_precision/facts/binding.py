@@ -25,8 +25,7 @@ A binding records a digest ([`binding_digest`]) of
 
 and the longest input the evidence saw and the kind of device it ran on.
 
-The sample lies on the first page of each weight (or spills into the next), which a lazy load of a safetensors file
-has already touched, so the binding reads almost nothing more of a lazily mapped checkpoint. It catches a fine-tune
+The sample lies on the page of each weight a lazy safetensors load already touched. It catches a fine-tune
 (which moves every value), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of
 a sampled value. It does not catch an edit of any other value (past a weight's first `SAMPLED_VALUES`: in a 7B
 Llama, the rest of each weight's first row and all its other rows), nor weights swapped for others with the same
@@ -55,11 +54,9 @@ from ..vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 #: the evidence again): version 1 (no `version` field: a digest of every value, or a sample without the config) and
 #: version 2 (1,024 values per weight, in two runs from an offset that moved per weight).
 BINDING_VERSION = 3
-#: Values per weight the digest covers: its first ones (flattened), which sit on the page of the mapped file that a
-#: lazy safetensors load already touched, so the sample reads no page the load left unread. A run elsewhere in each
-#: weight costs a page fault per weight (two such runs: 11% of a lazy 7B load), and on a cold cache a disk read each.
+#: Values per weight the digest covers: its first ones (flattened), on the page a lazy safetensors load already touched
+#: (a run elsewhere in each weight costs a page fault per weight: 11% of a lazy 7B load for two such runs).
 SAMPLED_VALUES = 512
-SAMPLED_RUNS = 1
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
 BOUND_PLAN = "plan"
@@ -127,24 +124,15 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def sample_positions(numel: int) -> tuple[int, int, int]:
-    """
-    Where the sample of a weight of `numel` values lies: `(first, stride, length)`, runs of `length` values from
-    `first + k * stride` for `k < SAMPLED_RUNS`: its first `SAMPLED_VALUES` values (all of a smaller weight).
-    """
-    return 0, numel, min(numel, SAMPLED_VALUES)
-
-
 def _sample(tensor, dtype):
     """A weight's sample as bytes of `dtype`: read in place where the weight is a contiguous CPU tensor of that dtype
     (nothing else of it is read, no tensor is made), else through a converted copy of the sampled values."""
     import torch
 
-    first, _, length = sample_positions(tensor.numel())
+    length = min(tensor.numel(), SAMPLED_VALUES)
     if tensor.dtype == dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
-        return ctypes.string_at(tensor.data_ptr() + first * tensor.element_size(), length * tensor.element_size())
-    data = tensor if tensor.is_contiguous() else tensor.reshape(-1)  # a copy: a parameter seldom is not contiguous
-    sample = data.as_strided((length,), (1,), data.storage_offset() + first).to(device="cpu", dtype=dtype)
+        return ctypes.string_at(tensor.data_ptr(), length * tensor.element_size())
+    sample = tensor.reshape(-1)[:length].to(device="cpu", dtype=dtype)  # a copy where it is not contiguous (seldom)
     return sample.contiguous().view(torch.uint8).numpy().tobytes()
 
 
@@ -208,7 +196,7 @@ def backend_of(device: Any) -> str:
     return device.type
 
 
-def _backend_family(backend: str | None) -> str | None:
+def backend_family(backend: str | None) -> str | None:
     """The device type of a backend: what a binding must share with the runtime (a GPU name alone means CUDA)."""
     if not backend:
         return None
@@ -271,13 +259,14 @@ def binding_problem(
     runs: tuple[str, ...],
     recreate: str,
     digest: Callable[[], str | None] | None = None,
+    longer: str | None = None,
+    elsewhere: str | None = None,
 ) -> str | None:
     """
-    The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject`, or `None`
-    when it is bound to it. In order: it records a binding of this version (else an older version wrote it:
-    `recreate` says how to make it again), the weights are here (`subject`), it was made by one of `runs`, it covers
-    the model's own length limit, it ran on the same kind of device, and its digest is this model's (`digest`: how to
-    compute it, by default the subject's [`binding_digest`]; computed last).
+    The one check of every piece of evidence that lowers a verdict: why it is no evidence for `subject` (`recreate`:
+    how to make it again; `longer` and `elsewhere` replace it for a length or a device gap, formatted with `tokens` or
+    `backend`), or `None`. In order: a binding of this version, the weights are here (`subject`), one of `runs` made
+    it, it covers the model's length limit, the same kind of device, and the digest (`digest`, computed last).
     """
     binding = Binding.from_dict(binding)
     if binding is None or binding.version != BINDING_VERSION:
@@ -291,13 +280,17 @@ def binding_problem(
     if binding.run != BOUND_PUBLISHER and binding.max_tokens is None:
         return f"it records no input lengths: {recreate}"
     if binding.max_tokens is not None and binding.max_tokens < subject.max_tokens:
+        again = (longer or "{recreate}, on inputs of {tokens} tokens").format(
+            recreate=recreate, tokens=subject.max_tokens
+        )
         return (
             f"it saw inputs of up to {binding.max_tokens} tokens, and this model takes {subject.max_tokens}: beyond "
-            f"{binding.max_tokens} tokens it is no evidence ({recreate}, on inputs of {subject.max_tokens} tokens)"
+            f"{binding.max_tokens} tokens it is no evidence; {again}"
         )
-    made, runs_on = _backend_family(binding.backend), _backend_family(subject.backend)
+    made, runs_on = backend_family(binding.backend), backend_family(subject.backend)
     if made is not None and runs_on is not None and made != runs_on:
-        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {recreate} there"
+        again = (elsewhere or "{recreate} there").format(recreate=recreate, backend=subject.backend)
+        return f"it was made on {binding.backend}, and this model runs on {subject.backend}: {again}"
     found = digest() if digest is not None else subject.digest()
     if found is None:
         return "the weights are not all in memory (offloaded), so its digest cannot be checked"
@@ -314,7 +307,6 @@ __all__ = [
     "BINDING_VERSION",
     "BOUND_PLAN",
     "BOUND_PUBLISHER",
-    "SAMPLED_RUNS",
     "SAMPLED_VALUES",
     "UNBOUND_FIELDS",
     "Binding",
@@ -322,9 +314,9 @@ __all__ = [
     "backend_of",
     "bind",
     "binding_digest",
+    "backend_family",
     "binding_problem",
     "config_digest",
     "model_max_length",
-    "sample_positions",
     "weights_subject",
 ]

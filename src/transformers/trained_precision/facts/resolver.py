@@ -592,7 +592,8 @@ def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -
 
 
 #: What a reason a plan is no evidence ends with: what to do about it.
-STALE = "the plan is stale: measure it again (`transformers precision plan`)"
+_MEASURE = "measure it again (`transformers precision plan PATH --dtype fp16{} --write`)"
+STALE = "the plan is stale: " + _MEASURE.format("")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -611,7 +612,8 @@ class Fp16PlanDecision:
     cleared_by: str | None = dataclasses.field(default=None, compare=False)
 
 
-def _is_quantized(model) -> bool:
+def is_quantized(model) -> bool:
+    """Whether `model` is quantized (its quantizer marks the model or its config)."""
     config = getattr(model, "config", None)
     return bool(
         getattr(model, "is_quantized", False)
@@ -621,11 +623,8 @@ def _is_quantized(model) -> bool:
 
 
 def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
-    """
-    Why an applied plan is no evidence for `owner` (the model of its config), or `None` when it is: its own record
-    first, then its binding (the weights, the lengths and the backend it was validated on), checked where every piece
-    of evidence is ([`~trained_precision.facts.binding.binding_problem`]).
-    """
+    """Why an applied plan is no evidence for `owner` (its config's model), or `None`: its own record, then its binding
+    ([`~trained_precision.facts.binding.binding_problem`]: the weights, lengths and backend it was validated on)."""
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
         return f"it was made by an older version and is not bound to these weights and config; {STALE}"
     if isinstance(plan.get("stale"), str):
@@ -639,9 +638,10 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
         binding,
         subject,
         runs=(BOUND_PLAN,),
-        recreate=STALE
-        + " (`transformers precision plan PATH --dtype fp16 --max-length N --write` sets the longest input)",
+        recreate=STALE,
         digest=lambda: plan_fingerprint(owner, plan, resolved),
+        longer=_MEASURE.format(" --max-length {tokens}"),
+        elsewhere="the plan holds there only; on {backend}, " + _MEASURE.format(""),
     )
 
 
@@ -670,7 +670,7 @@ def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=N
     refused = None
     if not use_fp16_plan or vars(model).get(PLAN_DISABLED):
         refused = "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
-    elif hf_quantizer is not None or _is_quantized(model):
+    elif hf_quantizer is not None or is_quantized(model):
         # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
         logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
         refused = "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
@@ -870,6 +870,7 @@ __all__ = [
     "cleared_phrase",
     "config_cleared_phrase",
     "decide_fp16_plan",
+    "is_quantized",
     "plan_fingerprint",
     "resolve_plan_modules",
     "sub_models",

@@ -99,7 +99,8 @@ class RunRecord:
         tokens = (self.binding or {}).get("max_tokens")
         if tokens is not None:
             text += (
-                f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of every value)"
+                f" on inputs of up to {tokens} tokens, and these are the weights it ended on (a digest of their "
+                "names, shapes and a sample of each one's first values)"
             )
         return text
 

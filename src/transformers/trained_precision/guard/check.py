@@ -229,19 +229,13 @@ def _probe_cast(fn, dtype):
     return None
 
 
-def check_trained_precision_on_cast(model, dtype, *, action: str = CAST) -> Risk | None:
+def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
     """
     Checks a model, and each sub-model of a composite model, at `dtype` (a cast's; a load's, `action="load"` or
     `"from_config"`, once the weights can verify bound evidence) in the mode the model was loaded with, else the
-    environment variable's, else `"warn"`. Returns the first [`~trained_precision.facts.risk.Risk`], or `None`.
-    """
-    return check_model(model, dtype, action)[0]
-
-
-def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
-    """
-    [`check_trained_precision_on_cast`] with the [`~trained_precision.facts.resolver.Fp16PlanDecision`] gathered with the
-    facts: which modules the model's stored fp16 plans keep in fp32 (applied by the caller once this has not raised).
+    environment variable's, else `"warn"`. Returns the first [`~trained_precision.facts.risk.Risk`] (or `None`) and the
+    [`~trained_precision.facts.resolver.Fp16PlanDecision`] gathered with the facts: which modules the model's stored
+    fp16 plans keep in fp32 (applied by the caller once this has not raised).
     """
     config = getattr(model, "config", None)
     if dtype is None or config is None or getattr(model, "is_quantized", False):  # upstream casts no quantized model
@@ -397,7 +391,6 @@ __all__ = [
     "TrainedPrecisionRiskError",
     "check_trained_precision",
     "check_trained_precision_from_config",
-    "check_trained_precision_on_cast",
     "check_model",
     "checked_apply",
     "checked_cast",

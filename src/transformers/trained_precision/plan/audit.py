@@ -449,7 +449,7 @@ def registered_model_class_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _model_class(config):
+def model_class(config):
     """The registered model class `architectures` names (never another attribute of `transformers`), or `AutoModel`."""
     import transformers
 
@@ -485,7 +485,7 @@ def load_audit_model(
     hub_kwargs = {"local_files_only": local_files_only, "cache_dir": cache_dir}
     try:
         config = AutoConfig.from_pretrained(path_or_id, **hub_kwargs)
-        model = _model_class(config).from_pretrained(
+        model = model_class(config).from_pretrained(
             path_or_id, dtype=torch.float32, use_safetensors=use_safetensors or None, **hub_kwargs
         )
     except Exception as e:
@@ -549,4 +549,5 @@ __all__ = [
     "audit_checkpoint",
     "calibration_inputs",
     "load_audit_model",
+    "model_class",
 ]

@@ -41,10 +41,10 @@ from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
     PLAN_DISABLED,
     Fp16PlanDecision,
-    _is_quantized,
     bind_persisted_reference,
     config_cleared_phrase,
     decide_fp16_plan,
+    is_quantized,
     plan_fingerprint,
     resolve_plan_modules,
     sub_models,
@@ -265,7 +265,7 @@ def apply_fp16_plan(
     if check == LOAD:
         # a publisher reference this load persisted: bound to the loaded weights
         bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
-    deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not _is_quantized(model)
+    deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not is_quantized(model)
     if deferred and fp16_plan_pending(model.config, dtype, use_fp16_plan):
         # the check deferred until the weights could verify the plan: it gathers the plan with the facts and says
         decision = check_model(model, dtype, action=check)[1]
