@@ -631,7 +631,7 @@ _SAFETENSORS_DTYPES = {
 
 
 def _mapped_model(directory: str | None, storage: StorageSummary):
-    """The model on the meta device, its weights mapped from the safetensors files (read: headers, samples), or why not."""
+    """The model on the meta device, its weights mapped from the safetensors files as a load binds them, or why not."""
     if directory is None or storage.format != "safetensors":
         return "its weights are not local safetensors files"
     try:
@@ -647,12 +647,10 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
         with torch.device("meta"):
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)  # `AutoModel`, or a class
         model.tie_weights()
-        missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
+        problem = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
     except Exception as e:
         return f"the model could not be built to map its weights ({type(e).__name__}: {e})"
-    if missing is not None:
-        return f"the model's weight `{missing}` is not mapped from the checkpoint as named"
-    return model
+    return problem or model
 
 
 def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
@@ -682,7 +680,8 @@ def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) ->
 
 
 def _map_weights(model, paths: list[str]) -> str | None:
-    """Puts the tensors of the safetensors files `paths`, mapped lazily, in place of `model`'s meta parameters."""
+    """Puts the tensors of the safetensors files `paths`, mapped lazily, in place of `model`'s meta parameters as a load
+    binds them ([`_as_loaded`]), or says why not."""
     import mmap
     import struct
     import warnings
@@ -706,19 +705,58 @@ def _map_weights(model, paths: list[str]) -> str | None:
                 warnings.simplefilter("ignore")
                 flat = torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else torch.empty(0)
             mapped[name] = flat.view(entry["shape"]) if count else torch.empty(entry["shape"], dtype=dtype)
-    prefix = getattr(model, "base_model_prefix", "") or ""
+    loaded = _as_loaded(model, mapped)
+    if isinstance(loaded, str):
+        return loaded
     replaced = {}
     for name, parameter in model.named_parameters():
-        short = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        tensor = next((mapped[key] for key in (name, short, f"{prefix}.{name}") if key in mapped), None)
+        tensor = loaded.get(name)
         if tensor is None or tuple(tensor.shape) != tuple(parameter.shape):
-            return name
+            return f"the model's weight `{name}` is not mapped from the checkpoint as named"
         replaced[id(parameter)] = torch.nn.Parameter(tensor, requires_grad=False)
     for module in model.modules():
         for key, parameter in module._parameters.items():
             if parameter is not None and id(parameter) in replaced:
                 module._parameters[key] = replaced[id(parameter)]
     return None
+
+
+#: The most bytes of weights the report converts as a load does (a MoE's per-expert weights fused into one tensor): it
+#: materialises them, where every other weight stays mapped.
+MAX_CONVERTED_BYTES = 8 * 2**30
+
+
+def _as_loaded(model, mapped: dict) -> dict | str:
+    """The tensors `mapped` (by checkpoint name) by the names a load binds them to, or why not: renamed and converted by
+    the loader's own conversion mapping for `model`, with its base model prefix added or dropped as the loader does."""
+    from copy import deepcopy
+
+    from ...conversion_mapping import get_model_conversion_mapping
+    from ...core_model_loading import WeightConverter, WeightRenaming, dot_natural_key, rename_source_key
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = {p: t for t in transforms if isinstance(t, WeightConverter) for p in t.source_patterns}
+    meta, prefix = model.state_dict(), model.base_model_prefix
+    loaded, pending = {}, {}
+    for key in sorted(mapped, key=dot_natural_key):  # the loader's order: the order it stacks experts in
+        name, pattern = rename_source_key(key, renamings, list(converters.values()), prefix, meta)
+        if name not in meta and key in meta:
+            name, pattern = rename_source_key(key, [], [], prefix, meta)
+        if pattern is None:
+            loaded[name] = mapped[key]
+        else:
+            pending.setdefault(name, deepcopy(converters[pattern])).add_tensor(name, key, pattern, mapped[key])
+    size = sum(t.nbytes for c in pending.values() for tensors in c.collected_tensors.values() for t in tensors)
+    if size > MAX_CONVERTED_BYTES:
+        return (
+            f"a load converts {size / 1e9:.1f} GB of its weights (fuses them), more than the report materialises "
+            f"({MAX_CONVERTED_BYTES / 1e9:.1f} GB)"
+        )
+    for name, converter in pending.items():
+        for target, tensor in converter.convert(name, model=model, config=model.config).items():
+            loaded[target] = tensor[0] if isinstance(tensor, list) else tensor
+    return loaded
 
 
 def _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs):
