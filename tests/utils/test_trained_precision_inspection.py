@@ -13,6 +13,7 @@
 # limitations under the License.
 """`inspect_checkpoint`, the Python API behind `transformers precision`: verdicts with and without the audit."""
 
+import functools
 import json
 import os
 from unittest import mock
@@ -24,7 +25,7 @@ from transformers.utils import is_torch_available
 if is_torch_available():
     import torch
 
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
     from transformers.trained_precision.guard.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
@@ -105,8 +106,6 @@ class InspectCheckpointTest(TestCasePlus):
 
 def tiny_moe(model_type):
     """A tiny random bf16 MoE whose checkpoint a load converts (per-expert weights fused into one tensor each)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     sizes = {"hidden_size": 16, "intermediate_size": 32, "moe_intermediate_size": 16, "num_hidden_layers": 2}
     config = AutoConfig.for_model(
         model_type, vocab_size=64, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, **sizes
@@ -131,8 +130,6 @@ class StoredFp16PlanReportTest(TestCasePlus):
 
     def assert_report_agrees_with_the_load(self, path, problem=None):
         """The report's fp16 verdict on `path` is the load's: safe with a valid plan, else risky for `problem`."""
-        from transformers import AutoModelForCausalLM
-
         verdict = inspect_checkpoint(path).verdict("fp16")
         load = lambda: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")  # noqa: E731
         if problem is None:
@@ -172,7 +169,7 @@ class StoredFp16PlanReportTest(TestCasePlus):
         experts = {"mixtral": "block_sparse_moe.experts.0.w1", "qwen2_moe": "mlp.experts.0.gate_proj"}
         for model_type, expert in experts.items():
             with self.subTest(model_type):
-                save = lambda: self.saved(tiny_moe(model_type), ("model.layers.1.mlp",))  # noqa: E731
+                save = functools.partial(self.saved, tiny_moe(model_type), ("model.layers.1.mlp",))
                 self.assert_agreement_after_edits(save, f"model.layers.0.{expert}.weight", "rms_norm_eps")
 
     def test_a_moe_over_the_conversion_limit_is_unverified(self):
@@ -182,7 +179,7 @@ class StoredFp16PlanReportTest(TestCasePlus):
         with mock.patch.object(inspection, "MAX_CONVERTED_BYTES", 1000):
             verdict = inspect_checkpoint(path).verdict("fp16")
         self.assertEqual(verdict.status, "risky")
-        self.assertTrue(any("unverified here: a load converts" in r for r in verdict.reasons), verdict.reasons)
+        self.assertTrue(any("unverified here: a load fuses" in r for r in verdict.reasons), verdict.reasons)
 
     def test_the_report_says_when_it_cannot_verify_the_plan(self):
         path = self.saved()

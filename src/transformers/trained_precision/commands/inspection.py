@@ -57,6 +57,7 @@ from ..vocabulary import (
     FIELD,
     FP16,
     FP32,
+    RUN_FIELD,
     RUNTIME_PRECISIONS,
     UNKNOWN,
     InvalidTrainedPrecisionError,
@@ -305,9 +306,7 @@ class CheckpointReport(_Report):
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
         asked = None if runtime is None else runtime_name(runtime)
-        registry = None
-        if self.registry is not None:
-            registry = {key: getattr(self.registry, key) for key in _REGISTRY_KEYS}
+        registry = None if self.registry is None else {key: getattr(self.registry, key) for key in _REGISTRY_KEYS}
         return {
             "schema_version": SCHEMA_VERSION,
             "checkpoint": self.checkpoint,
@@ -623,13 +622,6 @@ def inspect_checkpoint(
     )
 
 
-#: safetensors' dtype names, as torch names them.
-_SAFETENSORS_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
-    "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
-}  # fmt: skip
-
-
 def _mapped_model(directory: str | None, storage: StorageSummary):
     """The model on the meta device, its weights mapped from the safetensors files as a load binds them, or why not."""
     if directory is None or storage.format != "safetensors":
@@ -680,49 +672,23 @@ def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) ->
 
 
 def _map_weights(model, paths: list[str]) -> str | None:
-    """Puts the tensors of the safetensors files `paths`, mapped lazily, in place of `model`'s meta parameters as a load
-    binds them ([`_as_loaded`]), or says why not."""
-    import mmap
-    import struct
-    import warnings
-
-    import torch
+    """Maps the safetensors files `paths` into `model`'s meta parameters as a load binds them, or says why not."""
+    from safetensors import safe_open
 
     mapped = {}
     for path in paths:
-        with open(path, "rb") as f:
-            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        start = 8 + struct.unpack("<Q", buffer[:8])[0]
-        for name, entry in read_safetensors_header(path).items():
-            dtype = (
-                getattr(torch, _SAFETENSORS_DTYPES.get(entry["dtype"]) or "", None) if name != "__metadata__" else None
-            )
-            if not isinstance(dtype, torch.dtype):
-                continue
-            begin, end = entry["data_offsets"]
-            count, offset = (end - begin) // dtype.itemsize, start + begin
-            with warnings.catch_warnings():  # read only: the binding never writes to it
-                warnings.simplefilter("ignore")
-                flat = torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else torch.empty(0)
-            mapped[name] = flat.view(entry["shape"]) if count else torch.empty(entry["shape"], dtype=dtype)
+        with safe_open(path, framework="pt") as f:  # the loader's reader: each tensor mapped, nothing read until used
+            mapped.update((name, f.get_tensor(name)) for name in f.keys())
     loaded = _as_loaded(model, mapped)
     if isinstance(loaded, str):
         return loaded
-    replaced = {}
-    for name, parameter in model.named_parameters():
-        tensor = loaded.get(name)
-        if tensor is None or tuple(tensor.shape) != tuple(parameter.shape):
-            return f"the model's weight `{name}` is not mapped from the checkpoint as named"
-        replaced[id(parameter)] = torch.nn.Parameter(tensor, requires_grad=False)
-    for module in model.modules():
-        for key, parameter in module._parameters.items():
-            if parameter is not None and id(parameter) in replaced:
-                module._parameters[key] = replaced[id(parameter)]
-    return None
+    model.load_state_dict(loaded, strict=False, assign=True)  # each tensor as it is mapped; a wrong shape raises
+    model.tie_weights()
+    missing = next((name for name, parameter in model.named_parameters() if parameter.is_meta), None)
+    return missing and f"the model's weight `{missing}` is not mapped from the checkpoint as named"
 
 
-#: The most bytes of weights the report converts as a load does (a MoE's per-expert weights fused into one tensor): it
-#: materialises them, where every other weight stays mapped.
+#: The most bytes of weights the report fuses as a load does (a MoE's experts), in memory; the others stay mapped.
 MAX_CONVERTED_BYTES = 8 * 2**30
 
 
@@ -749,10 +715,7 @@ def _as_loaded(model, mapped: dict) -> dict | str:
             pending.setdefault(name, deepcopy(converters[pattern])).add_tensor(name, key, pattern, mapped[key])
     size = sum(t.nbytes for c in pending.values() for tensors in c.collected_tensors.values() for t in tensors)
     if size > MAX_CONVERTED_BYTES:
-        return (
-            f"a load converts {size / 1e9:.1f} GB of its weights (fuses them), more than the report materialises "
-            f"({MAX_CONVERTED_BYTES / 1e9:.1f} GB)"
-        )
+        return f"a load fuses {size / 2**30:.1f} GiB of its weights, over the report's {MAX_CONVERTED_BYTES >> 30} GiB"
     for name, converter in pending.items():
         for target, tensor in converter.convert(name, model=model, config=model.config).items():
             loaded[target] = tensor[0] if isinstance(tensor, list) else tensor
@@ -822,8 +785,6 @@ class AdapterReport(_Report):
         return [self.verdicts[name]]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
-        from ..vocabulary import RUN_FIELD
-
         asked = None if runtime is None else runtime_name(runtime)
         return {
             "schema_version": SCHEMA_VERSION,
