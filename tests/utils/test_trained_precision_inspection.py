@@ -189,3 +189,17 @@ class StoredFp16PlanReportTest(TestCasePlus):
         self.assertTrue(
             any("unverified here: checking it against the weights needs PyTorch" in r for r in verdict.reasons)
         )
+        # a weight the checkpoint lacks, or holds with another shape: the load cannot bind the plan either
+        from safetensors.torch import load_file, save_file
+
+        for edit, why in (("drop", "weight `transformer.h.0.ln_1.weight` is not mapped"), ("shape", "size mismatch")):
+            weights = load_file(os.path.join(path, "model.safetensors"))
+            if edit == "drop":
+                del weights["transformer.h.0.ln_1.weight"]
+            else:
+                weights["transformer.h.0.ln_1.weight"] = weights["transformer.h.0.ln_1.weight"][:-1].clone()
+            save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+            verdict = inspect_checkpoint(path).verdict("fp16")
+            self.assertEqual(verdict.status, "risky")
+            self.assertTrue(any("unverified here" in r and why in r for r in verdict.reasons), verdict.reasons)
+            path = self.saved()
