@@ -13,6 +13,7 @@
 # limitations under the License.
 """`inspect_checkpoint`, the Python API behind `transformers precision`: verdicts with and without the audit."""
 
+import functools
 import json
 import os
 from unittest import mock
@@ -24,7 +25,7 @@ from transformers.utils import is_torch_available
 if is_torch_available():
     import torch
 
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.trained_precision import CheckpointInspectionError, inspect_checkpoint
     from transformers.trained_precision.guard.check import TrainedPrecisionRiskError
     from transformers.trained_precision.testing_utils import plant_fp16_overflow, tiny_gpt2, tiny_gpt_neo
@@ -103,14 +104,26 @@ class InspectCheckpointTest(TestCasePlus):
                 inspect_checkpoint("org/model", audit=True)
 
 
+def tiny_moe(model_type):
+    """A tiny random bf16 MoE whose checkpoint a load converts (per-expert weights fused into one tensor each)."""
+    sizes = {"hidden_size": 16, "intermediate_size": 32, "moe_intermediate_size": 16, "num_hidden_layers": 2}
+    config = AutoConfig.for_model(
+        model_type, vocab_size=64, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, **sizes
+    )
+    config.num_local_experts = config.num_experts = 4
+    config.num_experts_per_tok, config.shared_expert_intermediate_size = 2, 16
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+
+
 @require_torch
 class StoredFp16PlanReportTest(TestCasePlus):
     """The report checks a stored fp16 plan against the weights mapped from the file, with the load's decision."""
 
-    def saved(self):
-        model = overflowing_gpt2()
+    def saved(self, model=None, modules=None):
+        model = overflowing_gpt2() if model is None else model
         model.config.trained_precision = "bf16"  # fp16 is risky for it: only a verified plan clears it
-        model.config.fp16_plan = stored_plan(model)
+        model.config.fp16_plan = stored_plan(model, *([modules] if modules else []))
         path = os.path.join(self.get_auto_remove_tmp_dir(), "planned")
         model.save_pretrained(path)
         return path
@@ -118,33 +131,55 @@ class StoredFp16PlanReportTest(TestCasePlus):
     def assert_report_agrees_with_the_load(self, path, problem=None):
         """The report's fp16 verdict on `path` is the load's: safe with a valid plan, else risky for `problem`."""
         verdict = inspect_checkpoint(path).verdict("fp16")
+        load = lambda: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")  # noqa: E731
         if problem is None:
             self.assertEqual(verdict.status, "safe", verdict.reasons)
-            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+            load()
             return
         self.assertEqual(verdict.status, "risky")
         self.assertTrue(any(f"no evidence here: {problem}" in reason for reason in verdict.reasons), verdict.reasons)
         with self.assertRaisesRegex(TrainedPrecisionRiskError, f"no evidence here: {problem}"):
-            GPT2LMHeadModel.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")
+            load()
 
-    def test_the_report_verifies_the_plan_as_the_load_does(self):
+    def assert_agreement_after_edits(self, save, weight, field):
+        """Report and load agree on what `save()` writes: as saved, after an edit of one of the first values of the
+        stored `weight`, and after an edit of the config's `field` (one that changes the forward)."""
         from safetensors.torch import load_file, save_file
 
-        self.assert_report_agrees_with_the_load(self.saved())
-        # one value of a weight the binding samples whole (a layer norm's), edited in the file
-        path = self.saved()
+        self.assert_report_agrees_with_the_load(save())
+        path = save()
         weights = load_file(os.path.join(path, "model.safetensors"))
-        weights["transformer.h.0.ln_1.weight"][3] += 0.5
+        weights[weight].view(-1)[3] += 0.5
         save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
         self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
-        # a config field that changes the forward
-        path = self.saved()
+        path = save()
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
             config = json.load(f)
-        config["layer_norm_epsilon"] = 1e-3
+        config[field] = 1e-3
         with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
             json.dump(config, f)
         self.assert_report_agrees_with_the_load(path, "its digest does not match these weights")
+
+    def test_the_report_verifies_the_plan_as_the_load_does(self):
+        # a weight the binding samples whole (a layer norm's)
+        self.assert_agreement_after_edits(self.saved, "transformer.h.0.ln_1.weight", "layer_norm_epsilon")
+
+    def test_the_report_sees_moe_weights_as_the_load_converts_them(self):
+        # the file holds one weight per expert, which the load fuses into one tensor: the report binds the fused one
+        experts = {"mixtral": "block_sparse_moe.experts.0.w1", "qwen2_moe": "mlp.experts.0.gate_proj"}
+        for model_type, expert in experts.items():
+            with self.subTest(model_type):
+                save = functools.partial(self.saved, tiny_moe(model_type), ("model.layers.1.mlp",))
+                self.assert_agreement_after_edits(save, f"model.layers.0.{expert}.weight", "rms_norm_eps")
+
+    def test_a_moe_over_the_conversion_limit_is_unverified(self):
+        from transformers.trained_precision.commands import inspection
+
+        path = self.saved(tiny_moe("mixtral"), ("model.layers.1.mlp",))
+        with mock.patch.object(inspection, "MAX_CONVERTED_BYTES", 1000):
+            verdict = inspect_checkpoint(path).verdict("fp16")
+        self.assertEqual(verdict.status, "risky")
+        self.assertTrue(any("unverified here: a load fuses" in r for r in verdict.reasons), verdict.reasons)
 
     def test_the_report_says_when_it_cannot_verify_the_plan(self):
         path = self.saved()
@@ -154,3 +189,17 @@ class StoredFp16PlanReportTest(TestCasePlus):
         self.assertTrue(
             any("unverified here: checking it against the weights needs PyTorch" in r for r in verdict.reasons)
         )
+        # a weight the checkpoint lacks, or holds with another shape: the load cannot bind the plan either
+        from safetensors.torch import load_file, save_file
+
+        for edit, why in (("drop", "weight `transformer.h.0.ln_1.weight` is not mapped"), ("shape", "size mismatch")):
+            weights = load_file(os.path.join(path, "model.safetensors"))
+            if edit == "drop":
+                del weights["transformer.h.0.ln_1.weight"]
+            else:
+                weights["transformer.h.0.ln_1.weight"] = weights["transformer.h.0.ln_1.weight"][:-1].clone()
+            save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+            verdict = inspect_checkpoint(path).verdict("fp16")
+            self.assertEqual(verdict.status, "risky")
+            self.assertTrue(any("unverified here" in r and why in r for r in verdict.reasons), verdict.reasons)
+            path = self.saved()

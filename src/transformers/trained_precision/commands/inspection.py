@@ -57,6 +57,7 @@ from ..vocabulary import (
     FIELD,
     FP16,
     FP32,
+    RUN_FIELD,
     RUNTIME_PRECISIONS,
     UNKNOWN,
     InvalidTrainedPrecisionError,
@@ -305,9 +306,7 @@ class CheckpointReport(_Report):
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
         """The JSON-serializable report (`transformers precision --json`); `runtime` is the asked dtype, if any."""
         asked = None if runtime is None else runtime_name(runtime)
-        registry = None
-        if self.registry is not None:
-            registry = {key: getattr(self.registry, key) for key in _REGISTRY_KEYS}
+        registry = None if self.registry is None else {key: getattr(self.registry, key) for key in _REGISTRY_KEYS}
         return {
             "schema_version": SCHEMA_VERSION,
             "checkpoint": self.checkpoint,
@@ -623,15 +622,8 @@ def inspect_checkpoint(
     )
 
 
-#: safetensors' dtype names, as torch names them.
-_SAFETENSORS_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
-    "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
-}  # fmt: skip
-
-
 def _mapped_model(directory: str | None, storage: StorageSummary):
-    """The model on the meta device, its weights mapped from the safetensors files (read: headers, samples), or why not."""
+    """The model on the meta device, its weights mapped from the safetensors files as a load binds them, or why not."""
     if directory is None or storage.format != "safetensors":
         return "its weights are not local safetensors files"
     try:
@@ -647,12 +639,10 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
         with torch.device("meta"):
             model = cls.from_config(config) if hasattr(cls, "from_config") else cls(config)  # `AutoModel`, or a class
         model.tie_weights()
-        missing = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
+        problem = _map_weights(model, [os.path.join(directory, name) for name in storage.files])
     except Exception as e:
         return f"the model could not be built to map its weights ({type(e).__name__}: {e})"
-    if missing is not None:
-        return f"the model's weight `{missing}` is not mapped from the checkpoint as named"
-    return model
+    return problem or model
 
 
 def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
@@ -682,43 +672,54 @@ def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) ->
 
 
 def _map_weights(model, paths: list[str]) -> str | None:
-    """Puts the tensors of the safetensors files `paths`, mapped lazily, in place of `model`'s meta parameters."""
-    import mmap
-    import struct
-    import warnings
-
-    import torch
+    """Maps the safetensors files `paths` into `model`'s meta parameters as a load binds them, or says why not."""
+    from safetensors import safe_open
 
     mapped = {}
     for path in paths:
-        with open(path, "rb") as f:
-            buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        start = 8 + struct.unpack("<Q", buffer[:8])[0]
-        for name, entry in read_safetensors_header(path).items():
-            dtype = (
-                getattr(torch, _SAFETENSORS_DTYPES.get(entry["dtype"]) or "", None) if name != "__metadata__" else None
-            )
-            if not isinstance(dtype, torch.dtype):
-                continue
-            begin, end = entry["data_offsets"]
-            count, offset = (end - begin) // dtype.itemsize, start + begin
-            with warnings.catch_warnings():  # read only: the binding never writes to it
-                warnings.simplefilter("ignore")
-                flat = torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset) if count else torch.empty(0)
-            mapped[name] = flat.view(entry["shape"]) if count else torch.empty(entry["shape"], dtype=dtype)
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    replaced = {}
-    for name, parameter in model.named_parameters():
-        short = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-        tensor = next((mapped[key] for key in (name, short, f"{prefix}.{name}") if key in mapped), None)
-        if tensor is None or tuple(tensor.shape) != tuple(parameter.shape):
-            return name
-        replaced[id(parameter)] = torch.nn.Parameter(tensor, requires_grad=False)
-    for module in model.modules():
-        for key, parameter in module._parameters.items():
-            if parameter is not None and id(parameter) in replaced:
-                module._parameters[key] = replaced[id(parameter)]
-    return None
+        with safe_open(path, framework="pt") as f:  # the loader's reader: each tensor mapped, nothing read until used
+            mapped.update((name, f.get_tensor(name)) for name in f.keys())
+    loaded = _as_loaded(model, mapped)
+    if isinstance(loaded, str):
+        return loaded
+    model.load_state_dict(loaded, strict=False, assign=True)  # each tensor as it is mapped; a wrong shape raises
+    model.tie_weights()
+    missing = next((name for name, parameter in model.named_parameters() if parameter.is_meta), None)
+    return missing and f"the model's weight `{missing}` is not mapped from the checkpoint as named"
+
+
+#: The most bytes of weights the report fuses as a load does (a MoE's experts), in memory; the others stay mapped.
+MAX_CONVERTED_BYTES = 8 * 2**30
+
+
+def _as_loaded(model, mapped: dict) -> dict | str:
+    """The tensors `mapped` (by checkpoint name) by the names a load binds them to, or why not: renamed and converted by
+    the loader's own conversion mapping for `model`, with its base model prefix added or dropped as the loader does."""
+    from copy import deepcopy
+
+    from ...conversion_mapping import get_model_conversion_mapping
+    from ...core_model_loading import WeightConverter, WeightRenaming, dot_natural_key, rename_source_key
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = {p: t for t in transforms if isinstance(t, WeightConverter) for p in t.source_patterns}
+    meta, prefix = model.state_dict(), model.base_model_prefix
+    loaded, pending = {}, {}
+    for key in sorted(mapped, key=dot_natural_key):  # the loader's order: the order it stacks experts in
+        name, pattern = rename_source_key(key, renamings, list(converters.values()), prefix, meta)
+        if name not in meta and key in meta:
+            name, pattern = rename_source_key(key, [], [], prefix, meta)
+        if pattern is None:
+            loaded[name] = mapped[key]
+        else:
+            pending.setdefault(name, deepcopy(converters[pattern])).add_tensor(name, key, pattern, mapped[key])
+    size = sum(t.nbytes for c in pending.values() for tensors in c.collected_tensors.values() for t in tensors)
+    if size > MAX_CONVERTED_BYTES:
+        return f"a load fuses {size / 2**30:.1f} GiB of its weights, over the report's {MAX_CONVERTED_BYTES >> 30} GiB"
+    for name, converter in pending.items():
+        for target, tensor in converter.convert(name, model=model, config=model.config).items():
+            loaded[target] = tensor[0] if isinstance(tensor, list) else tensor
+    return loaded
 
 
 def _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs):
@@ -784,8 +785,6 @@ class AdapterReport(_Report):
         return [self.verdicts[name]]
 
     def to_dict(self, runtime: Any = None, top_k: int = 10) -> dict[str, Any]:
-        from ..vocabulary import RUN_FIELD
-
         asked = None if runtime is None else runtime_name(runtime)
         return {
             "schema_version": SCHEMA_VERSION,
