@@ -15,6 +15,7 @@
 
 import contextlib
 import glob
+import importlib.metadata
 import logging
 import os
 import shutil
@@ -48,6 +49,14 @@ if is_torch_available() and is_torchao_available():
         fp32_to_bf16_sr_hashed,
         quantize_8bit_with_lut,
     )
+
+
+class PackageTest(TestCasePlus):
+    def test_the_wheel_ships_the_ops_source(self):
+        # the ops build from the installed .cpp at first use: the wheel must carry it
+        [source] = [f for f in importlib.metadata.files("transformers") if f.name == "torchao_cpu_adam.cpp"]
+        self.assertEqual(source.as_posix(), "transformers/integrations/torchao_cpu_adam.cpp")
+        self.assertIn("TORCH_LIBRARY_FRAGMENT(TORCHAO_CPU_ADAM_NAMESPACE", source.read_text())
 
 
 def adversarial_inputs(qmap):
