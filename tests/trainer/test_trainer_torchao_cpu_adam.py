@@ -15,7 +15,6 @@
 
 import contextlib
 import glob
-import importlib.metadata
 import logging
 import os
 import shutil
@@ -53,10 +52,16 @@ if is_torch_available() and is_torchao_available():
 
 class PackageTest(TestCasePlus):
     def test_the_wheel_ships_the_ops_source(self):
-        # the ops build from the installed .cpp at first use: the wheel must carry it
-        [source] = [f for f in importlib.metadata.files("transformers") if f.name == "torchao_cpu_adam.cpp"]
-        self.assertEqual(source.as_posix(), "transformers/integrations/torchao_cpu_adam.cpp")
-        self.assertIn("TORCH_LIBRARY_FRAGMENT(TORCHAO_CPU_ADAM_NAMESPACE", source.read_text())
+        # the ops build from the installed .cpp at first use: the wheel must carry it (its RECORD lists it)
+        import transformers.integrations
+
+        source = os.path.join(os.path.dirname(transformers.integrations.__file__), "torchao_cpu_adam.cpp")
+        with open(source, encoding="utf-8") as f:
+            self.assertIn("TORCH_LIBRARY_FRAGMENT(TORCHAO_CPU_ADAM_NAMESPACE", f.read())
+        site = os.path.dirname(os.path.dirname(os.path.dirname(source)))
+        [record] = glob.glob(os.path.join(site, "transformers-*.dist-info", "RECORD"))
+        with open(record, encoding="utf-8") as f:
+            self.assertIn("transformers/integrations/torchao_cpu_adam.cpp,sha256=", f.read())
 
 
 def adversarial_inputs(qmap):
