@@ -412,8 +412,6 @@ class TrainerTest(TestCasePlus):
         args = TrainingArguments(
             self.get_auto_remove_tmp_dir(),
             bf16_full_train=True,
-            optim="adamw_torch_8bit",
-            optim_args="bf16_stochastic_round=false",
             use_cpu=True,
             report_to=[],
             save_strategy="no",
@@ -425,12 +423,18 @@ class TrainerTest(TestCasePlus):
             seed=3,
         )
         record = RecordWeights(model)
-        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
+        # the class the Trainer builds for `optim="adamw_torch_8bit"` with `bf16_full_train` (torchao_optim.py)
+        optimizer = (CPUAdamW8bit, {"lr": 1e-3, "bf16_stochastic_round": False})
+        trainer = Trainer(
+            model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record],
+            optimizer_cls_and_kwargs=optimizer,
+        )  # fmt: skip
         # compiled as in use: the C++ update reproduces the compiled update's fp32 arithmetic, and eager `lerp`
         # rounds differently (a fused multiply-add)
         with torchao_path_only() if force_torchao else contextlib.nullcontext():
             trainer.train()
         self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
+        self.assertEqual(trainer.optimizer.optimizer.param_groups[0]["weight_decay"], 0.01)
         return record.history
 
     def test_trainer_run_matches_torchaos_path_step_for_step(self):

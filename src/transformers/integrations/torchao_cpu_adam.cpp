@@ -31,7 +31,7 @@
 #include <type_traits>
 #include <vector>
 
-// The op namespace: a fork's own, so that a later torchao op of the same name cannot collide. Proposed to torchao,
+// The op namespace: this package's own, so that a later torchao op of the same name cannot collide. Proposed to torchao,
 // the file builds with -DTORCHAO_CPU_ADAM_NAMESPACE=torchao (or this default changes) and nothing else.
 #ifndef TORCHAO_CPU_ADAM_NAMESPACE
 #define TORCHAO_CPU_ADAM_NAMESPACE transformers_torchao

@@ -24,29 +24,31 @@ own `quantize_8bit_with_qmap`, holds for each interval the code below the step, 
 16 bits, so `quantize_8bit_with_lut` returns torchao's code for every float32 input (NaN, inf, subnormals and
 values exactly on a rounding midpoint included) with one gather instead of ten.
 
-Inductor still emits those gathers as scalar loads, so the update runs as a small C++ kernel ([`_KERNEL_SOURCE`],
-three passes over each block that the compiler vectorises, gathers included), built once per machine with the C++
-compiler torch uses, kept in a folder only the user can write to (torch's extension folder) with a digest that is
-checked before each load, and loaded with `ctypes`: about 2 times torch's fused fp32 AdamW on large tensors
-(the compiled lookup: 5 to 16).
-It does the compiled update's fp32 arithmetic in the same order (no fused multiply-add), so weights, codes and
-scales are bit-identical to it and to torchao's compiled update. Where the kernel cannot be built, the same update
-runs compiled (one compile per dtype, dynamic in the number of blocks), with a warning.
+Inductor still emits those gathers as scalar loads, so the update runs as two registered torch ops in
+`torchao_cpu_adam.cpp` (shipped in the package): `adam_8bit_` (8-bit moments: three passes over each block that the
+compiler vectorises, gathers included) and `adam_` (tensors under 4096 values, whose moments torchao keeps
+unquantized), each taking a param group's tensors as lists in one call, its blocks split over torch's intra-op threads
+(`at::parallel_for`), its arguments checked at the C++ boundary. They are built at first use by
+`torch.utils.cpp_extension.load` (ninja, about 10 s here) in torch's per-user extension folder, in a sub-folder only
+the user can write to (checked) and named by a digest of the source, flags, compiler, torch and CPU; a truncated
+library is linked again. About 2 times torch's fused fp32 AdamW on large tensors (the compiled lookup: 5 to 16). They
+do the compiled update's fp32 arithmetic in the same order (no fused multiply-add, torch's `lerp` with its formula
+switch at weight 0.5), so weights, codes and scales are bit-identical to it and to torchao's compiled update. Where
+the ops cannot be built (no compiler, no ninja, a failed build), the same update runs compiled (one compile per dtype,
+dynamic in the number of blocks) and small tensors take torchao's compiled update, with a warning naming the cause.
 
-Tensors under 4096 values, whose moments torchao keeps unquantized, take a plain Adam(W) update in the same
-library, every such tensor of a param group in one call (torchao's compiled update per tensor costs a dynamo-guarded
-call each), with the compiled update's arithmetic: bit-identical to torchao's compiled `single_param_adam` when
-rounding to nearest.
-
-Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element index and a seed
-taken from the global torch generator once per tensor and step, so it needs no random kernel and is reproducible
+Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element's index in the call
+and a seed taken from the global torch generator once per call, so it needs no random kernel and is reproducible
 under `torch.manual_seed` (and under `synchronize_stochastic_rounding`'s per-step seeding); its draws differ from
 torchao's `torch.randint`: each value's 16 bits are uniform as torchao's, and values are a hash's draws, not
 independent ones (a review measured correlations between neighbouring decisions of about 0.002, no bias).
 
-Upstream, this would sit in torchao as `torchao/optim/quant_utils.py` (`build_quantize_lut`,
-`quantize_8bit_with_lut`), the kernel in torchao's C++ extension (`torchao/csrc/cpu`) and a CPU branch of
-`_AdamBase.step` in `torchao/optim/adam.py`.
+Proposed to torchao: `build_quantize_lut` and `quantize_8bit_with_lut` go to `torchao/optim/quant_utils.py`; the
+.cpp goes to `torchao/csrc/cpu/aten_kernels/` unchanged except for its namespace (built with
+`-DTORCHAO_CPU_ADAM_NAMESPACE=torchao`, or that default changed; here `transformers_torchao`, so that a later torchao op
+of the same name cannot collide), compiled by torchao's `setup.py` with its CPU flags plus `-ffp-contract=off`;
+`torch.ops.torchao.adam_8bit_` / `adam_` are then called from a CPU branch of `_AdamBase.step` in
+`torchao/optim/adam.py`, and the loader here (`_cpu_ops`) goes away.
 """
 
 from __future__ import annotations
