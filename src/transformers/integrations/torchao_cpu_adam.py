@@ -499,7 +499,7 @@ class AdamW8bit(_TorchaoAdamW8bit):
             for tensor in (weight, grad, *moments):
                 torch._dynamo.maybe_mark_dynamic(tensor, 0)
         (update or torch.compile(single_param_adam, fullgraph=True, dynamic=False))(
-            weight, grad, state["step"], *moments, state.get("max_exp_avg_sq", None), group["lr"],
+            weight, grad, state["step"], *moments, state.get("max_exp_avg_sq"), group["lr"],
             group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw,
             stochastic_round,
         )  # fmt: skip
