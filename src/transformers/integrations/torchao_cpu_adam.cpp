@@ -103,29 +103,39 @@ struct Maps {
   const int32_t *l1, *l2;
 };
 
-// weight decay, dequantisation and both moments' lerp of block `b` into `buffer` (m, v, then the decayed weight);
-// the block's largest |m| and |v| as bit patterns
-template <typename P>
-void moments(const Quantized<P>& t, int64_t b, int64_t n, const Maps& maps, float* buffer, const Scalars& k,
-             uint32_t* max_bits) {
-  const P* __restrict p = t.p + b * n;
-  const P* __restrict g = t.g + b * n;
-  const uint8_t* __restrict c1 = t.c1 + b * n;
-  const uint8_t* __restrict c2 = t.c2 + b * n;
-  const float* __restrict q1 = maps.q1;
-  const float* __restrict q2 = maps.q2;
+// torch's lerp(start, end, w) as the compiled update computes it: `coefficient` w with FromEnd false, else -(1 - w)
+template <bool FromEnd>
+inline float lerp(float start, float end, float coefficient) {
+  return (FromEnd ? end : start) + (end - start) * coefficient;
+}
+
+// What dequantises a block's moments, and the update's scalars.
+struct BlockArgs {
+  const float *q1, *q2;
+  float scale1, scale2;
+  Scalars k;
+};
+
+// weight decay, dequantisation and both moments' lerp of one block into `buffer` (m, v, then the decayed weight);
+// the block's largest |m| and |v| as bit patterns. The lerp formulas are template arguments: a select in the loop
+// stops GCC from vectorising it.
+template <typename P, bool FromEnd1, bool FromEnd2>
+void moments(const P* __restrict p, const P* __restrict g, const uint8_t* __restrict c1, const uint8_t* __restrict c2,
+             float* __restrict buffer, int64_t n, const BlockArgs& args, uint32_t* max_bits) {
+  const BlockArgs a = args;  // a local copy: the stores below cannot alias it
+  const Scalars& k = a.k;
+  const float* __restrict q1 = a.q1;
+  const float* __restrict q2 = a.q2;
+  const float scale1 = a.scale1, scale2 = a.scale2;
   float* __restrict m = buffer;
   float* __restrict v = buffer + n;
   float* __restrict w = buffer + 2 * n;
-  const float scale1 = t.s1[b], scale2 = t.s2[b];
   uint32_t max1 = 0, max2 = 0;
   for (int64_t i = 0; i < n; ++i) {
     float pf = load(p, i), gf = load(g, i);
     pf = k.is_adamw ? pf - k.lr_wd * pf : pf;
     gf = k.is_adamw ? gf : gf + k.wd * pf;
-    float mi = q1[c1[i]] * scale1, vi = q2[c2[i]] * scale2, g2 = gf * gf;
-    mi = (k.from_end1 ? gf : mi) + (gf - mi) * k.c1;
-    vi = (k.from_end2 ? g2 : vi) + (g2 - vi) * k.c2;
+    float mi = lerp<FromEnd1>(q1[c1[i]] * scale1, gf, k.c1), vi = lerp<FromEnd2>(q2[c2[i]] * scale2, gf * gf, k.c2);
     m[i] = mi; v[i] = vi; w[i] = pf;
     uint32_t a1 = as_bits(mi) & 0x7FFFFFFFu, a2 = as_bits(vi) & 0x7FFFFFFFu;
     max1 = a1 > max1 ? a1 : max1;
@@ -194,8 +204,13 @@ template <typename P>
 void update_block(const Quantized<P>& t, int64_t b, int64_t block, const Maps& maps, float* buffer,
                   const Scalars& k) {
   const int64_t o = b * block;
+  using Moments = void (*)(const P*, const P*, const uint8_t*, const uint8_t*, float*, int64_t, const BlockArgs&,
+                           uint32_t*);
+  static constexpr Moments pick[2][2] = {{&moments<P, false, false>, &moments<P, false, true>},
+                                         {&moments<P, true, false>, &moments<P, true, true>}};
   uint32_t max_bits[2];
-  moments(t, b, block, maps, buffer, k, max_bits);
+  pick[k.from_end1][k.from_end2](t.p + o, t.g + o, t.c1 + o, t.c2 + o, buffer, block,
+                                 {maps.q1, maps.q2, t.s1[b], t.s2[b], k}, max_bits);
   t.s1[b] = block_scale(max_bits[0]);
   t.s2[b] = block_scale(max_bits[1]);
   quantize(buffer, t.s1[b], maps.l1, t.c1 + o, block);
@@ -324,8 +339,8 @@ void plain(P* __restrict p, const P* __restrict g, P* __restrict m, P* __restric
     pf = k.is_adamw ? pf - k.lr_wd * pf : pf;
     gf = k.is_adamw ? gf : gf + k.wd * pf;
     g2 = gf * gf;
-    mi = (k.from_end1 ? gf : mi) + (gf - mi) * k.c1;
-    vi = (k.from_end2 ? g2 : vi) + (g2 - vi) * k.c2;
+    mi = k.from_end1 ? lerp<true>(mi, gf, k.c1) : lerp<false>(mi, gf, k.c1);
+    vi = k.from_end2 ? lerp<true>(vi, g2, k.c2) : lerp<false>(vi, g2, k.c2);
     put(m, i, mi); put(v, i, vi);
     w[i] = adam(pf, mi, vi, k);
   }
