@@ -174,6 +174,15 @@ class UpdateTest(TestCasePlus):
             self.assertIsNone(self.fresh_ops(folder))
         self.assertIn("is not a folder that only this user can write to: remove it", captured.out)
 
+    def test_without_ninja_the_compiled_update_runs_with_a_warning(self):
+        folder = self.get_auto_remove_tmp_dir()
+        missing = RuntimeError("Ninja is required to load C++ extensions (pip install ninja to get it)")
+        with unittest.mock.patch.object(torch.utils.cpp_extension, "verify_ninja_availability", side_effect=missing):
+            with CaptureLogger(torchao_cpu_adam.logger) as captured:
+                self.assertIsNone(self.fresh_ops(folder))
+        self.assertIn("could not be built or loaded (Ninja is required", captured.out)
+        self.assertIn("the compiled torch update runs instead", captured.out)
+
     def test_a_damaged_cached_kernel_is_built_again(self):
         if not has_compiler():
             self.skipTest("no C++ compiler or ninja")

@@ -53,13 +53,16 @@ of the same name cannot collide), compiled by torchao's `setup.py` with its CPU 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import platform
+import shutil
 import struct
 import subprocess
 import sys
+import sysconfig
 
 import torch
 import torch.utils.cpp_extension
@@ -276,6 +279,22 @@ def _whole_library(library: str) -> bool:
     return os.path.getsize(library) >= offset + entry_size * count
 
 
+@contextlib.contextmanager
+def _ninja_of_this_environment():
+    """torch runs `ninja` from `PATH`; the `ninja` package of the `torchao` extra lands beside this interpreter, which
+    an unactivated virtual environment leaves off `PATH`: add that folder while building."""
+    path, scripts = os.environ.get("PATH"), sysconfig.get_path("scripts")
+    if shutil.which("ninja") is None and shutil.which("ninja", path=scripts):
+        os.environ["PATH"] = os.pathsep.join(filter(None, (scripts, path)))
+    try:
+        yield
+    finally:
+        if path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = path
+
+
 @functools.cache
 def _cpu_ops():
     """The ops of `torchao_cpu_adam.cpp` (`adam_8bit_`, `adam_`), built at first use by torch's extension machinery
@@ -283,16 +302,17 @@ def _cpu_ops():
     cannot be (no ninja, no compiler, a failed build or load): the compiled updates run instead."""
     flags = _build_flags()
     try:
-        torch.utils.cpp_extension.verify_ninja_availability()
         directory = _private_folder(_extension_folder(flags))
         name = os.path.basename(directory)
         library = os.path.join(directory, name + ".so")
         if os.path.exists(library) and not _whole_library(library):
             os.remove(library)  # ninja links it again
-        torch.utils.cpp_extension.load(
-            name, [_SOURCE], extra_cflags=flags, extra_ldflags=[f for f in flags if f == "-fopenmp"],
-            build_directory=directory, is_python_module=False, verbose=False,
-        )  # fmt: skip
+        with _ninja_of_this_environment():
+            torch.utils.cpp_extension.verify_ninja_availability()
+            torch.utils.cpp_extension.load(
+                name, [_SOURCE], extra_cflags=flags, extra_ldflags=[f for f in flags if f == "-fopenmp"],
+                build_directory=directory, is_python_module=False, verbose=False,
+            )  # fmt: skip
     except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as error:
         logger.warning(
             f"torchao_cpu_adam: the C++ update could not be built or loaded ({str(error)[-800:]}); the compiled "
