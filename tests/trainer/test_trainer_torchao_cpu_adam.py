@@ -15,6 +15,7 @@
 
 import contextlib
 import glob
+import io
 import logging
 import os
 import shutil
@@ -284,6 +285,39 @@ class UpdateTest(TestCasePlus):
                 call(**changes)
         with self.assertRaisesRegex(RuntimeError, "exp_avgs\\[0\\] must be BFloat16"):
             ops.adam_([p], [g], [p.float()], [p.clone()], **scalars)
+
+    def test_state_dicts_round_trip_with_torchaos_class(self):
+        # the same state: each class resumes the other's state dict, and the next step is the same
+        def make(cls):
+            weight = torch.nn.Parameter(torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).bfloat16())
+            bias = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
+            return [weight, bias], cls([weight, bias], lr=1e-2, bf16_stochastic_round=False)
+
+        generator = torch.Generator().manual_seed(2)
+        grads = [[torch.randn(s, generator=generator).bfloat16() for s in ((64, 128), (64,))] for _ in range(3)]
+        for first, second in ((CPUAdamW8bit, AdamW8bit), (AdamW8bit, CPUAdamW8bit)):
+            params, optimizer = make(first)
+            for step in grads[:2]:
+                for p, g in zip(params, step):
+                    p.grad = g
+                optimizer.step()
+            saved, checkpoint = [p.detach().clone() for p in params], io.BytesIO()
+            torch.save(optimizer.state_dict(), checkpoint)  # as a checkpoint holds it
+            results = []
+            for cls in (first, second):
+                resumed_params, resumed = make(cls)
+                with torch.no_grad():
+                    for p, value in zip(resumed_params, saved):
+                        p.copy_(value)
+                checkpoint.seek(0)
+                resumed.load_state_dict(torch.load(checkpoint, weights_only=False))
+                for p, g in zip(resumed_params, grads[2]):
+                    p.grad = g
+                resumed.step()
+                state = resumed.state[resumed_params[0]]
+                results.append([*resumed_params, state["exp_avg"].codes, state["exp_avg_sq"].scale])
+            for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq scale"), *results):
+                self.assertTrue(torch.equal(a, b), f"{name}, {first.__module__} -> {second.__module__}")
 
     def test_the_update_each_parameter_takes_is_logged_once(self):
         for context, update in ((contextlib.nullcontext(), "C++ kernel"), (compiled_update_only(), "compiled torch")):
