@@ -105,6 +105,7 @@ class TorchaoHandlerTest(TestCasePlus):
     def test_bf16_full_train_turns_stochastic_rounding_on(self):
         optimizer = self.optimizer(tiny_gpt2())
         self.assertIsInstance(optimizer, AdamW8bit)
+        self.assertEqual(type(optimizer).__module__, "transformers.integrations.torchao_cpu_adam")  # its CPU update
         self.assertTrue(optimizer.bf16_stochastic_round)
         self.assertEqual(optimizer.block_size, 256)
         self.assertEqual(optimizer.param_groups[0]["sr_seed"], 42)  # TrainingArguments' default seed

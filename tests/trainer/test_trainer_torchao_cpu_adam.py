@@ -15,6 +15,7 @@
 
 import contextlib
 import glob
+import io
 import logging
 import os
 import shutil
@@ -48,6 +49,20 @@ if is_torch_available() and is_torchao_available():
         fp32_to_bf16_sr_hashed,
         quantize_8bit_with_lut,
     )
+
+
+class PackageTest(TestCasePlus):
+    def test_the_wheel_ships_the_ops_source(self):
+        # the ops build from the installed .cpp at first use: the wheel must carry it (its RECORD lists it)
+        import transformers.integrations
+
+        source = os.path.join(os.path.dirname(transformers.integrations.__file__), "torchao_cpu_adam.cpp")
+        with open(source, encoding="utf-8") as f:
+            self.assertIn("TORCH_LIBRARY_FRAGMENT(TORCHAO_CPU_ADAM_NAMESPACE", f.read())
+        site = os.path.dirname(os.path.dirname(os.path.dirname(source)))
+        [record] = glob.glob(os.path.join(site, "transformers-*.dist-info", "RECORD"))
+        with open(record, encoding="utf-8") as f:
+            self.assertIn("transformers/integrations/torchao_cpu_adam.cpp,sha256=", f.read())
 
 
 def adversarial_inputs(qmap):
@@ -101,23 +116,27 @@ class QuantizerTest(TestCasePlus):
 @contextlib.contextmanager
 def torchao_path_only():
     """Sends every parameter of `CPUAdamW8bit` to torchao's own update."""
-    with unittest.mock.patch.object(torchao_cpu_adam, "_cpu_lut", return_value=None):
+    with unittest.mock.patch.object(torchao_cpu_adam, "_takes_8bit_cpu", return_value=False):
         with unittest.mock.patch.object(torchao_cpu_adam, "_takes_native_plain", return_value=False):
             yield
 
 
 def compiled_update_only():
-    """Sends `CPUAdamW8bit`'s CPU parameters to the compiled update, as where the C++ kernel cannot be built."""
-    return unittest.mock.patch.object(torchao_cpu_adam, "_native_kernel", return_value=None)
+    """Sends `CPUAdamW8bit`'s CPU parameters to the compiled update, as where the C++ ops cannot be built."""
+    return unittest.mock.patch.object(torchao_cpu_adam, "_cpu_ops", return_value=None)
 
 
-def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4, train_bias=True):
+def has_compiler():
+    return shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is not None and shutil.which("ninja") is not None
+
+
+def steps(optimizer_cls, force_torchao, stochastic_round=False, count=4, train_bias=True, betas=(0.9, 0.999)):
     """Weights and moments after `count` steps on fixed gradients, from the same start: a 64 x 128 matrix (8-bit
     moments, weight decay) and a bias (unquantized moments; left without gradient unless `train_bias`)."""
     weight = torch.nn.Parameter(torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).bfloat16())
     bias = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
     groups = [{"params": [weight], "weight_decay": 0.01}, {"params": [bias], "weight_decay": 0.0}]
-    optimizer = optimizer_cls(groups, lr=1e-2, bf16_stochastic_round=stochastic_round)
+    optimizer = optimizer_cls(groups, lr=1e-2, betas=betas, bf16_stochastic_round=stochastic_round)
     generator = torch.Generator().manual_seed(1)
     with torchao_path_only() if force_torchao else contextlib.nullcontext():
         for i in range(count):
@@ -138,57 +157,171 @@ class UpdateTest(TestCasePlus):
         for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, theirs):
             self.assertTrue(torch.equal(a, b), name)
 
-    def fresh_kernel(self, folder):
-        """`_native_kernel()` built or loaded afresh with `folder` as torch's extension folder."""
-        torchao_cpu_adam._native_kernel.cache_clear()
-        self.addCleanup(torchao_cpu_adam._native_kernel.cache_clear)
+    def fresh_ops(self, folder):
+        """`_cpu_ops()` afresh with `folder` as torch's extension folder (refused before anything loads)."""
+        torchao_cpu_adam._cpu_ops.cache_clear()
+        self.addCleanup(torchao_cpu_adam._cpu_ops.cache_clear)
         with unittest.mock.patch.dict(os.environ, {"TORCH_EXTENSIONS_DIR": folder}):
-            return torchao_cpu_adam._native_kernel()
+            return torchao_cpu_adam._cpu_ops()
 
     def test_a_kernel_folder_others_can_write_to_is_refused(self):
         # a library another user could replace would run as this one: the folder is checked before anything loads
         folder = self.get_auto_remove_tmp_dir()
-        os.makedirs(os.path.join(folder, "torchao_cpu_adam"), mode=0o777)
-        os.chmod(os.path.join(folder, "torchao_cpu_adam"), 0o777)
+        with unittest.mock.patch.dict(os.environ, {"TORCH_EXTENSIONS_DIR": folder}):
+            build = torchao_cpu_adam._extension_folder(torchao_cpu_adam._build_flags())
+        os.makedirs(build, mode=0o777)
+        os.chmod(build, 0o777)
         with CaptureLogger(torchao_cpu_adam.logger) as captured:
-            self.assertIsNone(self.fresh_kernel(folder))
+            self.assertIsNone(self.fresh_ops(folder))
         self.assertIn("is not a folder that only this user can write to: remove it", captured.out)
 
-    def test_a_damaged_cached_kernel_is_built_again(self):
-        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:
-            self.skipTest("no C++ compiler")
+    def test_without_ninja_the_compiled_update_runs_with_a_warning(self):
         folder = self.get_auto_remove_tmp_dir()
-        # built by another process: truncating a library this process has loaded would crash it, as it would any
-        # process that has it loaded
-        build = "from transformers.integrations import torchao_cpu_adam as t; assert t._native_kernel() is not None"
-        subprocess.run([sys.executable, "-c", build], check=True, env={**os.environ, "TORCH_EXTENSIONS_DIR": folder})
-        [library] = glob.glob(os.path.join(folder, "torchao_cpu_adam", "*.so"))
+        missing = RuntimeError("Ninja is required to load C++ extensions (pip install ninja to get it)")
+        with unittest.mock.patch.object(torch.utils.cpp_extension, "verify_ninja_availability", side_effect=missing):
+            with CaptureLogger(torchao_cpu_adam.logger) as captured:
+                self.assertIsNone(self.fresh_ops(folder))
+        self.assertIn("could not be built or loaded (Ninja is required", captured.out)
+        self.assertIn("the compiled torch update runs instead", captured.out)
+
+    def test_a_damaged_cached_kernel_is_built_again(self):
+        if not has_compiler():
+            self.skipTest("no C++ compiler or ninja")
+        folder = self.get_auto_remove_tmp_dir()
+        # each load in its own process: a process can register the ops once, and truncating a library a process
+        # has loaded would crash it
+        check = "from transformers.integrations import torchao_cpu_adam as t; assert t._cpu_ops() is not None"
+        env = {**os.environ, "TORCH_EXTENSIONS_DIR": folder}
+        subprocess.run([sys.executable, "-c", check], check=True, env=env)
+        [library] = glob.glob(os.path.join(folder, "torchao_cpu_adam_*", "*.so"))
         self.assertEqual(os.stat(os.path.dirname(library)).st_mode & 0o777, 0o700)
         with open(library, "r+b") as f:  # truncated, as by a full disk: loading it would crash the process
             f.truncate(1000)
-        self.assertIsNotNone(self.fresh_kernel(folder))
+        self.assertFalse(torchao_cpu_adam._whole_library(library))
+        subprocess.run([sys.executable, "-c", check], check=True, env=env)
         self.assertGreater(os.path.getsize(library), 1000)
+        self.assertTrue(torchao_cpu_adam._whole_library(library))
 
     def test_cpp_update_is_built_and_takes_the_compiled_updates_steps(self):
-        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None:
-            self.skipTest("no C++ compiler")
-        self.assertIsNotNone(torchao_cpu_adam._native_kernel())
+        if not has_compiler():
+            self.skipTest("no C++ compiler or ninja")
+        self.assertIsNotNone(torchao_cpu_adam._cpu_ops())
         # the same hash: the same draws (with stochastic rounding the bias, whose fallback is torchao's `randint`, stays
-        # out)
-        for stochastic_round in (False, True):
+        # out); betas 0.3 and 0.4 take torch's other lerp formula (weight >= 0.5)
+        for stochastic_round, betas in ((False, (0.9, 0.999)), (True, (0.9, 0.999)), (False, (0.3, 0.4))):
+            kwargs = {"stochastic_round": stochastic_round, "train_bias": not stochastic_round, "betas": betas}
             torch.manual_seed(5)
-            ours = steps(CPUAdamW8bit, False, stochastic_round=stochastic_round, train_bias=not stochastic_round)
+            ours = steps(CPUAdamW8bit, False, **kwargs)
             torch.manual_seed(5)
             with compiled_update_only():
-                compiled = steps(
-                    CPUAdamW8bit, False, stochastic_round=stochastic_round, train_bias=not stochastic_round
-                )
-            for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, compiled):
-                self.assertTrue(torch.equal(a, b), f"{name}, stochastic rounding {stochastic_round}")
+                compiled = steps(CPUAdamW8bit, False, **kwargs)
+            theirs = steps(AdamW8bit, False, **kwargs) if not stochastic_round else compiled
+            for name, a, b, c in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq codes", "scale"), ours, compiled, theirs):  # fmt: skip
+                self.assertTrue(torch.equal(a, b), f"{name}, stochastic rounding {stochastic_round}, betas {betas}")
+                self.assertTrue(torch.equal(a, c), f"{name}, torchao's update, betas {betas}")
+
+    def test_one_call_per_group_for_the_8bit_tensors_with_the_compiled_updates_draws(self):
+        if not has_compiler():
+            self.skipTest("no C++ compiler or ninja")
+        calls = []
+        original = torchao_cpu_adam.native_adam_8bit_cpu
+
+        def record(params, *args):
+            calls.append(len(params))
+            return original(params, *args)
+
+        def run():
+            generator = torch.Generator().manual_seed(0)
+            params = [torch.nn.Parameter(torch.randn(n, generator=generator).bfloat16()) for n in (8192, 4096, 12288)]
+            optimizer = CPUAdamW8bit(params, lr=1e-2, bf16_stochastic_round=True)
+            for _ in range(2):
+                for p in params:
+                    p.grad = torch.randn(p.shape, generator=generator).bfloat16()
+                optimizer.step()
+            return [p.detach().clone() for p in params]
+
+        torch.manual_seed(7)
+        with unittest.mock.patch.object(torchao_cpu_adam, "native_adam_8bit_cpu", side_effect=record):
+            ours = run()
+        self.assertEqual(calls, [3, 3])  # the three 8-bit tensors in one call per step
+        torch.manual_seed(7)
+        with compiled_update_only():
+            compiled = run()
+        for i, (a, b) in enumerate(zip(ours, compiled)):
+            self.assertTrue(torch.equal(a, b), f"tensor {i}")  # the index runs on across the call's tensors
+
+    def test_the_ops_check_their_arguments(self):
+        if not has_compiler():
+            self.skipTest("no C++ compiler or ninja")
+        ops = torchao_cpu_adam._cpu_ops()
+        (qmap1, lut1), (qmap2, lut2) = (
+            torchao_cpu_adam._standard_luts()[True],
+            torchao_cpu_adam._standard_luts()[False],
+        )
+        p, g = torch.zeros(512, dtype=torch.bfloat16), torch.zeros(512, dtype=torch.bfloat16)
+        codes, scales = torch.zeros(512, dtype=torch.uint8), torch.ones(2)
+        scalars = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "weight_decay": 0.0, "eps": 1e-8, "is_adamw": True}
+        scalars.update(bias_correction1=0.1, bias_correction2_sqrt=0.03)
+
+        def call(**changes):
+            args = {"params": [p], "grads": [g], "exp_avg_codes": [codes], "exp_avg_scales": [scales]}
+            args.update(exp_avg_sq_codes=[codes.clone()], exp_avg_sq_scales=[scales.clone()], block_size=256)
+            args.update(qmaps=[qmap1, qmap2], luts=[lut1, lut2])
+            args.update(changes)
+            ops.adam_8bit_(**args, **scalars)
+
+        call()  # valid
+        for changes, message in (
+            ({"grads": [g.float()]}, r"grads\[0\] must be BFloat16, got Float"),
+            ({"exp_avg_codes": [codes.float()]}, r"exp_avg_codes\[0\] must be Byte"),
+            ({"exp_avg_sq_scales": [torch.ones(4)]}, r"exp_avg_sq_scales\[0\] must have 2 elements"),
+            ({"params": [torch.zeros(1024, dtype=torch.bfloat16)[::2]]}, r"params\[0\] must be contiguous"),
+            ({"block_size": 384}, "not a multiple of block_size 384"),
+            ({"luts": [lut1[:100], lut2]}, "luts\\[0\\] must be a contiguous CPU Int tensor of 65536 elements"),
+            ({"grads": []}, r"grads must have one tensor per param \(1\), got 0"),
+            ({"params": [p.float()], "grads": [g.float()], "seed": 3}, "seed .stochastic rounding. needs bfloat16"),
+        ):
+            with self.assertRaisesRegex(RuntimeError, message):
+                call(**changes)
+        with self.assertRaisesRegex(RuntimeError, "exp_avgs\\[0\\] must be BFloat16"):
+            ops.adam_([p], [g], [p.float()], [p.clone()], **scalars)
+
+    def test_state_dicts_round_trip_with_torchaos_class(self):
+        # the same state: each class resumes the other's state dict, and the next step is the same
+        def make(cls):
+            weight = torch.nn.Parameter(torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).bfloat16())
+            bias = torch.nn.Parameter(torch.zeros(64, dtype=torch.bfloat16))
+            return [weight, bias], cls([weight, bias], lr=1e-2, bf16_stochastic_round=False)
+
+        generator = torch.Generator().manual_seed(2)
+        grads = [[torch.randn(s, generator=generator).bfloat16() for s in ((64, 128), (64,))] for _ in range(3)]
+        for first, second in ((CPUAdamW8bit, AdamW8bit), (AdamW8bit, CPUAdamW8bit)):
+            params, optimizer = make(first)
+            for step in grads[:2]:
+                for p, g in zip(params, step):
+                    p.grad = g
+                optimizer.step()
+            saved, checkpoint = [p.detach().clone() for p in params], io.BytesIO()
+            torch.save(optimizer.state_dict(), checkpoint)  # as a checkpoint holds it
+            results = []
+            for cls in (first, second):
+                resumed_params, resumed = make(cls)
+                with torch.no_grad():
+                    for p, value in zip(resumed_params, saved):
+                        p.copy_(value)
+                checkpoint.seek(0)
+                resumed.load_state_dict(torch.load(checkpoint, weights_only=False))
+                for p, g in zip(resumed_params, grads[2]):
+                    p.grad = g
+                resumed.step()
+                state = resumed.state[resumed_params[0]]
+                results.append([*resumed_params, state["exp_avg"].codes, state["exp_avg_sq"].scale])
+            for name, a, b in zip(("weight", "bias", "exp_avg codes", "exp_avg_sq scale"), *results):
+                self.assertTrue(torch.equal(a, b), f"{name}, {first.__module__} -> {second.__module__}")
 
     def test_the_update_each_parameter_takes_is_logged_once(self):
         for context, update in ((contextlib.nullcontext(), "C++ kernel"), (compiled_update_only(), "compiled torch")):
-            if update == "C++ kernel" and torchao_cpu_adam._native_kernel() is None:
+            if update == "C++ kernel" and torchao_cpu_adam._cpu_ops() is None:
                 continue
             with LoggingLevel(logging.INFO), CaptureLogger(torchao_cpu_adam.logger) as captured, context:
                 steps(CPUAdamW8bit, False, count=2)
@@ -229,17 +362,21 @@ class SmallTensorUpdateTest(TestCasePlus):
 
     def setUp(self):
         super().setUp()
-        if shutil.which(torch.utils.cpp_extension.get_cxx_compiler()) is None or not torchao_cpu_adam._native_kernel():
-            self.skipTest("no C++ compiler")
+        if not has_compiler() or torchao_cpu_adam._cpu_ops() is None:
+            self.skipTest("no C++ compiler or ninja")
 
     def test_round_to_nearest_equals_torchaos_compiled_update(self):
         # torchao's update compiled as its fallback here runs it: dynamic in the size
         compiled = torch.compile(single_param_adam, fullgraph=True, dynamic=False)
         sizes = (1, 7, 333, 4095)
-        for dtype, is_adamw, weight_decay in ((torch.bfloat16, True, 0.01), (torch.float32, True, 0.1),
-                                              (torch.bfloat16, False, 0.01)):  # fmt: skip
+        # betas 0.3 and 0.4: torch's lerp takes its other formula (weight >= 0.5)
+        for dtype, is_adamw, weight_decay, (beta1, beta2) in ((torch.bfloat16, True, 0.01, (0.9, 0.999)),
+                                                              (torch.float32, True, 0.1, (0.9, 0.999)),
+                                                              (torch.bfloat16, False, 0.01, (0.9, 0.999)),
+                                                              (torch.bfloat16, True, 0.01, (0.3, 0.4)),
+                                                              (torch.float32, False, 0.1, (0.3, 0.4))):  # fmt: skip
             lr, step = torch.tensor(3e-3), torch.tensor(7.0)
-            hparams = (0.9, 0.999, weight_decay, 1e-8, is_adamw)
+            hparams = (beta1, beta2, weight_decay, 1e-8, is_adamw)
             ours = plain_adam_inputs(dtype, sizes)
             theirs = clone_all(*ours)
             torchao_cpu_adam.native_adam_plain_cpu(*ours, lr, step, hparams, None)
@@ -247,10 +384,10 @@ class SmallTensorUpdateTest(TestCasePlus):
                 for tensor in (p, g, m, v):
                     torch._dynamo.maybe_mark_dynamic(tensor, 0)
                 with torch._dynamo.utils.disable_cache_limit():  # other tests compiled it too
-                    compiled(p, g, step, m, v, None, lr, 0.9, 0.999, weight_decay, 1e-8, is_adamw, False)
+                    compiled(p, g, step, m, v, None, lr, beta1, beta2, weight_decay, 1e-8, is_adamw, False)
             for name, a, b in zip(("weight", "exp_avg", "exp_avg_sq"), (ours[0], ours[2], ours[3]), (theirs[0], theirs[2], theirs[3])):  # fmt: skip
                 for i, (x, y) in enumerate(zip(a, b)):
-                    self.assertTrue(torch.equal(x, y), f"{name} {i}, {dtype}, adamw {is_adamw}")
+                    self.assertTrue(torch.equal(x, y), f"{name} {i}, {dtype}, adamw {is_adamw}, {beta1}, {beta2}")
             self.assertFalse(torch.equal(ours[0][-1], plain_adam_inputs(dtype, sizes)[0][-1]))  # it did update
 
     def test_stochastic_rounding_is_unbiased_and_reproducible(self):
@@ -318,8 +455,6 @@ class TrainerTest(TestCasePlus):
         args = TrainingArguments(
             self.get_auto_remove_tmp_dir(),
             bf16_full_train=True,
-            optim="adamw_torch_8bit",
-            optim_args="bf16_stochastic_round=false",
             use_cpu=True,
             report_to=[],
             save_strategy="no",
@@ -331,12 +466,18 @@ class TrainerTest(TestCasePlus):
             seed=3,
         )
         record = RecordWeights(model)
-        trainer = Trainer(model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record])
+        # the class the Trainer builds for `optim="adamw_torch_8bit"` with `bf16_full_train` (torchao_optim.py)
+        optimizer = (CPUAdamW8bit, {"lr": 1e-3, "bf16_stochastic_round": False})
+        trainer = Trainer(
+            model=model, args=args, train_dataset=random_token_dataset(), callbacks=[record],
+            optimizer_cls_and_kwargs=optimizer,
+        )  # fmt: skip
         # compiled as in use: the C++ update reproduces the compiled update's fp32 arithmetic, and eager `lerp`
         # rounds differently (a fused multiply-add)
         with torchao_path_only() if force_torchao else contextlib.nullcontext():
             trainer.train()
         self.assertIsInstance(trainer.optimizer.optimizer, CPUAdamW8bit)
+        self.assertEqual(trainer.optimizer.optimizer.param_groups[0]["weight_decay"], 0.01)
         return record.history
 
     def test_trainer_run_matches_torchaos_path_step_for_step(self):

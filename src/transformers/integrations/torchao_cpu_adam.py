@@ -24,44 +24,49 @@ own `quantize_8bit_with_qmap`, holds for each interval the code below the step, 
 16 bits, so `quantize_8bit_with_lut` returns torchao's code for every float32 input (NaN, inf, subnormals and
 values exactly on a rounding midpoint included) with one gather instead of ten.
 
-Inductor still emits those gathers as scalar loads, so the update runs as a small C++ kernel ([`_KERNEL_SOURCE`],
-three passes over each block that the compiler vectorises, gathers included), built once per machine with the C++
-compiler torch uses, kept in a folder only the user can write to (torch's extension folder) with a digest that is
-checked before each load, and loaded with `ctypes`: about 2 times torch's fused fp32 AdamW on large tensors
-(the compiled lookup: 5 to 16).
-It does the compiled update's fp32 arithmetic in the same order (no fused multiply-add), so weights, codes and
-scales are bit-identical to it and to torchao's compiled update. Where the kernel cannot be built, the same update
-runs compiled (one compile per dtype, dynamic in the number of blocks), with a warning.
+Inductor still emits those gathers as scalar loads, so the update runs as two registered torch ops in
+`torchao_cpu_adam.cpp` (shipped in the package): `adam_8bit_` (8-bit moments: three passes over each block that the
+compiler vectorises, gathers included) and `adam_` (tensors under 4096 values, whose moments torchao keeps
+unquantized), each taking a param group's tensors as lists in one call, its blocks split over torch's intra-op threads
+(`at::parallel_for`), its arguments checked at the C++ boundary. They are built at first use by
+`torch.utils.cpp_extension.load` (ninja, about 10 s here) in torch's per-user extension folder, in a sub-folder only
+the user can write to (checked) and named by a digest of the source, flags, compiler, torch and CPU; a truncated
+library is linked again. About 2 times torch's fused fp32 AdamW on large tensors (the compiled lookup: 5 to 16). They
+do the compiled update's fp32 arithmetic in the same order (no fused multiply-add, torch's `lerp` with its formula
+switch at weight 0.5), so weights, codes and scales are bit-identical to it and to torchao's compiled update. Where
+the ops cannot be built (no compiler, no ninja, a failed build), the same update runs compiled (one compile per dtype,
+dynamic in the number of blocks) and small tensors take torchao's compiled update, with a warning naming the cause.
 
-Tensors under 4096 values, whose moments torchao keeps unquantized, take a plain Adam(W) update in the same
-library, every such tensor of a param group in one call (torchao's compiled update per tensor costs a dynamo-guarded
-call each), with the compiled update's arithmetic: bit-identical to torchao's compiled `single_param_adam` when
-rounding to nearest.
-
-Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element index and a seed
-taken from the global torch generator once per tensor and step, so it needs no random kernel and is reproducible
+Stochastic rounding draws its 16 random bits per value from a counter-based hash of the element's index in the call
+and a seed taken from the global torch generator once per call, so it needs no random kernel and is reproducible
 under `torch.manual_seed` (and under `synchronize_stochastic_rounding`'s per-step seeding); its draws differ from
 torchao's `torch.randint`: each value's 16 bits are uniform as torchao's, and values are a hash's draws, not
 independent ones (a review measured correlations between neighbouring decisions of about 0.002, no bias).
 
-Upstream, this would sit in torchao as `torchao/optim/quant_utils.py` (`build_quantize_lut`,
-`quantize_8bit_with_lut`), the kernel in torchao's C++ extension (`torchao/csrc/cpu`) and a CPU branch of
-`_AdamBase.step` in `torchao/optim/adam.py`.
+Proposed to torchao: `build_quantize_lut` and `quantize_8bit_with_lut` go to `torchao/optim/quant_utils.py`; the
+.cpp goes to `torchao/csrc/cpu/aten_kernels/` unchanged except for its namespace (built with
+`-DTORCHAO_CPU_ADAM_NAMESPACE=torchao`, or that default changed; here `transformers_torchao`, so that a later torchao op
+of the same name cannot collide), compiled by torchao's `setup.py` with its CPU flags plus `-ffp-contract=off`;
+`torch.ops.torchao.adam_8bit_` / `adam_` are then called from a CPU branch of `_AdamBase.step` in
+`torchao/optim/adam.py`, and the loader here (`_cpu_ops`) goes away.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import functools
 import hashlib
 import os
 import platform
-import shlex
+import shutil
+import struct
 import subprocess
-import tempfile
+import sys
+import sysconfig
 
 import torch
 import torch.utils.cpp_extension
+from torch.utils.cpp_extension import get_cxx_compiler
 from torchao.optim import AdamW8bit as _TorchaoAdamW8bit
 from torchao.optim.adam import single_param_adam
 from torchao.optim.quant_utils import create_dynamic_map, quantize_8bit_with_qmap
@@ -139,7 +144,7 @@ def _standard_luts() -> dict[bool, tuple[torch.Tensor, torch.Tensor]]:
     return luts
 
 
-def _random_16bit(shape, seed: torch.Tensor) -> torch.Tensor:
+def _random_16bit(shape, seed: torch.Tensor, offset=0) -> torch.Tensor:
     """16 uniform random bits per element: a 32-bit integer hash (lowbias32's shifts) of the element's index XOR a hash
     of `seed` (so that another seed is not the same stream shifted by a few elements), computed in int64 lanes so that
     no product overflows."""
@@ -149,18 +154,18 @@ def _random_16bit(shape, seed: torch.Tensor) -> torch.Tensor:
     key = seed & _M32
     for multiplier in (0x7FEB352D, 0x46CA68B5):
         key = ((key ^ (key >> 16)) * multiplier) & _M32
-    x = torch.arange(numel, dtype=torch.int64) ^ (key ^ (key >> 16))
+    x = ((torch.arange(numel, dtype=torch.int64) + offset) & _M32) ^ (key ^ (key >> 16))
     x = ((x ^ (x >> 16)) * 0x7FEB352D) & _M32
     x = ((x ^ (x >> 15)) * 0x46CA68B5) & _M32
     return ((x ^ (x >> 16)) & 0xFFFF).to(torch.int32).view(shape)
 
 
-def fp32_to_bf16_sr_hashed(x: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+def fp32_to_bf16_sr_hashed(x: torch.Tensor, seed: torch.Tensor, offset=0) -> torch.Tensor:
     """torchao's `_fp32_to_bf16_sr` (away from zero with probability equal to the dropped 16 bits / 2^16) with
-    [`_random_16bit`] noise instead of `torch.randint`."""
+    [`_random_16bit`] noise instead of `torch.randint`, element `i` hashing `offset + i`."""
     bits = x.view(torch.int32)
     truncated = bits & -65536  # 0xFFFF0000
-    rounded = torch.where(_random_16bit(x.shape, seed) < (bits & 0xFFFF), truncated + 0x10000, truncated)
+    rounded = torch.where(_random_16bit(x.shape, seed, offset) < (bits & 0xFFFF), truncated + 0x10000, truncated)
     return rounded.view(torch.float32).bfloat16()
 
 
@@ -180,7 +185,8 @@ def single_param_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, 
         exp_avg, exp_avg_sq (`tuple`): `(codes, scale, qmap, lut)` of each moment; codes and scale updated in place.
         lr, step (`torch.Tensor`): 0-d learning rate and step (already counted).
         hparams (`tuple`): `(beta1, beta2, weight_decay, eps, is_adamw)`.
-        sr_seed (`torch.Tensor` or `None`): The seed of stochastic rounding to bf16; `None` rounds to nearest.
+        sr_seed (`tuple` or `None`): Stochastic rounding to bf16's `(seed, offset)` (0-d int64 tensors: element `i`
+            hashes `offset + i`); `None` rounds to nearest.
     """
     beta1, beta2, weight_decay, eps, is_adamw = hparams
     p_f32, grad_f32 = p.float(), grad.float()
@@ -200,209 +206,11 @@ def single_param_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, 
 
     denom = (exp_avg_sq_f32.sqrt() / bias_correction2.sqrt()) + eps
     p_f32 = p_f32 - lr * (exp_avg_f32 / bias_correction1) / denom
-    p.copy_(p_f32 if sr_seed is None else fp32_to_bf16_sr_hashed(p_f32, sr_seed))
+    p.copy_(p_f32 if sr_seed is None else fp32_to_bf16_sr_hashed(p_f32, *sr_seed))
 
 
-_KERNEL_SOURCE = r"""
-// torchao's 8-bit AdamW update for one CPU tensor (see torchao_cpu_adam.py): the fp32 arithmetic of the compiled
-// torch update in the same order, block by block, in three vectorisable passes over each block.
-#include <cmath>
-#include <cstdint>
-#include <algorithm>
-#include <cstring>
-#include <functional>
-#include <thread>
-#include <vector>
-
-namespace {
-
-inline float as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline uint32_t as_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float load(const uint16_t* p, int64_t i) { return as_float(uint32_t(p[i]) << 16); }
-inline float load(const float* p, int64_t i) { return p[i]; }
-
-struct Scalars {
-  float lr, lr_wd, wd, w1, w2, bc1, sqrt_bc2, eps;
-  int32_t is_adamw, stochastic_round;
-  uint32_t seed_key;
-};
-
-// weight decay, dequantisation and both moments' lerp; returns the blocks' maximum |m| and |v| bit patterns
-template <typename P>
-void moments(const P* __restrict p, const P* __restrict g, const uint8_t* __restrict c1, float scale1,
-             const float* __restrict q1, const uint8_t* __restrict c2, float scale2, const float* __restrict q2,
-             float* __restrict m, float* __restrict v, float* __restrict w, int64_t n, const Scalars& k,
-             uint32_t* max1_out, uint32_t* max2_out) {
-  uint32_t max1 = 0, max2 = 0;
-  const float lr_wd = k.is_adamw ? k.lr_wd : 0.0f, wd = k.is_adamw ? 0.0f : k.wd;
-  for (int64_t i = 0; i < n; ++i) {
-    float pf = load(p, i), gf = load(g, i);
-    pf = k.is_adamw ? pf - lr_wd * pf : pf;
-    gf = k.is_adamw ? gf : gf + wd * pf;
-    float mi = q1[c1[i]] * scale1, vi = q2[c2[i]] * scale2;
-    mi = mi + (gf - mi) * k.w1;
-    vi = vi + (gf * gf - vi) * k.w2;
-    m[i] = mi; v[i] = vi; w[i] = pf;
-    uint32_t a1 = as_bits(mi) & 0x7FFFFFFFu, a2 = as_bits(vi) & 0x7FFFFFFFu;
-    max1 = a1 > max1 ? a1 : max1;
-    max2 = a2 > max2 ? a2 : max2;
-  }
-  *max1_out = max1; *max2_out = max2;
-}
-
-// amax(|x|).clip(1e-12) from the largest bit pattern of |x| (NaN's patterns lie above inf's, so NaN propagates)
-inline float block_scale(uint32_t max_bits) {
-  float amax = as_float(max_bits);
-  return amax != amax ? amax : (amax > 1e-12f ? amax : 1e-12f);
-}
-
-// quantize_8bit_with_lut(x / scale, lut): one lookup and one comparison
-void quantize(const float* __restrict x, float scale, const int32_t* __restrict lut, uint8_t* __restrict codes,
-              int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float y = x[i] / scale;
-    uint32_t key = as_bits(y) >> 16, entry = uint32_t(lut[key]);
-    float step = as_float((key << 16) | (entry & 0xFFFFu));
-    codes[i] = uint8_t(y >= step ? entry >> 24 : (entry >> 16) & 0xFFu);
-  }
-}
-
-inline float adam(float w, float m, float v, const Scalars& k) {
-  return w - k.lr * (m / k.bc1) / (std::sqrt(v) / k.sqrt_bc2 + k.eps);
-}
-
-void store(float* __restrict p, const float* __restrict m, const float* __restrict v, float* __restrict w,
-           int64_t, int64_t n, const Scalars& k) {
-  for (int64_t i = 0; i < n; ++i) p[i] = adam(w[i], m[i], v[i], k);
-}
-
-// c10::BFloat16's rounding (nearest even, NaN to 0x7FC0), or fp32_to_bf16_sr_hashed with _random_16bit's hash
-void store_rounded(uint16_t* __restrict p, const float* __restrict values, int64_t offset, int64_t n,
-                   const Scalars& k) {
-  if (k.stochastic_round) {
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t x = uint32_t(offset + i) ^ k.seed_key;
-      x = (x ^ (x >> 16)) * 0x7FEB352Du;
-      x = (x ^ (x >> 15)) * 0x46CA68B5u;
-      uint32_t bits = as_bits(values[i]), truncated = bits & 0xFFFF0000u;
-      uint32_t rounded = ((x ^ (x >> 16)) & 0xFFFFu) < (bits & 0xFFFFu) ? truncated + 0x10000u : truncated;
-      p[i] = (rounded & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t(0x7FC0) : uint16_t(rounded >> 16);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      float f = values[i];
-      uint32_t u = as_bits(f);
-      uint16_t rounded = uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
-      p[i] = f != f ? uint16_t(0x7FC0) : rounded;
-    }
-  }
-}
-
-// the Adam step into `w` (in place), then rounded to bf16
-void store(uint16_t* __restrict p, const float* __restrict m, const float* __restrict v, float* __restrict w,
-           int64_t offset, int64_t n, const Scalars& k) {
-  for (int64_t i = 0; i < n; ++i) w[i] = adam(w[i], m[i], v[i], k);
-  store_rounded(p, w, offset, n, k);
-}
-
-template <typename P>
-void update(P* p, const P* g, uint8_t* c1, float* s1, const float* q1, const int32_t* l1, uint8_t* c2, float* s2,
-            const float* q2, const int32_t* l2, int64_t begin, int64_t end, int64_t block, const Scalars& k) {
-  std::vector<float> buffer(3 * block);
-  float *m = buffer.data(), *v = m + block, *w = v + block;
-  for (int64_t b = begin; b < end; ++b) {
-    const int64_t o = b * block;
-    uint32_t max1, max2;
-    moments(p + o, g + o, c1 + o, s1[b], q1, c2 + o, s2[b], q2, m, v, w, block, k, &max1, &max2);
-    s1[b] = block_scale(max1);
-    s2[b] = block_scale(max2);
-    quantize(m, s1[b], l1, c1 + o, block);
-    quantize(v, s2[b], l2, c2 + o, block);
-    store(p + o, m, v, w, o, block, k);
-  }
-}
-
-// blocks split evenly between `threads` threads (each block's result does not depend on the split)
-template <typename P>
-void update_parallel(P* p, const P* g, uint8_t* c1, float* s1, const float* q1, const int32_t* l1, uint8_t* c2,
-                     float* s2, const float* q2, const int32_t* l2, int64_t num_blocks, int64_t block,
-                     const Scalars& k, int64_t threads) {
-  std::vector<std::thread> workers;
-  for (int64_t t = 1; t < threads; ++t)
-    workers.emplace_back(update<P>, p, g, c1, s1, q1, l1, c2, s2, q2, l2, num_blocks * t / threads,
-                         num_blocks * (t + 1) / threads, block, std::cref(k));
-  update(p, g, c1, s1, q1, l1, c2, s2, q2, l2, 0, num_blocks / threads, block, k);
-  for (auto& worker : workers) worker.join();
-}
-
-}  // namespace
-
-extern "C" void adam8bit_update(int32_t bf16, void* p, const void* g, uint8_t* c1, float* s1, const float* q1,
-                                const int32_t* l1, uint8_t* c2, float* s2, const float* q2, const int32_t* l2,
-                                int64_t num_blocks, int64_t block, const float* f, const int32_t* flags) {
-  Scalars k{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], flags[0], flags[1], uint32_t(flags[2])};
-  int64_t threads = std::max<int64_t>(1, std::min<int64_t>(flags[3], num_blocks * block >> 16));
-  if (bf16)
-    update_parallel(static_cast<uint16_t*>(p), static_cast<const uint16_t*>(g), c1, s1, q1, l1, c2, s2, q2, l2,
-                    num_blocks, block, k, threads);
-  else
-    update_parallel(static_cast<float*>(p), static_cast<const float*>(g), c1, s1, q1, l1, c2, s2, q2, l2, num_blocks,
-                    block, k, threads);
-}
-
-namespace {
-
-// c10::BFloat16's rounding to nearest even (NaN to 0x7FC0)
-inline uint16_t round_bf16(float f) {
-  uint32_t u = as_bits(f);
-  return f != f ? uint16_t(0x7FC0) : uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
-}
-inline void put(float* p, int64_t i, float f) { p[i] = f; }
-inline void put(uint16_t* p, int64_t i, float f) { p[i] = round_bf16(f); }
-
-// torchao's single_param_adam with unquantized moments (in the weight's dtype), in the compiled update's order
-template <typename P>
-void plain(P* __restrict p, const P* __restrict g, P* __restrict m, P* __restrict v, float* __restrict w, int64_t n,
-           const Scalars& k) {
-  const float lr_wd = k.is_adamw ? k.lr_wd : 0.0f, wd = k.is_adamw ? 0.0f : k.wd;
-  for (int64_t i = 0; i < n; ++i) {
-    float pf = load(p, i), gf = load(g, i), mi = load(m, i), vi = load(v, i);
-    pf = k.is_adamw ? pf - lr_wd * pf : pf;
-    gf = k.is_adamw ? gf : gf + wd * pf;
-    mi = mi + (gf - mi) * k.w1;
-    vi = vi + (gf * gf - vi) * k.w2;
-    put(m, i, mi); put(v, i, vi);
-    w[i] = adam(pf, mi, vi, k);
-  }
-}
-
-}  // namespace
-
-// every tensor of `count` with unquantized moments, in one call; stochastic rounding's element index runs on across
-// the tensors
-extern "C" void adam_plain_update(int32_t bf16, int64_t count, void* const* p, void* const* g, void* const* m,
-                                  void* const* v, const int64_t* sizes, const float* f, const int32_t* flags) {
-  Scalars k{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], flags[0], flags[1], uint32_t(flags[2])};
-  std::vector<float> w;
-  int64_t offset = 0;
-  for (int64_t t = 0; t < count; ++t) {
-    const int64_t n = sizes[t];
-    w.resize(n);
-    if (bf16) {
-      auto* pt = static_cast<uint16_t*>(p[t]);
-      plain(pt, static_cast<const uint16_t*>(g[t]), static_cast<uint16_t*>(m[t]), static_cast<uint16_t*>(v[t]),
-            w.data(), n, k);
-      store_rounded(pt, w.data(), offset, n, k);
-    } else {
-      plain(static_cast<float*>(p[t]), static_cast<const float*>(g[t]), static_cast<float*>(m[t]),
-            static_cast<float*>(v[t]), w.data(), n, k);
-      std::memcpy(p[t], w.data(), n * sizeof(float));
-    }
-    offset += n;
-  }
-}
-"""
-_KERNEL_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread")
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchao_cpu_adam.cpp")
+_OP_NAMESPACE = "transformers_torchao"  # the .cpp's TORCHAO_CPU_ADAM_NAMESPACE
 
 
 def _target_flags() -> tuple[str, ...]:
@@ -413,19 +221,10 @@ def _target_flags() -> tuple[str, ...]:
     return ("-march=native",)
 
 
-def _kernel_directory() -> str:
-    """The folder the built kernel is kept in: torch's extension folder (`TORCH_EXTENSIONS_DIR`, else
-    `~/.cache/torch_extensions`), in a sub-folder that only this user may write to, which is checked: a library that
-    another user could replace would run as this one."""
-    base = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "torch_extensions"
-    )
-    directory = os.path.join(base, "torchao_cpu_adam")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    info = os.stat(directory)
-    if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
-        raise OSError(f"{directory} is not a folder that only this user can write to: remove it")
-    return directory
+def _build_flags() -> list[str]:
+    """No fused multiply-add (the compiled update has none); OpenMP, torch's thread pool, where GCC builds it."""
+    flags = ["-O3", "-ffp-contract=off", "-fno-math-errno", *_target_flags()]
+    return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
 
 
 def _cpu_identity() -> str:
@@ -438,119 +237,134 @@ def _cpu_identity() -> str:
         return platform.processor()
 
 
-def _build_kernel(compiler: str, flags: tuple[str, ...], library: str) -> None:
-    """Builds [`_KERNEL_SOURCE`] into `library` and writes its SHA-256 beside it, each moved into place whole."""
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(library)) as build:
-        source, output, digest = (os.path.join(build, name) for name in ("kernel.cpp", "kernel.so", "sha256"))
-        with open(source, "w", encoding="utf-8") as f:
-            f.write(_KERNEL_SOURCE)
-        subprocess.run(
-            [*shlex.split(compiler), *flags, source, "-o", output], check=True, capture_output=True, timeout=600
+def _extension_folder(flags: list[str]) -> str:
+    """The build's folder in torch's extension folder (`TORCH_EXTENSIONS_DIR`, else torch's per-user cache), named
+    by a digest of the source, flags, compiler, torch and CPU, so that each build keeps its own."""
+    with open(_SOURCE, "rb") as f:
+        tag = (
+            f.read() + f"{flags}{get_cxx_compiler()}{torch.__version__}{platform.machine()}{_cpu_identity()}".encode()
         )
-        with open(output, "rb") as f, open(digest, "w", encoding="utf-8") as g:
-            g.write(hashlib.sha256(f.read()).hexdigest())
-        os.replace(output, library)
-        os.replace(digest, library + ".sha256")
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or torch.utils.cpp_extension.get_default_build_root()
+    return os.path.join(root, "torchao_cpu_adam_" + hashlib.sha256(tag).hexdigest()[:16])
 
 
-def _verified(library: str) -> bool:
-    """Whether `library` is whole: its bytes hash to the digest written when it was built."""
+def _private_folder(directory: str) -> str:
+    """`directory`, created if needed, checked to be writable by this user only: a library that another user could
+    replace would run as this one."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    info = os.stat(directory)
+    if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+        raise OSError(f"{directory} is not a folder that only this user can write to: remove it")
+    return directory
+
+
+def _whole_library(library: str) -> bool:
+    """Whether a built ELF library is whole: its section table, which the linker writes last, ends within the file.
+    A truncated one (a full disk, a killed copy) would crash the process that loads it."""
+    with open(library, "rb") as f:
+        header = f.read(64)
+    if header[:4] != b"\x7fELF" or len(header) < 64:
+        return not sys.platform.startswith("linux")
+    order = "<" if header[5] == 1 else ">"
+    if header[4] == 2:  # 64-bit
+        offset, entry_size, count = (
+            struct.unpack_from(order + "Q", header, 0x28)[0],
+            *struct.unpack_from(order + "2H", header, 0x3A),
+        )
+    else:
+        offset, entry_size, count = (
+            struct.unpack_from(order + "I", header, 0x20)[0],
+            *struct.unpack_from(order + "2H", header, 0x2E),
+        )
+    return os.path.getsize(library) >= offset + entry_size * count
+
+
+@contextlib.contextmanager
+def _ninja_of_this_environment():
+    """torch runs `ninja` from `PATH`; the `ninja` package of the `torchao` extra lands beside this interpreter, which
+    an unactivated virtual environment leaves off `PATH`: add that folder while building."""
+    path, scripts = os.environ.get("PATH"), sysconfig.get_path("scripts")
+    if shutil.which("ninja") is None and shutil.which("ninja", path=scripts):
+        os.environ["PATH"] = os.pathsep.join(filter(None, (scripts, path)))
     try:
-        with open(library, "rb") as f, open(library + ".sha256", encoding="utf-8") as g:
-            return hashlib.sha256(f.read()).hexdigest() == g.read().strip()
-    except OSError:
-        return False
+        yield
+    finally:
+        if path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = path
 
 
 @functools.cache
-def _native_kernel():
-    """[`_KERNEL_SOURCE`] built once per machine and source with the C++ compiler torch uses (`$CXX`, else `c++`),
-    as a `ctypes` library (`adam8bit_update`, `adam_plain_update`); `None`, logged once, where it cannot be built or
-    loaded (the compiled updates then run). A cached library whose bytes do not match its digest is built again."""
-    compiler, flags = torch.utils.cpp_extension.get_cxx_compiler(), (*_KERNEL_FLAGS, *_target_flags())
-    tag = f"{_KERNEL_SOURCE}{flags}{compiler}{platform.machine()}{_cpu_identity()}"
+def _cpu_ops():
+    """The ops of `torchao_cpu_adam.cpp` (`adam_8bit_`, `adam_`), built at first use by torch's extension machinery
+    (ninja, a file lock, a rebuild when the source or flags change) and loaded; `None`, logged once, where they
+    cannot be (no ninja, no compiler, a failed build or load): the compiled updates run instead."""
+    flags = _build_flags()
     try:
-        library = os.path.join(_kernel_directory(), hashlib.sha256(tag.encode()).hexdigest()[:16] + ".so")
-        if not _verified(library):
-            _build_kernel(compiler, flags, library)
-        kernel = ctypes.CDLL(library)
-        pointer, size = ctypes.c_void_p, ctypes.c_int64
-        kernel.adam8bit_update.restype = kernel.adam_plain_update.restype = None
-    except (OSError, AttributeError, ValueError, subprocess.SubprocessError) as error:
-        detail = (getattr(error, "stderr", None) or b"").decode(errors="replace")[-500:]
+        directory = _private_folder(_extension_folder(flags))
+        name = os.path.basename(directory)
+        library = os.path.join(directory, name + ".so")
+        if os.path.exists(library) and not _whole_library(library):
+            os.remove(library)  # ninja links it again
+        with _ninja_of_this_environment():
+            torch.utils.cpp_extension.verify_ninja_availability()
+            torch.utils.cpp_extension.load(
+                name, [_SOURCE], extra_cflags=flags, extra_ldflags=[f for f in flags if f == "-fopenmp"],
+                build_directory=directory, is_python_module=False, verbose=False,
+            )  # fmt: skip
+    except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as error:
         logger.warning(
-            f"torchao_cpu_adam: the C++ update could not be built or loaded ({error} {detail}); the compiled torch "
-            "update runs instead, several times slower"
+            f"torchao_cpu_adam: the C++ update could not be built or loaded ({str(error)[-800:]}); the compiled "
+            "torch update runs instead, several times slower"
         )
         return None
-    kernel.adam8bit_update.argtypes = [ctypes.c_int32] + [pointer] * 10 + [size] * 2 + [pointer] * 2
-    kernel.adam_plain_update.argtypes = [ctypes.c_int32, size] + [pointer] * 7
-    return kernel
+    return getattr(torch.ops, _OP_NAMESPACE)
 
 
-def _hashed_seed_key(seed: int) -> int:
-    """`_random_16bit`'s hash of the seed, as the signed int32 that the kernel XORs with each element's index."""
-    key = seed & _M32
-    for multiplier in (0x7FEB352D, 0x46CA68B5):
-        key = ((key ^ (key >> 16)) * multiplier) & _M32
-    key ^= key >> 16
-    return key - (1 << 32) if key >= 1 << 31 else key
+def _op_scalars(lr, step, hparams, seed) -> dict:
+    """The ops' keyword arguments: the compiled update's fp32 scalars (bias corrections computed as it does)."""
+    beta1, beta2, weight_decay, eps, is_adamw = hparams
+    return {
+        "lr": float(lr), "beta1": beta1, "beta2": beta2, "weight_decay": weight_decay, "eps": eps,
+        "is_adamw": is_adamw, "bias_correction1": float(1 - beta1**step),
+        "bias_correction2_sqrt": float((1 - beta2**step).sqrt()), "seed": None if seed is None else int(seed),
+    }  # fmt: skip
 
 
-def _kernel_floats(lr, step, hparams) -> torch.Tensor:
-    """The kernel's float32 scalars, rounded as in the compiled update."""
-    beta1, beta2, weight_decay, eps, _ = hparams
-    bias_correction1 = 1 - beta1**step
-    sqrt_bias_correction2 = (1 - beta2**step).sqrt()
-    return torch.stack([lr, lr * weight_decay, torch.tensor(weight_decay), torch.tensor(1 - beta1),
-                        torch.tensor(1 - beta2), bias_correction1, sqrt_bias_correction2, torch.tensor(eps)])  # fmt: skip
+def native_adam_8bit_cpu(params, grads, exp_avgs, exp_avg_sqs, lr, step, hparams, seed):
+    """
+    [`single_param_adam_8bit_cpu`] for every tensor of `params` in one call of the C++ op, which must have been
+    built: the same fp32 arithmetic in the same order, so weights, codes and scales are the compiled update's bit for
+    bit. With `seed`, each tensor rounds as the compiled update with `(seed, offset)`, `offset` being the number of
+    values before it in `params`.
 
-
-def _kernel_flags(is_adamw: bool, sr_seed) -> torch.Tensor:
-    seed_key = 0 if sr_seed is None else _hashed_seed_key(int(sr_seed))
-    return torch.tensor(
-        [int(is_adamw), int(sr_seed is not None), seed_key, torch.get_num_threads()], dtype=torch.int32
-    )
-
-
-def _kernel_scalars(lr, step, hparams, sr_seed) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel's float32 scalars and int32 flags."""
-    return _kernel_floats(lr, step, hparams), _kernel_flags(hparams[4], sr_seed)
-
-
-def _call_8bit(p, grad, exp_avg, exp_avg_sq, scalars, flags) -> None:
-    (codes1, scale1, qmap1, lut1), (codes2, scale2, qmap2, lut2) = exp_avg, exp_avg_sq
-    tensors = (p, grad, codes1, scale1, qmap1, lut1, codes2, scale2, qmap2, lut2)
-    pointers = [t.data_ptr() for t in tensors]
-    _native_kernel().adam8bit_update(
-        int(p.dtype is torch.bfloat16), *pointers, *codes1.shape, scalars.data_ptr(), flags.data_ptr()
-    )
-
-
-def native_adam_8bit_cpu(p, grad, exp_avg, exp_avg_sq, lr, step, hparams, sr_seed):
-    """[`single_param_adam_8bit_cpu`] (same arguments) in the C++ kernel, which must have been built, with the same fp32
-    arithmetic in the same order, so weights, codes and scales are the compiled update's bit for bit."""
-    _call_8bit(p, grad, exp_avg, exp_avg_sq, *_kernel_scalars(lr, step, hparams, sr_seed))
+    Args:
+        params, grads (`list[torch.Tensor]`): Contiguous CPU weights (updated in place) and gradients, one dtype.
+        exp_avgs, exp_avg_sqs (`list[OptimState8bit]`): torchao's signed and unsigned standard maps, one block size.
+        lr, step, hparams: As in [`single_param_adam_8bit_cpu`]; one `step` for all the tensors.
+        seed (`torch.Tensor` or `None`): Stochastic rounding's seed; `None` rounds to nearest.
+    """
+    luts = _standard_luts()
+    _cpu_ops().adam_8bit_(
+        params, grads, [m.codes for m in exp_avgs], [m.scale for m in exp_avgs], [v.codes for v in exp_avg_sqs],
+        [v.scale for v in exp_avg_sqs], [luts[True][0], luts[False][0]], [luts[True][1], luts[False][1]],
+        exp_avgs[0].block_size, **_op_scalars(lr, step, hparams, seed),
+    )  # fmt: skip
 
 
 def native_adam_plain_cpu(params, grads, exp_avgs, exp_avg_sqs, lr, step, hparams, sr_seed):
     """
     torchao's compiled `single_param_adam` for contiguous CPU tensors with unquantized moments (their weight's dtype,
-    all bf16 or all fp32), every tensor in one call of the C++ kernel, which must have been built. Rounding to nearest
+    all bf16 or all fp32), every tensor in one call of the C++ op, which must have been built. Rounding to nearest
     gives the compiled update's weights and moments bit for bit; stochastic rounding (`sr_seed`, as in
     [`native_adam_8bit_cpu`]) hashes the element's index counted across all the tensors.
 
     Args:
         params, grads, exp_avgs, exp_avg_sqs (`list[torch.Tensor]`): Updated in place (not `grads`).
-        lr, step, hparams, sr_seed: As in [`single_param_adam_8bit_cpu`]; one `step` for all the tensors.
+        lr, step, hparams, sr_seed: As in [`native_adam_8bit_cpu`].
     """
-    scalars, flags = _kernel_scalars(lr, step, hparams, sr_seed)
-    count = len(params)
-    arrays = [(ctypes.c_void_p * count)(*(t.data_ptr() for t in ts)) for ts in (params, grads, exp_avgs, exp_avg_sqs)]
-    sizes = (ctypes.c_int64 * count)(*(t.numel() for t in params))
-    _native_kernel().adam_plain_update(
-        int(params[0].dtype is torch.bfloat16), count, *arrays, sizes, scalars.data_ptr(), flags.data_ptr()
-    )
+    _cpu_ops().adam_(params, grads, exp_avgs, exp_avg_sqs, **_op_scalars(lr, step, hparams, sr_seed))
 
 
 _compiled_update = torch.compile(single_param_adam_8bit_cpu, fullgraph=True, dynamic=False)
@@ -573,39 +387,42 @@ def _takes_native_plain(p: torch.Tensor, state: dict) -> bool:
         return False
     if any(t.dtype != p.dtype for t in (p.grad, state["exp_avg"], state["exp_avg_sq"])):
         return False
-    return _native_kernel() is not None
+    return _cpu_ops() is not None
 
 
 def _moment(state: OptimState8bit, lut: torch.Tensor) -> tuple:
     return (state.codes.view(-1, state.block_size), state.scale, state.qmap, lut)
 
 
-def _cpu_lut(p: torch.Tensor, state: dict, amsgrad: bool) -> tuple | None:
-    """The tables of both moments when this parameter takes the CPU update, else `None`."""
+def _takes_8bit_cpu(p: torch.Tensor, state: dict, amsgrad: bool) -> bool:
+    """Whether this parameter takes the CPU update of 8-bit moments: contiguous bf16 or fp32 on the CPU, torchao's
+    standard maps, no `amsgrad`."""
     exp_avg, exp_avg_sq = state.get("exp_avg"), state.get("exp_avg_sq")
     if amsgrad or p.device.type != "cpu" or p.dtype not in (torch.bfloat16, torch.float32):
-        return None
+        return False
     if not (isinstance(exp_avg, OptimState8bit) and isinstance(exp_avg_sq, OptimState8bit)):
-        return None
+        return False
     if not (p.is_contiguous() and p.grad.is_contiguous() and exp_avg.codes.is_contiguous()):
-        return None
+        return False
+    if not (exp_avg_sq.codes.is_contiguous() and exp_avg.block_size == exp_avg_sq.block_size):
+        return False
     luts = _standard_luts()
-    for moment, signed in ((exp_avg, True), (exp_avg_sq, False)):
-        if moment.signed != signed or not torch.equal(moment.qmap, luts[signed][0]):
-            return None
-    return luts[True][1], luts[False][1]
+    return all(
+        moment.signed == signed and torch.equal(moment.qmap, luts[signed][0])
+        for moment, signed in ((exp_avg, True), (exp_avg_sq, False))
+    )
 
 
 class AdamW8bit(_TorchaoAdamW8bit):
     """
-    torchao's `AdamW8bit` whose CPU parameters with 8-bit moments take the C++ kernel ([`native_adam_8bit_cpu`], else
-    [`single_param_adam_8bit_cpu`] compiled): the same state, state dict and codes, in about 2 times torch's fused
-    fp32 AdamW's step time on the CPU for large tensors (torchao's own: 13 to 65). Small CPU tensors with unquantized
-    bf16 or fp32 moments (under 4096 values) take the kernel's batched update ([`native_adam_plain_cpu`], one call per
-    param group), torchao's compiled update where the kernel cannot be built. Every other parameter (GPU, fp16,
-    non-contiguous, `amsgrad`) takes torchao's own update (`amsgrad` with 8-bit moments fails there on the CPU with
-    torchao 0.18, as with torchao's own class). The first step logs (`logger.info`) how
-    many parameters take each update.
+    torchao's `AdamW8bit` whose CPU parameters take the C++ ops of `torchao_cpu_adam.cpp`, one call per param group
+    (and dtype and step count): tensors with 8-bit moments [`native_adam_8bit_cpu`], tensors under 4096 values, whose
+    moments torchao keeps unquantized (bf16 or fp32), [`native_adam_plain_cpu`]. The same state, state dict and
+    codes, in about 2 times torch's fused fp32 AdamW's step time on the CPU for large tensors (torchao's own: 13 to
+    65). Where the ops cannot be built, 8-bit moments take [`single_param_adam_8bit_cpu`] compiled and small tensors
+    torchao's compiled update. Every other parameter (GPU, fp16, non-contiguous, `amsgrad`) takes torchao's own
+    update (`amsgrad` with 8-bit moments fails there on the CPU with torchao 0.18, as with torchao's own class). The
+    first step logs (`logger.info`) how many parameters take each update.
     """
 
     @torch.no_grad()
@@ -614,39 +431,56 @@ class AdamW8bit(_TorchaoAdamW8bit):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        paths, self._floats = {}, {}
+        paths = {}
         with torch._dynamo.utils.disable_cache_limit():
             for group in self.param_groups:
-                small = []  # parameters left to the batched update of unquantized moments
+                batches = {}  # (update, dtype, step count, block size) -> the parameters of one call
                 for p in group["params"]:
                     if p.grad is not None:
-                        path = self._param_step(p, group, small)
+                        path = self._param_step(p, group, batches)
                         paths[path] = paths.get(path, 0) + 1
-                self._small_step(small, group)
+                for key, batch in batches.items():
+                    self._batch_step(key, batch, group)
         if paths and not getattr(self, "_paths_logged", False):
             self._paths_logged = True  # the class has torchao's name: say once which update each parameter takes
             counts = ", ".join(f"{n} with {path}" for path, n in paths.items())
             logger.info(f"torchao_cpu_adam.AdamW8bit updates its parameters (tensors): {counts}")
         return loss
 
-    def _small_step(self, params: list, group: dict) -> None:
-        """[`native_adam_plain_cpu`] on `params`, one call per dtype and step count (bias corrections differ)."""
-        batches = {}
-        for p in params:
-            batches.setdefault((p.dtype, float(self.state[p]["step"])), []).append(p)
+    def _batch_step(self, key: tuple, params: list, group: dict) -> None:
+        """One op call for `params` (`key` from [`_param_step`]); one seed for the call, from the global generator."""
+        update, dtype, _, _ = key
+        states = [self.state[p] for p in params]
+        stochastic_round = self.bf16_stochastic_round and dtype is torch.bfloat16
+        seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
         hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
-        for (dtype, _), batch in batches.items():
-            states = [self.state[p] for p in batch]
-            stochastic_round = self.bf16_stochastic_round and dtype is torch.bfloat16
-            seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
-            native_adam_plain_cpu(
-                [p.detach() for p in batch], [p.grad for p in batch], [s["exp_avg"] for s in states],
-                [s["exp_avg_sq"] for s in states], group["lr"], states[0]["step"], hparams, seed,
-            )  # fmt: skip
+        weights, grads = [p.detach() for p in params], [p.grad for p in params]
+        exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+        if update == "plain":
+            native_adam_plain_cpu(weights, grads, exp_avgs, exp_avg_sqs, group["lr"], states[0]["step"], hparams, seed)
+        elif _cpu_ops() is not None:
+            native_adam_8bit_cpu(weights, grads, exp_avgs, exp_avg_sqs, group["lr"], states[0]["step"], hparams, seed)
+        else:  # the compiled update, tensor by tensor, with the op's stochastic rounding (one seed, running offset)
+            offset = 0
+            for p, state in zip(params, states):
+                sr_seed = None if seed is None else (seed, torch.tensor(offset))
+                self._compiled_8bit_step(p, state, group, sr_seed)
+                offset += p.numel()
 
-    def _param_step(self, p: torch.Tensor, group: dict, small: list) -> str:
-        """torchao's per-parameter body of `_AdamBase.step`, with the CPU branches; a parameter for the batched update
-        of unquantized moments is appended to `small` instead. Returns the update it takes."""
+    def _compiled_8bit_step(self, p: torch.Tensor, state: dict, group: dict, sr_seed) -> None:
+        """[`single_param_adam_8bit_cpu`] compiled, dynamic in the number of blocks."""
+        luts = _standard_luts()
+        block_size = state["exp_avg"].block_size
+        exp_avg, exp_avg_sq = _moment(state["exp_avg"], luts[True][1]), _moment(state["exp_avg_sq"], luts[False][1])
+        weight, grad = p.detach().view(-1, block_size), p.grad.view(-1, block_size)
+        for tensor in (weight, grad, exp_avg[0], exp_avg[1], exp_avg_sq[0], exp_avg_sq[1]):
+            torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
+        _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, sr_seed)
+
+    def _param_step(self, p: torch.Tensor, group: dict, batches: dict) -> str:
+        """torchao's per-parameter body of `_AdamBase.step`, with the CPU branches; a parameter for a batched update
+        is appended to `batches` instead. Returns the update it takes."""
         if p.grad.is_sparse:
             raise RuntimeError("Sparse gradient is not supported")
         state = self.state[p]
@@ -663,34 +497,29 @@ class AdamW8bit(_TorchaoAdamW8bit):
                 "optim.param_groups[0]['lr'].fill_(new_lr)"
             )
         if _takes_native_plain(p, state):
-            small.append(p)
+            batches.setdefault(("plain", p.dtype, float(state["step"]), 0), []).append(p)
             return "the small-tensor CPU update (C++ kernel)"
         stochastic_round = self.bf16_stochastic_round and p.dtype is torch.bfloat16
-        luts = _cpu_lut(p, state, group["amsgrad"])
-        if luts is None:
-            weight, grad, moments, update = p.detach(), p.grad, (state["exp_avg"], state["exp_avg_sq"]), None
-            if _flat_plain_state(p, state):  # small CPU tensors: torchao's own update, one compile for all sizes
-                weight, grad, moments, update = weight.view(-1), grad.view(-1), [m.view(-1) for m in moments], _plain
-                for tensor in (weight, grad, *moments):
-                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
-            (update or torch.compile(single_param_adam, fullgraph=True, dynamic=False))(
-                weight, grad, state["step"], *moments, state.get("max_exp_avg_sq", None), group["lr"],
-                group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw,
-                stochastic_round,
-            )  # fmt: skip
+        if not _takes_8bit_cpu(p, state, group["amsgrad"]):
+            self._torchao_step(p, state, group, stochastic_round)
             return "torchao's own update"
-        block_size = state["exp_avg"].block_size
-        exp_avg, exp_avg_sq = _moment(state["exp_avg"], luts[0]), _moment(state["exp_avg_sq"], luts[1])
-        weight, grad = p.detach().view(-1, block_size), p.grad.view(-1, block_size)
-        for tensor in (weight, grad, exp_avg[0], exp_avg[1], exp_avg_sq[0], exp_avg_sq[1]):
-            torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        if p.grad.dtype == p.dtype:
+            key = ("8bit", p.dtype, float(state["step"]), state["exp_avg"].block_size)
+            batches.setdefault(key, []).append(p)
+            return "the CPU update (C++ kernel)" if _cpu_ops() is not None else "the CPU update (compiled torch)"
         seed = torch.randint(0, 1 << 32, (), dtype=torch.int64) if stochastic_round else None
-        hparams = (group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw)
-        if p.grad.dtype == p.dtype and _native_kernel() is not None:
-            key = (id(group), float(state["step"]))  # the scalars once per group and step count within this step
-            if key not in self._floats:
-                self._floats[key] = _kernel_floats(group["lr"], state["step"], hparams)
-            _call_8bit(weight, grad, exp_avg, exp_avg_sq, self._floats[key], _kernel_flags(self.is_adamw, seed))
-            return "the CPU update (C++ kernel)"
-        _compiled_update(weight, grad, exp_avg, exp_avg_sq, group["lr"], state["step"], hparams, seed)
+        self._compiled_8bit_step(p, state, group, None if seed is None else (seed, torch.tensor(0)))
         return "the CPU update (compiled torch)"
+
+    def _torchao_step(self, p: torch.Tensor, state: dict, group: dict, stochastic_round: bool) -> None:
+        """torchao's own update; small CPU tensors compile once for all sizes."""
+        weight, grad, moments, update = p.detach(), p.grad, (state["exp_avg"], state["exp_avg_sq"]), None
+        if _flat_plain_state(p, state):
+            weight, grad, moments, update = weight.view(-1), grad.view(-1), [m.view(-1) for m in moments], _plain
+            for tensor in (weight, grad, *moments):
+                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        (update or torch.compile(single_param_adam, fullgraph=True, dynamic=False))(
+            weight, grad, state["step"], *moments, state.get("max_exp_avg_sq"), group["lr"],
+            group["betas"][0], group["betas"][1], group["weight_decay"], group["eps"], self.is_adamw,
+            stochastic_round,
+        )  # fmt: skip
