@@ -57,7 +57,6 @@ from .binding import (
     BOUND_PUBLISHER,
     Binding,
     WeightsSubject,
-    bind,
     binding_digest,
     binding_problem,
     weights_subject,
@@ -475,21 +474,19 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
-def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
+def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSubject | None) -> bool:
     """
-    Binds the publisher reference that loading `model` persisted (`persisted_row`: the row it wrote, or `None`) to its
-    weights, so that a `save_pretrained` copy keeps it only while its weights are the publisher's (a copy's reference is
-    never bound again). Returns whether it bound one.
+    Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it wrote,
+    or `None`) to its weights as read (`subject`), so that a `save_pretrained` copy keeps it only while its weights are
+    the publisher's (a copy's reference is never bound again). Returns whether it bound one.
     """
-    config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
-    if not isinstance(record, dict) or "binding" in record or persisted_row is None:
+    if not isinstance(record, dict) or "binding" in record or persisted_row is None or subject is None:
         return False
-    binding = bind(model, BOUND_PUBLISHER)  # any length, any backend
-    if binding is None:
-        return False
-    record["binding"] = binding
-    return True
+    digest = subject.digest()
+    if digest is not None:  # any length, any backend
+        record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER).to_dict()
+    return digest is not None
 
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:

@@ -48,7 +48,7 @@ from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer,
     resolve_plan_modules,
     sub_models,
 )
-from ..guard.check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
+from ..guard.check import FROM_CONFIG, LOAD, check_model, checked_cast, in_construction
 from ..guard.sentinel import note_cast, note_runtime
 from ..vocabulary import FP16_PLAN_FIELD
 
@@ -205,11 +205,11 @@ def mark_fp16_plan_stale(model, reason: str) -> bool:
     """Marks the model's stored plans stale with `reason` (still applied, no evidence); returns whether one was marked."""
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
-    marked = False
-    for _, _, owner in [("", "", model), *sub_models(model)]:
-        plan = getattr(getattr(owner, "config", None), FP16_PLAN_FIELD, None)
+    config, marked = getattr(model, "config", None), False
+    for owner in [config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", None) or {})]:
+        plan = getattr(owner, FP16_PLAN_FIELD, None)
         if isinstance(plan, dict) and plan.get("stale") != reason:
-            setattr(owner.config, FP16_PLAN_FIELD, {**plan, "stale": reason})
+            setattr(owner, FP16_PLAN_FIELD, {**plan, "stale": reason})
             marked = True
     return marked
 
@@ -221,8 +221,10 @@ def _weight_share(parameters, planned: list) -> float:
 
 
 def _keep_planned(model, modules: dict, decision: Fp16PlanDecision, dtype, training: bool = False) -> None:
-    """The last step of a load, cast or fine-tune to `dtype`: the planned modules kept in fp32 and said, then what
-    cleared the runtime noted for the check in the forward ([`~trained_precision.guard.sentinel.note_runtime`])."""
+    """The last step of a load, cast or fine-tune (`training`: its plans marked stale) to `dtype`: the planned modules
+    kept in fp32 and said, then what cleared the runtime noted for the check in the forward."""
+    if training:
+        mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
     planned = [modules[name] for name in decision.modules]
     for module in planned:
         keep_module_in_fp32(module, dtype)
@@ -257,22 +259,19 @@ def apply_fp16_plan(
         return []
     if not use_fp16_plan:
         model.__dict__[PLAN_DISABLED] = True
-    if check == LOAD:
-        # a publisher reference this load persisted: bound to the loaded weights
-        bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
     snapshot = ModelSnapshot(model)  # the model, read once
+    if check == LOAD:  # a publisher reference this load persisted: bound to the loaded weights
+        bind_persisted_reference(model.config, snapshot.registry_row, snapshot.parts[0].subject)
     deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not snapshot.quantized
     if deferred and fp16_plan_pending(snapshot.parts[0].config, dtype, use_fp16_plan):
         # the check deferred until the weights could verify the plan: it gathers the plan with the facts and says
         decision = check_model(model, dtype, action=check, snapshot=snapshot)[1]
     else:
         subject = snapshot.parts[0].subject if check is not None else None
-        decision = decide_fp16_plan(snapshot, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
+        decision = plans = decide_fp16_plan(snapshot, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
         if not training and dtype == torch.float16:
-            facts = (snapshot.parts[0].config, snapshot.registry_row, snapshot.model_class, decision.evidence)
-            decision = replace(decision, cleared_by=config_cleared_phrase(*facts))
-    if training:
-        mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
+            facts = (snapshot.parts[0].config, snapshot.registry_row, snapshot.model_class, plans.evidence)
+            decision = replace(plans, cleared_by=config_cleared_phrase(*facts))
     _keep_planned(model, dict(model.named_modules()), decision, None if training else dtype, training)
     return list(decision.modules)
 
