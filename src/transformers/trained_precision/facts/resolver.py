@@ -589,7 +589,7 @@ class Fp16PlanDecision:
     """
     What [`decide_fp16_plan`] decided for a model: the `modules` that run in fp32, the stored `plans` applied (`(sub-config
     key or "", plan)`), per key the plan that is `evidence` or the `problems` that make it none, the evidence that
-    cleared its runtime once a check judged it (`cleared_by`, [`cleared_phrase`]), and the model's name.
+    cleared its runtime once a check judged it (`cleared_by`, [`~trained_precision.guard.decision.cleared_phrase`]), and the model's name.
     """
 
     modules: tuple[str, ...] = ()
@@ -796,10 +796,10 @@ def _part_facts(
     persisted = None
     if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
         persisted = call.action == LOAD and persist_registry_precision(config, info) and info.entry
-    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
-    forget_changed_reference(config, dtype, quantized=call.hf_quantizer is not None)
     quantizer = call.hf_quantizer
     runtimes = _quantized_runtimes(quantizer, dtype) if quantizer is not None else [(dtype, None)]
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=quantizer is not None)
     assessed = tuple(
         (info.assess(runtime, model_class=call.model_class), note)
         for runtime, note in (() if call.deferred else runtimes)
@@ -820,19 +820,8 @@ def _part_facts(
     return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted, plan)
 
 
-def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -> str | None:
-    """The evidence that overrode a predicted risk in the judged `facts` of `parts`, as a phrase; `None` if none did."""
-    found = [
-        (f"(its {call.plan_key} sub-model) " if call.plan_key else "") + assessment.evidence.describe()
-        for (_, call), part in zip(parts, facts)
-        for assessment, _ in part.runtimes
-        if assessment.overridden
-    ]
-    return "; ".join(dict.fromkeys(found)) or None
-
-
 def config_cleared_phrase(config: Any, row: Any, model_class: Any, fp16_plans: Mapping[str, dict]) -> str | None:
-    """[`cleared_phrase`] for a load judged before its weights existed: what clears fp16 for `config` and its
+    """[`~trained_precision.guard.decision.cleared_phrase`] for a load judged before its weights existed: what clears fp16 for `config` and its
     sub-configs (`row`: the registry row the load recorded; `fp16_plans`: the plans bound to the weights, per key)."""
     name = _name_of(config) or None  # the Hub id or path (an unnamed model has none)
     found = []
@@ -873,7 +862,6 @@ __all__ = [
     "Fp16PlanDecision",
     "ModelSnapshot",
     "SnapshotPart",
-    "cleared_phrase",
     "config_cleared_phrase",
     "decide_fp16_plan",
     "is_quantized",

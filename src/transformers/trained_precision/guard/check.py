@@ -44,7 +44,6 @@ from ..facts.resolver import (
     Call,
     Fp16PlanDecision,
     ModelSnapshot,
-    cleared_phrase,
     forget_changed_reference,
     gather_facts,
 )
@@ -57,6 +56,7 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     KWARG,
     WARN,
     TrainedPrecisionRiskError,
+    cleared_phrase,
     decide,
     reset_warning_cache,
     say,
