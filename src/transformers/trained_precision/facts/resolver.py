@@ -719,9 +719,10 @@ class ModelSnapshot:
         own = vars(model)
         self.quantized, self.plan_disabled = is_quantized(model), bool(own.get(PLAN_DISABLED))
         self.mode, self.registry_row = own.get(MODE_ATTRIBUTE), own.get(REGISTRY_ATTRIBUTE)
-        owners = [
-            (key, prefix, owner, owner.config.to_dict())
+        owners = [  # a config's fields as `to_dict` writes them (a plain module may hold a dict)
+            (key, prefix, owner, c.to_dict() if hasattr(c, "to_dict") else dict(c) if isinstance(c, Mapping) else {})
             for key, prefix, owner in [("", "", model), *sub_models(model)]
+            for c in [owner.config]
         ]
         planned = {key for key, _, _, fields in owners if read_fp16_plan(fields) is not None}
         parts, bound = [], bool(planned) or bound_evidence_pending(config)
