@@ -25,21 +25,17 @@ A binding records a digest ([`binding_digest`]) of
 
 and the longest input the evidence saw and the kind of device it ran on.
 
-The sample lies on the page of each weight a lazy safetensors load already touched. It catches a fine-tune
-(which moves every value), another checkpoint, a changed name, shape or dtype, a changed config field, and an edit of
-a sampled value. It does not catch an edit of any other value (past a weight's first `SAMPLED_VALUES`: in a 7B
-Llama, the rest of each weight's first row and all its other rows), nor weights swapped for others with the same
-first values. Static evidence only decides whether a load warns: in fp16 the check in the forward catches a real
-overflow whatever the evidence says.
+The sample lies on the page of each weight a lazy safetensors load already touched. It catches a fine-tune, another
+checkpoint, a changed name, shape, dtype or config field, and an edit of a sampled value; not an edit past a weight's
+first `SAMPLED_VALUES`, nor weights swapped for others with the same first values. Static evidence only decides
+whether a load warns: in fp16 the check in the forward catches a real overflow whatever the evidence says.
 
-A digest is computed at most once per load or cast (kept on its [`WeightsSubject`]) and never kept on the model: an
-in-place edit through `tensor.data` (PEFT's `merge_and_unload`) moves no version counter, so a digest kept across
-calls could vouch for weights that changed.
+A load or cast reads the weights once ([`WeightsSubject`]); no digest is kept on the model: an in-place edit through
+`tensor.data` (PEFT's `merge_and_unload`) moves no version counter.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import hashlib
 import json
@@ -76,10 +72,9 @@ UNBOUND_FIELDS = frozenset(
 @dataclasses.dataclass(frozen=True)
 class Binding:
     """
-    What a piece of evidence was made on: the [`binding_digest`] of the model (for a plan, with the plan's content),
-    the longest input it saw (`max_tokens`; `None` for a publisher's reference runtime, which covers the lengths the
-    publisher runs), where it ran (`backend`, [`backend_of`]; `None`: anywhere), what made it (`run`: `"pure"` or
-    `"amp"` for a training run, `"plan"`, `"publisher"`) and the binding's `version` (older ones are no evidence).
+    What a piece of evidence was made on: the [`binding_digest`] (for a plan, with its content), the longest input it
+    saw (`max_tokens`; `None` for a publisher's runtime), where it ran (`backend`; `None`: anywhere), what made it
+    (`run`: `"pure"`, `"amp"`, `"plan"`, `"publisher"`) and the binding's `version` (older ones are no evidence).
     """
 
     digest: str
@@ -124,59 +119,65 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _sample(tensor, dtype):
-    """A weight's sample as bytes of `dtype`: read in place where the weight is a contiguous CPU tensor of that dtype
-    (nothing else of it is read, no tensor is made), else through a converted copy of the sampled values."""
+def _sample(first, dtype) -> bytes:
+    """A weight's sample ([`read_weights`]) as bytes of `dtype`."""
     import torch
 
-    length = min(tensor.numel(), SAMPLED_VALUES)
-    if tensor.dtype == dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
-        return ctypes.string_at(tensor.data_ptr(), length * tensor.element_size())
-    sample = tensor.reshape(-1)[:length].to(device="cpu", dtype=dtype)  # a copy where it is not contiguous (seldom)
-    return sample.contiguous().view(torch.uint8).numpy().tobytes()
+    return first.to(dtype).contiguous().view(torch.uint8).numpy().tobytes()
 
 
-def _weights_digest(model, fp32_modules: tuple[str, ...]) -> str | None:
+def read_weights(named_parameters: Iterable) -> tuple | None:
+    """
+    `(name, shape, dtype, first values)` of each of `named_parameters`, its first [`SAMPLED_VALUES`] values copied to
+    the CPU; `None` when one is not materialised here (offloaded, a DTensor shard, a ZeRO-3 partition).
+    """
     import torch
 
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    planned = tuple(f"{name}." for name in fp32_modules)
-    plain = (torch.nn.Parameter, torch.Tensor)
-    headers, samples = [], {}  # the samples of a dtype, hashed together
+    plain, weights = (torch.nn.Parameter, torch.Tensor), []
     with torch.no_grad():
-        for name, tensor in model.named_parameters():
+        for name, tensor in named_parameters:
             if tensor.device.type == "meta" or "ds_shape" in tensor.__dict__:
-                return None  # offloaded, or a ZeRO-3 partition
+                return None
             if type(tensor) not in plain and type(tensor.data) is not torch.Tensor:
-                return None  # a DTensor shard (FSDP2) holds part of the weight
-            key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
-            dtype = tensor.dtype
-            if tensor.is_floating_point():
-                dtype = torch.float32 if name.startswith(planned) else torch.float16
-            headers.append(f"{key}:{tuple(tensor.shape)}:{dtype};")
-            samples.setdefault(dtype, []).append(_sample(tensor, dtype))
+                return None
+            first = tensor.reshape(-1)[: min(tensor.numel(), SAMPLED_VALUES)].to("cpu", copy=True)
+            weights.append((name, tuple(tensor.shape), tensor.dtype, first))
+    return tuple(weights)
+
+
+def _weights_digest(weights: tuple | None, prefix: str, config_sha: str, fp32_modules: tuple[str, ...]) -> str | None:
+    """[`binding_digest`] of weights [`read_weights`] read, their `base_model_prefix` and their [`config_digest`]."""
+    import torch
+
+    if weights is None:
+        return None
+    planned = tuple(f"{name}." for name in fp32_modules)
+    headers, samples = [], {}  # the samples of a dtype, hashed together
+    for name, shape, stored, first in weights:
+        key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
+        dtype = (torch.float32 if name.startswith(planned) else torch.float16) if stored.is_floating_point else stored
+        headers.append(f"{key}:{shape}:{dtype};")
+        samples.setdefault(dtype, []).append(_sample(first, dtype))
     digest = hashlib.sha256("".join(headers).encode())
     for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
         digest.update(b"".join(samples[dtype]))
-    return digest.hexdigest()
+    return hashlib.sha256(f"{digest.hexdigest()}:{config_sha}".encode()).hexdigest()
 
 
 def binding_digest(model, fp32_modules: Iterable[str] = ()) -> str | None:
     """
-    The digest a binding records, or `None` when a weight is not materialised here (offloaded, a DTensor shard, a
-    ZeRO-3 partition): a SHA-256 over [`config_digest`] and the name, shape, dtype and sampled values of every weight
-    of `model` (a PEFT model: its base model, adapters included; each tied tensor once), floating values as fp16, those
-    of the modules `fp32_modules` as fp32. Names are taken without the `base_model_prefix`, so a checkpoint's head
-    model and its base model agree on their shared weights. Computed afresh at each call: a digest kept across calls
-    would miss an in-place edit that moves no version counter (PEFT's `merge_and_unload` writes through `.data`); one
-    load or cast keeps it on its [`WeightsSubject`].
+    The digest a binding records, or `None` when a weight is not materialised here: a SHA-256 over [`config_digest`]
+    and the name, shape, dtype and sample of every weight of `model` (a PEFT model: its base model; each tied tensor
+    once), floating values as fp16, those of the modules `fp32_modules` as fp32, names without the `base_model_prefix`
+    (a head model and its base model agree). Computed afresh at each call: an in-place edit through `.data` moves no
+    version counter; one load or cast keeps it on its [`WeightsSubject`].
     """
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
-    weights = _weights_digest(model, tuple(sorted(fp32_modules)))
-    if weights is None:
-        return None
-    return hashlib.sha256(f"{weights}:{config_digest(getattr(model, 'config', None))}".encode()).hexdigest()
+    prefix, config = getattr(model, "base_model_prefix", "") or "", getattr(model, "config", None)
+    return _weights_digest(
+        read_weights(model.named_parameters()), prefix, config_digest(config), tuple(sorted(fp32_modules))
+    )
 
 
 def bind(model, run: str, max_tokens: int | None = None, backend: str | None = None) -> dict | None:
@@ -205,11 +206,8 @@ def backend_family(backend: str | None) -> str | None:
 
 
 def model_max_length(config: Any) -> int:
-    """
-    The longest input a model takes, which evidence must cover: its config's `max_position_embeddings` (or
-    `n_positions`, `max_sequence_length`, `n_ctx`), the shortest over a composite model's sub-configs; when none states
-    one (relative positions, as T5's), [`ASSUMED_MAX_LENGTH`].
-    """
+    """The longest input a model takes, which evidence must cover: the shortest `max_position_embeddings` (or another of
+    `_LENGTH_KEYS`) over its config and sub-configs; when none states one (as T5's), [`ASSUMED_MAX_LENGTH`]."""
     found = []
     for item in [config, *(sub for _, sub in sub_config_items(config))] if config is not None else []:
         for key in _LENGTH_KEYS:
@@ -222,22 +220,21 @@ def model_max_length(config: Any) -> int:
 
 @dataclasses.dataclass
 class WeightsSubject:
-    """
-    The model a piece of evidence is checked against: its weights and config, the longest input it takes and where
-    it runs. [`weights_subject`] makes one; without one (`transformers precision` reads only `config.json`) no bound
-    evidence counts.
-    """
+    """What evidence is checked against, read once from the loaded model: its weights ([`read_weights`]), its
+    [`config_digest`], the longest input it takes, where it runs and its `base_model_prefix`."""
 
-    model: Any
+    weights: tuple | None
+    config_sha: str
     max_tokens: int
     backend: str | None
+    prefix: str = ""
     _digests: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def digest(self, fp32_modules: Iterable[str] = ()) -> str | None:
-        """[`binding_digest`] of the model, computed once per subject (one load or cast makes one subject)."""
+        """[`binding_digest`] of the weights read, computed once per subject (one load or cast makes one subject)."""
         key = tuple(sorted(fp32_modules))
         if key not in self._digests:
-            self._digests[key] = binding_digest(self.model, key)
+            self._digests[key] = _weights_digest(self.weights, self.prefix, self.config_sha, key)
         return self._digests[key]
 
 
@@ -249,7 +246,13 @@ def weights_subject(model: Any) -> WeightsSubject | None:
     if config is None:
         return None
     device = next((t.device for t in model.parameters()), None)
-    return WeightsSubject(model, model_max_length(config), backend_of(device) if device is not None else None)
+    return WeightsSubject(
+        read_weights(model.named_parameters()),
+        config_digest(config),
+        model_max_length(config),
+        backend_of(device) if device is not None else None,
+        getattr(model, "base_model_prefix", "") or "",
+    )
 
 
 def binding_problem(
@@ -318,5 +321,6 @@ __all__ = [
     "binding_problem",
     "config_digest",
     "model_max_length",
+    "read_weights",
     "weights_subject",
 ]

@@ -15,17 +15,14 @@
 The facts: what precision a model was trained in, where that was read from, and the evidence its checkpoint records.
 
 [`resolve_trained_precision`] answers for every path (loading, casting, the report): the config's own known
-`trained_precision` always wins; else the registry row of the model's Hub id ([`~trained_precision.facts.hub_ids.hub_id_for`];
-a local copy outside a cache has no Hub id); else `"unknown"`, never reported as safe. A fine-tune keeps its older
-stage as `pretraining_precision`; the oldest stage is the risk rules' prior, and an explicitly unknown one
-(`pretraining_precision: "unknown"`) makes the risk unknown. [`TrainedPrecisionInfo.assess`] weighs that prior against
-the evidence ([`~trained_precision.facts.evidence.find_evidence`]) and upstream's `_keep_in_fp32_modules`: one
-[`Assessment`] per runtime. A composite model has one answer per sub-model ([`resolve_sub_models`]).
+`trained_precision` always wins; else the registry row of the model's Hub id; else `"unknown"`, never reported as safe.
+A fine-tune keeps its older stage as `pretraining_precision`: the oldest stage is the risk rules' prior (an explicitly
+unknown one makes the risk unknown), which [`TrainedPrecisionInfo.assess`] weighs against the evidence and upstream's
+`_keep_in_fp32_modules`: one [`Assessment`] per runtime, per sub-model of a composite model.
 
-A stored fp16 plan is decided with the facts ([`decide_fp16_plan`]): applied when the path runs fp16, it is on, the
-model is not quantized and every module name resolves; evidence only when its binding also holds
-([`~trained_precision.facts.binding.binding_problem`]: these weights and config, validated up to the model's own length
-limit, on the same kind of device). Anything else is no evidence: the warning (or error) stands and says why.
+A loaded model is read once ([`ModelSnapshot`]); its stored fp16 plan is decided with the facts ([`decide_fp16_plan`]):
+applied when the path runs fp16, it is on, the model is not quantized and every module name resolves; evidence only
+when its binding also holds ([`~trained_precision.facts.binding.binding_problem`]).
 """
 
 from __future__ import annotations
@@ -59,7 +56,7 @@ from .binding import (
     BOUND_PLAN,
     BOUND_PUBLISHER,
     Binding,
-    bind,
+    WeightsSubject,
     binding_digest,
     binding_problem,
     weights_subject,
@@ -69,6 +66,7 @@ from .evidence import (
     FP16_PLAN_VERSION,
     REFERENCE_RUNTIME,
     Evidence,
+    bound_evidence_pending,
     find_evidence,
     keep_in_fp32_mitigation,
     read_fp16_plan,
@@ -85,6 +83,13 @@ logger = logging.get_logger(__name__)
 #: Where a trained precision was read from.
 SOURCE_CONFIG = "config"
 SOURCE_REGISTRY = "registry"
+
+#: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
+#: their later casts follow it rather than the environment variable.
+MODE_ATTRIBUTE = "_trained_precision_check"
+#: The attribute on which `from_pretrained` records the registry row whose precision it wrote into the config, so that
+#: later casts name the registry as the load did (the config is serialised, so the row is kept on the model).
+REGISTRY_ATTRIBUTE = "_trained_precision_registry_row"
 
 #: What a check runs for (it decides the message's verb and fix).
 LOAD = "load"
@@ -147,12 +152,10 @@ class Assessment:
 class TrainedPrecisionInfo:
     """
     A model's trained `precision` (`"unknown"` when neither the config nor the registry knows it) and its `source`
-    (`"config"`, `"registry"` or `None`), with what the checkpoint records: the canonical `hub_id`, the registry `entry`
-    used, the `row` of the Hub id used or not (for a `save_pretrained` copy, the row its `trained_precision_reference`
-    names: `copied_from`, with that `reference`), the `pretraining` precision and whether the stage before is recorded
-    as unknown (`oldest_unknown`), the verified fp16 `plan`, the `run` that stamped the config (or an adapter's:
-    `run_source`), the `architectures`, and the loaded `subject` bound evidence is checked against (without it a finished
-    run or a copy's reference is no evidence).
+    (`"config"`, `"registry"` or `None`), with what the checkpoint records: the registry `entry` used, the `row` of its
+    Hub id (for a `save_pretrained` copy: the row its reference names, `copied_from`), the older stage (`pretraining`,
+    `oldest_unknown`), the verified fp16 `plan`, the `run` that stamped it, and the loaded `subject` bound evidence is
+    checked against (without it a finished run or a copy's reference is no evidence).
     """
 
     precision: str
@@ -209,8 +212,7 @@ class TrainedPrecisionInfo:
         """
         The [`Assessment`] of running at `runtime`: the oldest stage's prior, the evidence (bound evidence that does
         not hold is dropped, and the next kind looked for), and upstream's mitigation when an fp16 risk remains.
-        `import_classes=False` never imports a model class (the report without `--audit`); `compute="amp"` is a
-        mixed-precision run over wider weights, which only a finished AMP run proves.
+        `import_classes=False` never imports a model class; `compute="amp"`: a mixed-precision run over wider weights.
         """
         runtime = dtype_to_precision(runtime)
         prior = assess_lineage_risk(self.lineage, runtime)
@@ -303,16 +305,11 @@ def resolve_trained_precision(
 ) -> TrainedPrecisionInfo:
     """
     A model's trained precision (the config's known value, else the registry row of its Hub id, else `"unknown"`),
-    with the evidence the config records.
-
-    Args:
-        config (`PreTrainedConfig` or `dict`): the configuration, or the content of its `config.json`.
-        name_or_path (`str` or `os.PathLike`, *optional*): where the model comes from; defaults to the config's.
-        persisted_from ([`~trained_precision.facts.registry.RegistryEntry`], *optional*): the row whose precision loading
-            wrote into this config: while it still holds that value, it is reported as the registry's.
-        fp16_plan (`dict`, *optional*): the fp16 plan the caller applies and verified against the weights.
-        subject ([`~trained_precision.facts.binding.WeightsSubject`], *optional*): the loaded model bound evidence must
-            match; without it (the report, a check before the weights) a run or a copy's reference clears nothing.
+    with the evidence the config records. `config`: a `PreTrainedConfig` or a `config.json` dict; `name_or_path`:
+    where the model comes from (the config's by default); `persisted_from`: the row whose precision loading wrote into
+    it (reported as the registry's while it holds that value); `fp16_plan`: the plan the caller verified against the
+    weights; `subject`: the loaded weights bound evidence must match (without it a run or a copy's reference clears
+    nothing).
     """
     name_or_path = name_or_path or _name_of(config)
     hub_id = hub_id_for(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
@@ -349,10 +346,9 @@ _RECORDED_FIELDS = ((FIELD, UNKNOWN), (PRETRAINING_FIELD, UNKNOWN), (REFERENCE_F
 
 def records_nothing(config: Any) -> bool:
     """
-    Whether `config` and its sub-configs can only resolve to `"unknown"` with nothing for a check to act on: no known
-    precision, no reference, no fp16 plan, and no registry row for any Hub id its name can refer to. The cast path's
-    early exit: every cast asks, so it reads the configs' own attributes and keeps what depends on the class only.
-    `False` whenever unsure.
+    Whether `config` and its sub-configs can only resolve to `"unknown"` with nothing for a check to act on (no known
+    precision, reference, fp16 plan or registry row for its name): the cast's early exit, so it reads the configs' own
+    attributes and keeps what depends on the class only. `False` whenever unsure.
     """
     if config is None:
         return True
@@ -367,16 +363,9 @@ def records_nothing(config: Any) -> bool:
             own = object.__getattribute__(config, "__dict__")
         except AttributeError:
             return False
-        get = own.get  # `_records_no_field`, inline: every cast runs this
-        if not (
-            facts[0]
-            and get(FIELD) in (None, UNKNOWN)
-            and get(PRETRAINING_FIELD) in (None, UNKNOWN)
-            and get(REFERENCE_FIELD) is None
-            and get(FP16_PLAN_FIELD) is None
-        ):
+        if not (facts[0] and _records_no_field(own)):
             return False
-        sub_configs = facts[1] or get("sub_configs")  # (an instance's own, where its class lets it have one)
+        sub_configs = facts[1] or own.get("sub_configs")  # (an instance's own, where its class lets it have one)
     if sub_configs and not all(_records_no_field(_own_fields(sub)) for _, sub in sub_config_items(config)):
         return False
     # the name the check resolves the registry with: `config.name_or_path`, a property over `_name_or_path`
@@ -485,21 +474,19 @@ def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = Non
     return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
 
 
-def bind_persisted_reference(model: Any, persisted_row: Any) -> bool:
+def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSubject | None) -> bool:
     """
-    Binds the publisher reference that loading `model` persisted (`persisted_row`: the row it wrote, or `None`) to the
-    loaded weights, so that a `save_pretrained` copy keeps the publisher's evidence only while its weights are the
-    publisher's. A reference read from a copy's `config.json` is never bound again. Returns whether it bound one.
+    Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it wrote,
+    or `None`) to its weights as read (`subject`), so that a `save_pretrained` copy keeps it only while its weights are
+    the publisher's (a copy's reference is never bound again). Returns whether it bound one.
     """
-    config = getattr(model, "config", None)
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
-    if not isinstance(record, dict) or "binding" in record or persisted_row is None:
+    if not isinstance(record, dict) or "binding" in record or persisted_row is None or subject is None:
         return False
-    binding = bind(model, BOUND_PUBLISHER)  # any length, any backend
-    if binding is None:
-        return False
-    record["binding"] = binding
-    return True
+    digest = subject.digest()
+    if digest is not None:  # any length, any backend
+        record["binding"] = Binding(digest, None, None, BOUND_PUBLISHER).to_dict()
+    return digest is not None
 
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
@@ -539,9 +526,12 @@ def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
     The plan's module names as named in `model` (another head of the checkpoint adds or strips the
     `base_model_prefix`), or `None` when some of them name no module of it.
     """
-    existing = {name for name, _ in model.named_modules() if name}
-    prefix = getattr(model, "base_model_prefix", "") or ""
-    resolved = []
+    return _resolved(names, {name for name, _ in model.named_modules()}, getattr(model, "base_model_prefix", "") or "")
+
+
+def _resolved(names: list[str], existing: set[str], prefix: str) -> list[str] | None:
+    """[`resolve_plan_modules`] on a model's module names (`existing`) and its `base_model_prefix`."""
+    resolved, existing = [], existing - {""}
     for name in names:
         if name in existing:
             resolved.append(name)
@@ -555,10 +545,8 @@ def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
 
 
 def sub_models(model) -> list[tuple[str, str, Any]]:
-    """
-    `(sub-config key, module name, sub-model)` for each sub-model of a composite model (text, vision, encoder,
-    decoder, ...): the outermost module whose `config` is one of `model.config`'s sub-configs. Empty for other models.
-    """
+    """`(sub-config key, module name, sub-model)` for each sub-model of a composite model: the outermost module whose
+    `config` is one of `model.config`'s sub-configs (text, vision, encoder, decoder, ...)."""
     config = getattr(model, "config", None)
     keys = {}
     for key in getattr(config, "sub_configs", None) or {}:
@@ -576,14 +564,14 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
     return found
 
 
-def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None) -> str | None:
+def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None, bound: str | None = None) -> str | None:
     """
-    The `fingerprint` a plan stores: [`~trained_precision.facts.binding.binding_digest`] of `model` (its weights, the plan's
-    modules in fp32, and its config; `fp32_modules`: the modules as named in `model`, by default the plan's own) and
-    the plan's own content (all but the fingerprint), so that new weights (a fine-tune), a config edit, another
-    checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
+    The `fingerprint` a plan stores: the binding digest of `model` with the plan's modules in fp32 (`fp32_modules`, as
+    named in `model`; or that digest, `bound`, without a `model`) and the plan's own content, so that new weights, a
+    config edit, another checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
     """
-    bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
+    if model is not None:
+        bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
     if bound is None:
         return None
     content = {key: value for key, value in plan.items() if key != "fingerprint"}
@@ -599,10 +587,9 @@ STALE = "the plan is stale: " + _MEASURE.format("")
 @dataclasses.dataclass(frozen=True)
 class Fp16PlanDecision:
     """
-    What [`decide_fp16_plan`] decided for a model on a path: the `modules` that run in fp32 (named in the model), the
-    stored `plans` applied (`(sub-config key or "", plan)`), per sub-config key the plan that is `evidence` that
-    fp16 is safe or the `problems` that make it none, and once a check judged the model, the evidence that cleared
-    its runtime (`cleared_by`, a phrase for the sentinel's message; [`cleared_phrase`]).
+    What [`decide_fp16_plan`] decided for a model: the `modules` that run in fp32, the stored `plans` applied (`(sub-config
+    key or "", plan)`), per key the plan that is `evidence` or the `problems` that make it none, the evidence that
+    cleared its runtime once a check judged it (`cleared_by`, [`~trained_precision.guard.decision.cleared_phrase`]), and the model's name.
     """
 
     modules: tuple[str, ...] = ()
@@ -610,6 +597,7 @@ class Fp16PlanDecision:
     evidence: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     problems: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cleared_by: str | None = dataclasses.field(default=None, compare=False)
+    model_name: str = dataclasses.field(default="", compare=False)
 
 
 def is_quantized(model) -> bool:
@@ -622,8 +610,8 @@ def is_quantized(model) -> bool:
     )
 
 
-def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | None:
-    """Why an applied plan is no evidence for `owner` (its config's model), or `None`: its own record, then its binding
+def _evidence_problem(part: SnapshotPart, plan: dict, resolved: list[str], subject) -> str | None:
+    """Why an applied plan is no evidence for `part` (its config's model), or `None`: its own record, then its binding
     ([`~trained_precision.facts.binding.binding_problem`]: the weights, lengths and backend it was validated on)."""
     if plan["version"] < FP16_PLAN_VERSION or "fingerprint" not in plan:
         return f"it was made by an older version and is not bound to these weights and config; {STALE}"
@@ -639,7 +627,7 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
         subject,
         runs=(BOUND_PLAN,),
         recreate=STALE,
-        digest=lambda: plan_fingerprint(owner, plan, resolved),
+        digest=lambda: plan_fingerprint(None, plan, bound=part.subject.digest(resolved) if part.subject else None),
         longer=_MEASURE.format(" --max-length {tokens}"),
         elsewhere="the plan holds there only; on {backend}, " + _MEASURE.format(""),
     )
@@ -647,77 +635,103 @@ def _evidence_problem(owner, plan: dict, resolved: list[str], subject) -> str | 
 
 def decide_fp16_plan(model, dtype, *, use_fp16_plan: bool = True, hf_quantizer=None, subject=None) -> Fp16PlanDecision:
     """
-    The one decision about a stored fp16 plan, made with the facts ([`gather_facts`]) on every path that can verify it:
-    which modules stay in fp32, and whether the plan is evidence that fp16 is safe. It is applied when `dtype` is fp16,
-    `use_fp16_plan` is not `False` (here or at the model's load), the model is not quantized and every module name
-    resolves; it is evidence when also bound to this model ([`_evidence_problem`]).
-
-    Args:
-        model ([`PreTrainedModel`]): the model (a PEFT model: its base model).
-        dtype (`torch.dtype`): the dtype it runs in.
-        use_fp16_plan (`bool`, *optional*, defaults to `True`): `False` switches the plan off.
-        hf_quantizer (`HfQuantizer`, *optional*): the quantizer of a quantized load.
-        subject ([`~trained_precision.facts.binding.WeightsSubject`], *optional*): the model's
-            ([`~trained_precision.facts.binding.weights_subject`]): the binding is checked on it; without it, only which modules.
+    The one decision about a stored fp16 plan of `model` (or of its [`ModelSnapshot`]), on every path that can verify
+    it: applied when `dtype` is fp16, `use_fp16_plan` is not `False` (here or at the model's load), the model is not
+    quantized and every module name resolves; evidence when also bound to the weights `subject` ([`_evidence_problem`]).
     """
     import torch
 
-    if callable(getattr(model, "get_base_model", None)):  # a PEFT model: the plan names its base model's modules
-        model = model.get_base_model()
-    stored = _stored_plans(model) if dtype == torch.float16 and getattr(model, "config", None) is not None else []
-    if not stored:
+    snapshot = model if isinstance(model, ModelSnapshot) else ModelSnapshot(model) if dtype == torch.float16 else None
+    stored = [(part, plan) for part in snapshot.parts if (plan := read_fp16_plan(part.config))] if snapshot else []
+    if not stored or dtype != torch.float16:
         return Fp16PlanDecision()
     refused = None
-    if not use_fp16_plan or vars(model).get(PLAN_DISABLED):
+    if not use_fp16_plan or snapshot.plan_disabled:
         refused = "it is switched off on this path (`use_fp16_plan=False`), so no module is kept in fp32"
-    elif hf_quantizer is not None or is_quantized(model):
+    elif hf_quantizer is not None or snapshot.quantized:
         # quantized layers keep their own storage and compute dtype: a planned module cannot simply be cast to fp32
         logger.info_once(f"The stored `{FP16_PLAN_FIELD}` is not applied to a quantized model.")
         refused = "a quantized model does not apply it (its layers keep their own storage and compute dtype)"
     resolved_by_key, names = {}, []
-    for key, prefix, owner, plan in stored if refused is None else ():
-        resolved = resolve_plan_modules(owner, plan["modules"])
+    for part, plan in stored if refused is None else ():
+        resolved = _resolved(plan["modules"], part.modules, part.base_prefix)
         if resolved is None:
-            refused = _unresolved_plan(model, key, owner, plan)
+            refused = _unresolved_plan(snapshot, part, plan)
             break
-        resolved_by_key[key] = resolved
-        names.extend(f"{prefix}.{name}" if prefix else name for name in resolved)
+        resolved_by_key[part.key] = resolved
+        names.extend(f"{part.prefix}.{name}" if part.prefix else name for name in resolved)
     if refused is not None:
-        return Fp16PlanDecision(problems={key: refused for key, _, _, _ in stored})
+        return Fp16PlanDecision(problems={part.key: refused for part, _ in stored})
     evidence, problems = {}, {}
-    for key, _, owner, plan in stored if subject is not None else ():
-        problem = _evidence_problem(owner, plan, resolved_by_key[key], subject)
+    for part, plan in stored if subject is not None else ():
+        problem = _evidence_problem(part, plan, resolved_by_key[part.key], subject)
         if problem is None:
-            evidence[key] = plan
+            evidence[part.key] = plan
         else:
-            problems[key] = problem
-    plans = tuple((key, plan) for key, _, _, plan in stored)
-    return Fp16PlanDecision(tuple(sorted(set(names))), plans, evidence, problems)
+            problems[part.key] = problem
+    plans = tuple((part.key, plan) for part, plan in stored)
+    name = snapshot.name or snapshot.class_name
+    return Fp16PlanDecision(tuple(sorted(set(names))), plans, evidence, problems, model_name=name)
 
 
-def _stored_plans(model) -> list[tuple[str, str, Any, dict]]:
-    """`(key, prefix, owner, plan)` of every plan stored in the model's config and its sub-models' configs."""
-    stored = []
-    for key, prefix, owner in [("", "", model), *sub_models(model)]:
-        plan = read_fp16_plan(owner.config)
-        if plan is not None:
-            stored.append((key, prefix, owner, plan))
-    return stored
-
-
-def _unresolved_plan(model, key: str, owner, plan: dict) -> str:
-    """Warns once that a plan names modules `owner` lacks (no plan is applied); returns why it is no evidence."""
-    missing = sorted(set(plan["modules"]) - {name for name, _ in owner.named_modules()})
-    where = f"`{key}` sub-config" if key else "config"
-    message = (
-        f"The `{FP16_PLAN_FIELD}` stored in the {where} of "
-        f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} names modules that "
-        f"{type(owner).__name__} does not have ({', '.join(missing[:3])}): no plan is applied. Measure the "
-        "plan again for this model"
+def _unresolved_plan(snapshot: ModelSnapshot, part: SnapshotPart, plan: dict) -> str:
+    """Warns once that a plan names modules its part lacks (no plan is applied); returns why it is no evidence."""
+    missing = ", ".join(sorted(set(plan["modules"]) - part.modules)[:3])
+    where = f"`{part.key}` sub-config" if part.key else "config"
+    logger.warning_once(
+        f"The `{FP16_PLAN_FIELD}` stored in the {where} of {snapshot.name or snapshot.class_name} names modules that "
+        f"{part.class_name} does not have ({missing}): no plan is applied. Measure the plan again for this model: "
+        "`transformers precision plan PATH --dtype fp16 --write`."
     )
-    message += ": `transformers precision plan PATH --dtype fp16 --write`"
-    logger.warning_once(f"{message}.")
-    return f"it names modules that {type(owner).__name__} does not have ({', '.join(missing[:3])}); {STALE}"
+    return f"it names modules that {part.class_name} does not have ({missing}); {STALE}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotPart:
+    """The model (`key` `""`) or a sub-model (its sub-config `key` and module name `prefix`) in a [`ModelSnapshot`]."""
+
+    key: str
+    prefix: str
+    class_name: str
+    modules: frozenset  # its module names
+    base_prefix: str  # its `base_model_prefix`
+    config: dict  # its config's fields, as `to_dict` writes them
+    subject: WeightsSubject | None = None  # its weights, read when its config records evidence they must verify
+
+
+class ModelSnapshot:
+    """
+    A loaded model (a PEFT model: its base model) read once for a check, as plain values (the model is not kept): its
+    `name`, class, whether it is `quantized` or its plan switched off, the check `mode` and `registry_row` a load
+    recorded on it, and its [`SnapshotPart`]s (the model, then its [`sub_models`]). With `quick`, a model whose configs
+    record nothing ([`records_nothing`]) is read no further.
+    """
+
+    def __init__(self, model: Any, quick: bool = False):
+        if callable(getattr(model, "get_base_model", None)):
+            model = model.get_base_model()
+        config = getattr(model, "config", None)
+        self.nothing, self.parts = quick and records_nothing(config), ()
+        if self.nothing or config is None:
+            return
+        self.name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
+        self.class_name, self.model_class = type(model).__name__, type(model)
+        own = vars(model)
+        self.quantized, self.plan_disabled = is_quantized(model), bool(own.get(PLAN_DISABLED))
+        self.mode, self.registry_row = own.get(MODE_ATTRIBUTE), own.get(REGISTRY_ATTRIBUTE)
+        owners = [  # a config's fields as `to_dict` writes them (a plain module may hold a dict)
+            (key, prefix, owner, c.to_dict() if hasattr(c, "to_dict") else dict(c) if isinstance(c, Mapping) else {})
+            for key, prefix, owner in [("", "", model), *sub_models(model)]
+            for c in [owner.config]
+        ]
+        planned = {key for key, _, _, fields in owners if read_fp16_plan(fields) is not None}
+        parts, bound = [], bool(planned) or bound_evidence_pending(config)
+        for key, prefix, owner, fields in owners:
+            subject = weights_subject(owner) if key in planned or (bound and not key) else None
+            names = frozenset(name for name, _ in owner.named_modules())
+            base = getattr(owner, "base_model_prefix", "") or ""
+            parts.append(SnapshotPart(key, prefix, type(owner).__name__, names, base, fields, subject))
+        self.parts = tuple(parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -741,11 +755,9 @@ class PrecisionFacts:
     """
     What is known about one model (or sub-model) at one load, cast or report, gathered once ([`gather_facts`]): the
     [`TrainedPrecisionInfo`], an `(assessment, note)` per dtype that carries the activations (a quantized model's load and
-    compute dtypes; each assessment holds the evidence whose binding holds and upstream's mitigation), the `name` and
-    `sub_model` for messages, the `action`, the resolved `mode` and whether it was given `per_call`, why a stored fp16
-    plan is no evidence here (`plan_problem`), for the outermost load the registry row it wrote into the config
-    (`persisted`: `False` for none, `None` for any other check), and the whole model's [`Fp16PlanDecision`]
-    (`fp16_plan`: which modules its stored plans keep in fp32; empty without a model or outside fp16).
+    compute dtypes), the `name` and `sub_model` for messages, the `action`, the `mode` and whether it was given
+    `per_call`, why a stored fp16 plan is no evidence (`plan_problem`), the registry row an outermost load wrote into the
+    config (`persisted`: `False` for none, `None` for any other check), and the whole model's [`Fp16PlanDecision`].
     """
 
     info: TrainedPrecisionInfo
@@ -761,27 +773,23 @@ class PrecisionFacts:
 
 
 def gather_facts(
-    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, model: Any = None
+    parts: list[tuple[Any, Call]], dtype: Any, mode: str, in_scope: bool = False, snapshot: ModelSnapshot | None = None
 ) -> list[PrecisionFacts]:
     """
     The [`PrecisionFacts`] of one check at `dtype` of each `(config, call)` in `parts` (a model's config, then its
-    sub-configs), gathered once. With the loaded `model`, bound evidence is checked against its weights (digested once
-    for all parts, [`~trained_precision.facts.binding.weights_subject`]) and its stored fp16 plans are decided
-    ([`decide_fp16_plan`]): each part reads its own plan's evidence or problem by its `plan_key`.
+    sub-configs), gathered once. With a loaded model's `snapshot`, bound evidence is checked against its weights and its
+    stored fp16 plans are decided ([`decide_fp16_plan`]), each part reading its own plan's by its `plan_key`.
     """
-    subject = weights_subject(model) if model is not None else None
-    plan = decide_fp16_plan(model, dtype, subject=subject) if subject is not None else Fp16PlanDecision()
+    subject = snapshot.parts[0].subject if snapshot is not None and snapshot.parts else None
+    plan = decide_fp16_plan(snapshot, dtype, subject=subject) if snapshot is not None else Fp16PlanDecision()
     return [_part_facts(config, dtype, call, mode, in_scope, subject, plan) for config, call in parts]
 
 
 def _part_facts(
     config: Any, dtype: Any, call: Call, mode: str, in_scope: bool, subject: Any, plan: Fp16PlanDecision
 ) -> PrecisionFacts:
-    """
-    The facts of one (sub-)config. An outermost load writes a registry precision into the config
-    ([`persist_registry_precision`]); weights about to be rounded or quantized drop a publisher reference
-    ([`forget_changed_reference`]); a deferred check assesses nothing yet.
-    """
+    """The facts of one (sub-)config; an outermost load writes a registry precision into a config object, weights about
+    to be rounded or quantized drop its publisher reference, a deferred check assesses nothing yet."""
     verified = plan.evidence.get(call.plan_key)
     info = resolve_trained_precision(
         config, call.model_name, persisted_from=call.registry_row, fp16_plan=verified, subject=subject
@@ -789,10 +797,10 @@ def _part_facts(
     persisted = None
     if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
         persisted = call.action == LOAD and persist_registry_precision(config, info) and info.entry
-    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
-    forget_changed_reference(config, dtype, quantized=call.hf_quantizer is not None)
     quantizer = call.hf_quantizer
     runtimes = _quantized_runtimes(quantizer, dtype) if quantizer is not None else [(dtype, None)]
+    # weights rounded or quantized are no longer the publisher's: a later save must not carry its reference runtime
+    forget_changed_reference(config, dtype, quantized=quantizer is not None)
     assessed = tuple(
         (info.assess(runtime, model_class=call.model_class), note)
         for runtime, note in (() if call.deferred else runtimes)
@@ -813,24 +821,10 @@ def _part_facts(
     return PrecisionFacts(info, assessed, name, sub_model, call.action, mode, per_call, plan_problem, persisted, plan)
 
 
-def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -> str | None:
-    """The evidence that overrode a predicted risk in the judged `facts` of `parts`, as a phrase; `None` if none did."""
-    found = [
-        (f"(its {call.plan_key} sub-model) " if call.plan_key else "") + assessment.evidence.describe()
-        for (_, call), part in zip(parts, facts)
-        for assessment, _ in part.runtimes
-        if assessment.overridden
-    ]
-    return "; ".join(dict.fromkeys(found)) or None
-
-
 def config_cleared_phrase(config: Any, row: Any, model_class: Any, fp16_plans: Mapping[str, dict]) -> str | None:
-    """
-    [`cleared_phrase`] for a load whose check judged the config before the weights existed (no facts of the loaded
-    model to hand on): the evidence that clears fp16 for `config` and its sub-configs (`row`: the registry row the load
-    recorded; `fp16_plans`: the plans bound to the weights, per sub-config key).
-    """
-    name = getattr(config, "name_or_path", None) or None  # the Hub id or path (an unnamed model has none)
+    """[`~trained_precision.guard.decision.cleared_phrase`] for a load judged before its weights existed: what clears fp16 for `config` and its
+    sub-configs (`row`: the registry row the load recorded; `fp16_plans`: the plans bound to the weights, per key)."""
+    name = _name_of(config) or None  # the Hub id or path (an unnamed model has none)
     found = []
     for key, sub in [("", config), *sub_config_items(config)]:
         info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
@@ -867,7 +861,8 @@ __all__ = [
     "Assessment",
     "Call",
     "Fp16PlanDecision",
-    "cleared_phrase",
+    "ModelSnapshot",
+    "SnapshotPart",
     "config_cleared_phrase",
     "decide_fp16_plan",
     "is_quantized",

@@ -21,8 +21,8 @@ model being cast. The mode is chosen per call (`trained_precision_check=`, kept 
 process (`TRANSFORMERS_TRAINED_PRECISION_CHECK`): `"warn"` (default, once per model and runtime), `"error"` (raise
 [`TrainedPrecisionRiskError`]) or `"ignore"`; a bad value raises a `ValueError`, never falls back to `"warn"`.
 
-Each check gathers the facts once ([`~trained_precision.facts.resolver.gather_facts`]), hands them to the one pure
-[`~trained_precision.guard.decision.decide`], and [`~trained_precision.guard.decision.say`] says the answer.
+Each check reads the model once, gathers the facts ([`~trained_precision.facts.resolver.gather_facts`]), hands them to
+the one pure [`~trained_precision.guard.decision.decide`], and [`~trained_precision.guard.decision.say`] says it.
 """
 
 from __future__ import annotations
@@ -34,16 +34,18 @@ import functools
 import os
 from typing import Any
 
+from ..configuration import sub_config_items
 from ..facts.resolver import (
     CAST,
     FROM_CONFIG,
     LOAD,
+    MODE_ATTRIBUTE,
+    REGISTRY_ATTRIBUTE,
     Call,
     Fp16PlanDecision,
-    cleared_phrase,
+    ModelSnapshot,
+    forget_changed_reference,
     gather_facts,
-    records_nothing,
-    sub_models,
 )
 from ..facts.risk import Risk
 from .decision import (  # noqa: F401  (the check's names, as `patches/` and the other modules import them)
@@ -54,19 +56,11 @@ from .decision import (  # noqa: F401  (the check's names, as `patches/` and the
     KWARG,
     WARN,
     TrainedPrecisionRiskError,
+    cleared_phrase,
     decide,
     reset_warning_cache,
     say,
 )
-
-
-#: The attribute on which `from_pretrained` / `_from_config` record a per-call mode on the models they build, so that
-#: their later casts follow it rather than the environment variable.
-MODE_ATTRIBUTE = "_trained_precision_check"
-
-#: The attribute on which `from_pretrained` records the registry row whose precision it wrote into the config, so that
-#: later casts name the registry as the load did (the config is serialised, so the row is kept on the model).
-REGISTRY_ATTRIBUTE = "_trained_precision_registry_row"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,11 +162,11 @@ def check_trained_precision_from_config(
     return _check([(config, Call(mode, None, FROM_CONFIG, display_name, deferred=deferred))], dtype)[0]
 
 
-def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> tuple[Risk | None, Fp16PlanDecision]:
+def _check(parts: list[tuple[Any, Call]], dtype, snapshot=None) -> tuple[Risk | None, Fp16PlanDecision]:
     """
     One check of a model's config and its sub-configs (`parts`, the same call for all but the sub-model): the call's
-    scope and mode, the facts gathered once (with the loaded `model`: its stored fp16 plans decided), the decision on
-    each part, and saying it. Returns the first risk and the plans' decision.
+    scope and mode, the facts gathered once (with a loaded model's `snapshot`: its stored fp16 plans decided), the
+    decision on each part, and saying it. Returns the first risk and the plans' decision.
     """
     scope = _SCOPE.get()
     call = parts[0][1]
@@ -188,7 +182,7 @@ def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> tuple[Risk | Non
         parts = [(config, dataclasses.replace(part_call, **inherited)) for config, part_call in parts]
         call = parts[0][1]
     mode = resolve_check_mode(call.mode)
-    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, model=model)
+    facts = gather_facts(parts, dtype, mode, in_scope=scope is not None, snapshot=snapshot)
     if facts[0].persisted is not None:  # the outermost load: what it wrote into the config, for its construction scope
         who = call.model_name or getattr(parts[0][0], "name_or_path", None) or None
         _PERSISTED.set({"who": who, "row": facts[0].persisted or None, "deferred": call.deferred})
@@ -201,17 +195,14 @@ def _check(parts: list[tuple[Any, Call]], dtype, model=None) -> tuple[Risk | Non
     return found, dataclasses.replace(facts[0].fp16_plan, cleared_by=cleared_phrase(parts, facts))
 
 
-def cast_target_dtype(model, fn):
+def cast_target_dtype(fn):
     """
-    The floating dtype `model._apply(fn)` casts to, read by applying `fn` to empty fp32 and fp16 probes (parameters when
-    plain tensors fail): the target when both come out alike, also when the model is in it already (`.half()` of an
-    fp16 model still casts an fp16 plan's fp32 modules). `None` for a device move, a failed probe or no floating weights:
-    [`checked_cast`] then compares the dtypes after the cast.
+    The floating dtype `model._apply(fn)` casts floating weights to, from `fn` applied to empty fp32 and fp16 probes
+    (parameters when plain tensors fail) when both come out alike (`.half()` of an fp16 model too: it casts an fp16
+    plan's fp32 modules). `None` for a device move or a failed probe.
     """
     import torch
 
-    if not any(t.is_floating_point() for t in model.parameters()):
-        return None
     targets = {_probe_cast(fn, dtype) for dtype in (torch.float32, torch.float16)}
     return targets.pop() if len(targets) == 1 else None
 
@@ -229,26 +220,37 @@ def _probe_cast(fn, dtype):
     return None
 
 
-def check_model(model, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
+def check_model(model, dtype, action: str = CAST, snapshot=None) -> tuple[Risk | None, Fp16PlanDecision]:
     """
     Checks a model, and each sub-model of a composite model, at `dtype` (a cast's; a load's, `action="load"` or
     `"from_config"`, once the weights can verify bound evidence) in the mode the model was loaded with, else the
-    environment variable's, else `"warn"`. Returns the first [`~trained_precision.facts.risk.Risk`] (or `None`) and the
-    [`~trained_precision.facts.resolver.Fp16PlanDecision`] gathered with the facts: which modules the model's stored
-    fp16 plans keep in fp32 (applied by the caller once this has not raised).
+    environment variable's, else `"warn"`, on what the caller read of it (`snapshot`), else read here. Returns the
+    first risk (or `None`) and the plan's decision: which modules stay in fp32 (applied once this has not raised).
     """
     config = getattr(model, "config", None)
     if dtype is None or config is None or getattr(model, "is_quantized", False):  # upstream casts no quantized model
         return None, Fp16PlanDecision()
-    name = getattr(config, "name_or_path", None) or None  # an unnamed model has no Hub id to look up
-    own = vars(model)
-    common = {"mode": own.get(MODE_ATTRIBUTE), "model_name": name, "display_name": type(model).__name__}
-    common.update(action=action, registry_row=own.get(REGISTRY_ATTRIBUTE))
-    parts = [(config, Call(**common, model_class=type(model), plan_key="", sub_model=""))]
-    for key, _, sub in sub_models(model):  # each sub-model built as a module of it, with its sub-config
-        sub_model = getattr(sub.config, "model_type", None) or key
-        parts.append((sub.config, Call(**common, plan_key=key, sub_model=sub_model)))
-    return _check(parts, dtype, model)
+    snapshot = snapshot if snapshot is not None else ModelSnapshot(model)
+    found = _judge(snapshot, dtype, action)
+    _forget_rounded(config, dtype)
+    return found
+
+
+def _judge(snapshot: ModelSnapshot, dtype, action: str = CAST) -> tuple[Risk | None, Fp16PlanDecision]:
+    """[`check_model`] on what was read of the model, its [`~trained_precision.facts.resolver.ModelSnapshot`]."""
+    common = {"mode": snapshot.mode, "model_name": snapshot.name, "display_name": snapshot.class_name}
+    common.update(action=action, registry_row=snapshot.registry_row)
+    parts = [  # the model, then each sub-model built as a module of it, with its sub-config
+        (part.config, Call(**common, plan_key=part.key, sub_model=(part.config.get("model_type") or part.key)))
+        for part in snapshot.parts
+    ]
+    parts[0] = (parts[0][0], dataclasses.replace(parts[0][1], model_class=snapshot.model_class, sub_model=""))
+    return _check(parts, dtype, snapshot)
+
+
+def _forget_rounded(config, dtype) -> None:  # weights rounded to `dtype` are no longer the publisher's
+    for item in [config, *(sub for _, sub in sub_config_items(config))]:
+        forget_changed_reference(item, dtype)
 
 
 def is_outermost_cast(model) -> bool:
@@ -271,11 +273,11 @@ def _class_attribute(cls: type, name: str) -> Any:
 _QUIET_MODES = frozenset({"", WARN, IGNORE})
 
 
-def nothing_to_check(model) -> bool:
+def _quiet(model) -> bool:
     """
-    Whether no cast of `model` can be judged, whatever its dtype: not built inside a `from_pretrained` / `from_config`
-    call, its mode is not `"error"` (read without side effects), no load recorded a registry row on it, and its config
-    records nothing the check reads ([`~trained_precision.facts.resolver.records_nothing`]).
+    Whether a cast of `model` whose configs record nothing ([`~trained_precision.facts.resolver.records_nothing`]) goes
+    unchecked: not built inside a `from_pretrained` / `from_config` call, its mode is not `"error"` (read without side
+    effects), and no load recorded a registry row on it.
     """
     own = model.__dict__
     if own.get(REGISTRY_ATTRIBUTE) is not None or _SCOPE.get() is not None:
@@ -286,10 +288,7 @@ def nothing_to_check(model) -> bool:
     if mode is not None and mode not in _QUIET_MODES:
         return False
     value = _environment_value()
-    if value is not None and value.strip().lower() not in _QUIET_MODES:
-        return False
-    config = own.get("config")  # a `PreTrainedModel` keeps its config in its `__dict__`
-    return records_nothing(config if config is not None else getattr(model, "config", None))
+    return value is None or value.strip().lower() in _QUIET_MODES
 
 
 @contextlib.contextmanager
@@ -311,30 +310,29 @@ def checked_apply(model, apply, fn, recurse=True):
 @contextlib.contextmanager
 def checked_cast(model, fn):
     """
-    The one check of a cast, around `PreTrainedModel._apply(fn)` (which every cast reaches). For the outermost model
-    being cast, when something about it can be judged ([`nothing_to_check`]), it gathers the facts with the stored fp16
-    plans, decides and says at the cast's target ([`cast_target_dtype`]) before the cast, so that `"error"` mode raises
-    with the model unchanged, or after it when the target cannot be told beforehand. The `PreTrainedModel`s inside it
-    are judged with it, not again on their own. Yields `(target, plan)`: the target (`None` when unknown or unchecked)
-    and the [`~trained_precision.facts.resolver.Fp16PlanDecision`] of the check. A cast with nothing to judge costs a few
-    microseconds, whatever the model's size.
+    The one check of a cast, around `PreTrainedModel._apply(fn)` (which every cast reaches). The outermost model being
+    cast is read once ([`~trained_precision.facts.resolver.ModelSnapshot`]) and, unless it has nothing to judge, judged
+    at the cast's target ([`cast_target_dtype`]) before the cast, so that `"error"` mode raises with the model
+    unchanged, or after it when the target cannot be told beforehand; its `PreTrainedModel`s are judged with it. Yields
+    `(target, plan)`: the target (`None` when unknown or unchecked) and the plan's decision. A cast with nothing to
+    judge costs a few microseconds, whatever the model's size.
     """
     if not is_outermost_cast(model):  # a sub-model inside a cast (judged with it), or a quantized model
         yield None, Fp16PlanDecision()
         return
-    target, plan, before = None, Fp16PlanDecision(), None
-    if not nothing_to_check(model):
-        target = cast_target_dtype(model, fn)
-        if target is not None:
-            plan = check_model(model, target)[1]
-        else:  # a device move, or a target no probe tells: compare the dtypes after the cast
-            before = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+    quiet = _quiet(model)
+    snapshot = ModelSnapshot(model, quick=quiet)  # the model, read once (no further than its records when quiet)
+    before = None if snapshot.nothing else next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
+    target = cast_target_dtype(fn) if before is not None else None
+    plan = _judge(snapshot, target)[1] if target is not None else Fp16PlanDecision()
     with quiet_casts():
         yield target, plan
-    if before is not None:
+    if target is not None:
+        _forget_rounded(getattr(model, "config", None), target)
+    elif before is not None:  # a device move, or a target no probe tells: compare the dtypes after the cast
         after = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
         if after is not None and after != before:
-            check_model(model, after)
+            check_model(model, after)  # the cast changed it: read again
 
 
 def in_construction() -> bool:

@@ -20,9 +20,10 @@ cast or report) goes into one pure function, [`decide`], whose [`Decision`] carr
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ...utils import logging
-from ..facts.resolver import CAST, FROM_CONFIG, LOAD, Assessment, PrecisionFacts
+from ..facts.resolver import CAST, FROM_CONFIG, LOAD, Assessment, Call, PrecisionFacts
 from ..facts.risk import PRECISION_LOSS, Risk
 from ..vocabulary import FP16, FP32, dtype_code, dtype_options
 
@@ -191,6 +192,17 @@ def say(decision: Decision | None) -> Risk | None:
     return risk
 
 
+def cleared_phrase(parts: list[tuple[Any, Call]], facts: list[PrecisionFacts]) -> str | None:
+    """The evidence that overrode a predicted risk in the judged `facts` of `parts`, as a phrase; `None` if none did."""
+    found = [
+        (f"(its {call.plan_key} sub-model) " if call.plan_key else "") + assessment.evidence.describe()
+        for (_, call), part in zip(parts, facts)
+        for assessment, _ in part.runtimes
+        if assessment.overridden
+    ]
+    return "; ".join(dict.fromkeys(found)) or None
+
+
 def reset_warning_cache() -> None:
     """Forget which (model, sub-model, trained, runtime precision) combinations were already reported on (tests)."""
     _WARNED.clear()
@@ -199,6 +211,7 @@ def reset_warning_cache() -> None:
 
 __all__ = [
     "Decision",
+    "cleared_phrase",
     "PrecisionFacts",
     "TrainedPrecisionRiskError",
     "decide",

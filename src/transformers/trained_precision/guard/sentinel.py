@@ -438,7 +438,7 @@ def check_sentinel(model) -> None:
 def note_runtime(model, dtype=None, cleared: str | None = None) -> None:
     """
     Records on `model` and its sub-models the evidence that cleared fp16 at a load or cast to `dtype` (`cleared`: the
-    check's phrase, [`~trained_precision.facts.resolver.cleared_phrase`]); another dtype forgets it, `None` (a move) keeps it.
+    check's phrase, [`~trained_precision.guard.decision.cleared_phrase`]); another dtype forgets it, `None` (a move) keeps it.
     """
     import torch
 

@@ -16,12 +16,10 @@ Applying a stored fp16 plan: the modules of a model that must run in fp32 for it
 every fp16 load, cast and fine-tune.
 
 A plan is measured and validated against fp32 ([`~trained_precision.plan.fp16_plan_search.search_fp16_plan`]) and stored in
-the config (`config.fp16_plan`, see [`FP16_PLAN_FIELD`]) with what it promises: its `fingerprint` ([`plan_fingerprint`]:
-the binding every kind of evidence records, [`~trained_precision.facts.binding`], of the weights and config it was measured
-on, with the plan's own content) and `validated_on` (the sequences, their lengths, the device and its backend). Which
-modules it keeps and whether it is evidence is decided with the other facts
-([`~trained_precision.facts.resolver.decide_fp16_plan`]); a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default, so a
-model that takes longer inputs needs `search_fp16_plan(model, max_length=...)`.
+the config (`config.fp16_plan`) with its `fingerprint` ([`plan_fingerprint`]: the binding of the weights and config it
+was measured on, [`~trained_precision.facts.binding`], with the plan's own content) and `validated_on` (the sequences,
+their lengths, the device). Which modules it keeps and whether it is evidence is decided with the other facts
+([`~trained_precision.facts.resolver.decide_fp16_plan`]); a search sweeps at most [`DEFAULT_MAX_LENGTH`] by default.
 
 [`apply_fp16_plan`] applies it: the planned modules keep fp32 weights and run with fp32 inputs and autocast disabled;
 their outputs go back to the dtype their inputs came in, so fp16 modules never receive fp32 tensors. Module names are
@@ -36,11 +34,12 @@ from typing import Any
 
 from ...utils import logging
 from ..configuration import sub_config_items
-from ..facts.binding import model_max_length, weights_subject
+from ..facts.binding import model_max_length
 from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer, the search and the tests import them)
     PLAN_DISABLED,
     Fp16PlanDecision,
+    ModelSnapshot,
     bind_persisted_reference,
     config_cleared_phrase,
     decide_fp16_plan,
@@ -49,7 +48,7 @@ from ..facts.resolver import (  # noqa: F401  (the plan's names, as the Trainer,
     resolve_plan_modules,
     sub_models,
 )
-from ..guard.check import FROM_CONFIG, LOAD, REGISTRY_ATTRIBUTE, check_model, checked_cast, in_construction
+from ..guard.check import FROM_CONFIG, LOAD, check_model, checked_cast, in_construction
 from ..guard.sentinel import note_cast, note_runtime
 from ..vocabulary import FP16_PLAN_FIELD
 
@@ -145,10 +144,8 @@ def keep_module_in_fp32(module, output_dtype=None) -> None:
     """
     Makes `module` run as a planned module: its weights in fp32, its floating inputs cast to them, autocast disabled
     inside it, and its outputs cast back to the dtype of its first floating input (for a module without floating
-    inputs, such as an embedding: to `output_dtype`, the dtype the rest of the model runs in). Idempotent.
-
-    Works for any module, also those whose code does not cast its inputs the way T5's feed-forward does: the forward
-    is wrapped on the instance (a bound method, so `copy.deepcopy` and pickling follow the module).
+    inputs, such as an embedding: to `output_dtype`). Idempotent; works for any module: the forward is wrapped on the
+    instance (a bound method, so `copy.deepcopy` and pickling follow the module).
     """
     import types
 
@@ -179,11 +176,8 @@ def release_module(module) -> None:
 
 
 def usable_length(config) -> int:
-    """
-    The longest input a plan search sweeps by default: [`~trained_precision.facts.binding.model_max_length`], at most
-    [`DEFAULT_MAX_LENGTH`]. A plan is evidence only up to the length it swept: for a model that takes longer inputs,
-    pass a longer `max_length`.
-    """
+    """The longest input a plan search sweeps by default (a plan is evidence only up to it): the model's, at most
+    [`DEFAULT_MAX_LENGTH`]."""
     return min(model_max_length(config), DEFAULT_MAX_LENGTH)
 
 
@@ -211,36 +205,40 @@ def mark_fp16_plan_stale(model, reason: str) -> bool:
     """Marks the model's stored plans stale with `reason` (still applied, no evidence); returns whether one was marked."""
     if callable(getattr(model, "get_base_model", None)):
         model = model.get_base_model()
-    marked = False
-    for _, _, owner in [("", "", model), *sub_models(model)]:
-        plan = getattr(getattr(owner, "config", None), FP16_PLAN_FIELD, None)
+    config, marked = getattr(model, "config", None), False
+    for owner in [config, *(getattr(config, key, None) for key in getattr(config, "sub_configs", None) or {})]:
+        plan = getattr(owner, FP16_PLAN_FIELD, None)
         if isinstance(plan, dict) and plan.get("stale") != reason:
-            setattr(owner.config, FP16_PLAN_FIELD, {**plan, "stale": reason})
+            setattr(owner, FP16_PLAN_FIELD, {**plan, "stale": reason})
             marked = True
     return marked
 
 
-def _weight_share(model, names: list[str]) -> float:
-    """The share of the model's weights (each tied tensor once) inside the modules `names`."""
-    total = sum(t.numel() for t in model.parameters())  # `parameters()` yields a tied tensor once
-    modules = dict(model.named_modules())
-    planned = {id(t): t.numel() for name in names for t in modules[name].parameters()}
-    return sum(planned.values()) / max(total, 1)
+def _weight_share(parameters, planned: list) -> float:
+    """The share of a model's weights (`parameters`, each tied tensor once) inside its modules `planned`."""
+    total = sum(t.numel() for t in parameters)  # `parameters()` yields a tied tensor once
+    return sum({id(t): t.numel() for module in planned for t in module.parameters()}.values()) / max(total, 1)
 
 
-def _log_applied(model, decision: Fp16PlanDecision, training: bool) -> None:
-    names = decision.modules
-    share = _weight_share(model, names)
-    validation = decision.plans[0][1]["validation"]
-    what = "fp16 mixed-precision training" if training else "fp16"
-    listed = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    name = getattr(model.config, "name_or_path", "") or type(model).__name__
-    logger.info(
-        f"{name} runs in {what} with its stored fp16 plan: "
-        + (f"{listed} kept in fp32 ({share:.1%} of the weights)" if names else "no module in fp32")
-        + f"; validated against fp32 on {validation['texts']} sequences (cosine {validation['cosine']:.5f}, top-1 "
-        f"agreement {validation['top1_agreement']:.1%})."
-    )
+def _keep_planned(model, modules: dict, decision: Fp16PlanDecision, dtype, training: bool = False) -> None:
+    """The last step of a load, cast or fine-tune (`training`: its plans marked stale) to `dtype`: the planned modules
+    kept in fp32 and said, then what cleared the runtime noted for the check in the forward."""
+    if training:
+        mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
+    planned = [modules[name] for name in decision.modules]
+    for module in planned:
+        keep_module_in_fp32(module, dtype)
+    if planned:
+        names, validation = decision.modules, decision.plans[0][1]["validation"]
+        share = _weight_share(model.parameters(), planned)
+        listed = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        logger.info(
+            f"{decision.model_name} runs in {'fp16 mixed-precision training' if training else 'fp16'} with its stored "
+            f"fp16 plan: {listed} kept in fp32 ({share:.1%} of the weights); validated against fp32 on "
+            f"{validation['texts']} sequences (cosine {validation['cosine']:.5f}, top-1 agreement "
+            f"{validation['top1_agreement']:.1%})."
+        )
+    note_runtime(model, dtype, decision.cleared_by)  # checked where it runs
 
 
 def apply_fp16_plan(
@@ -248,11 +246,10 @@ def apply_fp16_plan(
 ) -> list[str]:
     """
     Applies the model's stored fp16 plan when `dtype` is fp16 ([`keep_module_in_fp32`] for each planned module) and
-    returns those modules. Called by `from_pretrained` and `_from_config` (`check`: `"load"` or `"from_config"`: the
-    trained-precision check deferred until the weights could verify the plan, [`fp16_plan_pending`], runs here and
-    decides the plan with the facts) and by the Trainer (`training=True`, with `fp16=True`: the weights stay fp32; the
-    run changes them, so the plan is marked stale: applied, no longer evidence). `use_fp16_plan=False` ignores the plan
-    now and in later casts.
+    returns those modules. Called by `from_pretrained` and `_from_config` (`check`: `"load"` or `"from_config"`: a check
+    deferred until the weights could verify the plan, [`fp16_plan_pending`], runs here) and by the Trainer
+    (`training=True`, `fp16=True`: the run changes the fp32 weights, so the plan is marked stale). `use_fp16_plan=False`
+    ignores the plan now and in later casts.
     """
     import torch
 
@@ -262,38 +259,29 @@ def apply_fp16_plan(
         return []
     if not use_fp16_plan:
         model.__dict__[PLAN_DISABLED] = True
-    if check == LOAD:
-        # a publisher reference this load persisted: bound to the loaded weights
-        bind_persisted_reference(model, vars(model).get(REGISTRY_ATTRIBUTE))
-    deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not is_quantized(model)
-    if deferred and fp16_plan_pending(model.config, dtype, use_fp16_plan):
+    snapshot = ModelSnapshot(model)  # the model, read once
+    if check == LOAD:  # a publisher reference this load persisted: bound to the loaded weights
+        bind_persisted_reference(model.config, snapshot.registry_row, snapshot.parts[0].subject)
+    deferred = check in (LOAD, FROM_CONFIG) and not in_construction() and not snapshot.quantized
+    if deferred and fp16_plan_pending(snapshot.parts[0].config, dtype, use_fp16_plan):
         # the check deferred until the weights could verify the plan: it gathers the plan with the facts and says
-        decision = check_model(model, dtype, action=check)[1]
+        decision = check_model(model, dtype, action=check, snapshot=snapshot)[1]
     else:
-        subject = weights_subject(model) if check is not None else None
-        decision = decide_fp16_plan(model, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
+        subject = snapshot.parts[0].subject if check is not None else None
+        decision = plans = decide_fp16_plan(snapshot, dtype, use_fp16_plan=use_fp16_plan, subject=subject)
         if not training and dtype == torch.float16:
-            row = vars(model).get(REGISTRY_ATTRIBUTE)
-            cleared = config_cleared_phrase(model.config, row, type(model), decision.evidence)
-            decision = replace(decision, cleared_by=cleared)
-    modules = dict(model.named_modules())
-    for name in decision.modules:
-        keep_module_in_fp32(modules[name], None if training else dtype)
-    if training:
-        mark_fp16_plan_stale(model, "it was measured before a training run changed the weights")
-    if decision.modules:
-        _log_applied(model, decision, training)
-    note_runtime(model, None if training else dtype, decision.cleared_by)  # checked where it runs
+            facts = (snapshot.parts[0].config, snapshot.registry_row, snapshot.model_class, plans.evidence)
+            decision = replace(plans, cleared_by=config_cleared_phrase(*facts))
+    _keep_planned(model, dict(model.named_modules()), decision, None if training else dtype, training)
     return list(decision.modules)
 
 
 def fp16_plan_apply(model, apply, fn, recurse=True):
     """
-    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches (`.half()`, `.to(torch.float16)`, `.type()`, a
-    parent module's cast): one check before the cast gathers the facts with the stored fp16 plan, decides and says
-    ([`~trained_precision.guard.check.checked_cast`]). When the cast goes to fp16 (read from the cast itself, so a second fp16
-    cast keeps the plan too) and the check did not raise, the planned modules keep their exact fp32 weights, put back
-    by module and name, and run as planned modules. Returns what `apply(fn, recurse)` returns.
+    `PreTrainedModel._apply(fn, recurse)`, which every cast reaches: one check before the cast decides with the stored
+    fp16 plan and says ([`~trained_precision.guard.check.checked_cast`]). When the cast goes to fp16 and the check did
+    not raise, the planned modules keep their exact fp32 weights and run as planned modules. Returns what `apply`
+    returns.
     """
     import torch
 
@@ -311,11 +299,7 @@ def fp16_plan_apply(model, apply, fn, recurse=True):
     for (name, attribute), data in kept.items():
         tensor = getattr(modules[name], attribute)
         tensor.data = data.to(device=tensor.device, dtype=torch.float32)
-    for name in decision.modules:
-        keep_module_in_fp32(modules[name], torch.float16)
-    if decision.modules:
-        _log_applied(model, decision, training=False)
-    note_runtime(model, target, decision.cleared_by)  # checked where the model runs
+    _keep_planned(model, modules, decision, target)
     return result
 
 

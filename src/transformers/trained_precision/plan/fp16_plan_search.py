@@ -530,7 +530,7 @@ def split_plan(model, plan: dict) -> dict[str, dict]:
         part = {
             **plan,
             "modules": inside,
-            "fp32_weight_share": round(_weight_share(owner, inside), 6),
+            "fp32_weight_share": round(_weight_share(owner.parameters(), [owner.get_submodule(n) for n in inside]), 6),
             "validation": {**plan["validation"], "modules": inside},
         }
         part["fingerprint"] = plan_fingerprint(owner, part) or ""
@@ -650,7 +650,7 @@ def _measured_plan(heavy, hot, boundary, limit, caller, modules) -> tuple[set[st
 def _validate_and_grow(model, result: PlanResult, names, reference, boundary, order, caller) -> None:
     """Validates `names` and grows the plan after each failure until it passes, is refused or cannot grow."""
     while True:
-        share = _weight_share(model, names)
+        share = _weight_share(model.parameters(), [model.get_submodule(name) for name in names])
         if share > MAX_FP32_SHARE:
             result.refusal = (
                 f"the plan would keep {share:.0%} of the weights in fp32 (more than {MAX_FP32_SHARE:.0%}): most of "

@@ -570,10 +570,11 @@ def _run_binding(model: Any, compute: str, max_tokens: int | None) -> dict | Non
     on, the longest input it saw and its backend; `None` when the weights are offloaded or sharded (FSDP2, ZeRO-3):
     such a run is no evidence. One digest per run, at its end.
     """
-    from ..facts.binding import bind
+    from ..facts.binding import Binding
 
     subject = weights_subject(model)
-    return bind(subject.model, compute, max_tokens, subject.backend) if subject is not None else None
+    digest = subject.digest() if subject is not None else None
+    return Binding(digest, max_tokens, subject.backend, compute).to_dict() if digest is not None else None
 
 
 def _record_stage(config: Any, precision: str, model: Any) -> None:
