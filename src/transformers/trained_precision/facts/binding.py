@@ -36,6 +36,7 @@ A load or cast reads the weights once ([`WeightsSubject`]); no digest is kept on
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import hashlib
 import json
@@ -119,18 +120,18 @@ def config_digest(config: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _sample(first, dtype) -> bytes:
-    """A weight's sample ([`read_weights`]) as bytes of `dtype`."""
+def _sample(first: bytes, stored, dtype) -> bytes:
+    """A weight's sample ([`read_weights`], bytes of its `stored` dtype) as bytes of `dtype`."""
     import torch
 
-    return first.to(dtype).contiguous().view(torch.uint8).numpy().tobytes()
+    if stored == dtype or not first:
+        return first
+    return torch.frombuffer(bytearray(first), dtype=stored).to(dtype).view(torch.uint8).numpy().tobytes()
 
 
 def read_weights(named_parameters: Iterable) -> tuple | None:
-    """
-    `(name, shape, dtype, first values)` of each of `named_parameters`, its first [`SAMPLED_VALUES`] values copied to
-    the CPU; `None` when one is not materialised here (offloaded, a DTensor shard, a ZeRO-3 partition).
-    """
+    """`(name, shape, dtype, first values)` of each of `named_parameters`: its first [`SAMPLED_VALUES`] values as bytes
+    (read in place from a contiguous CPU weight); `None` where one is not here (offloaded, a DTensor or ZeRO-3 shard)."""
     import torch
 
     plain, weights = (torch.nn.Parameter, torch.Tensor), []
@@ -140,7 +141,11 @@ def read_weights(named_parameters: Iterable) -> tuple | None:
                 return None
             if type(tensor) not in plain and type(tensor.data) is not torch.Tensor:
                 return None
-            first = tensor.reshape(-1)[: min(tensor.numel(), SAMPLED_VALUES)].to("cpu", copy=True)
+            length = min(tensor.numel(), SAMPLED_VALUES)
+            if tensor.device.type == "cpu" and tensor.is_contiguous():
+                first = ctypes.string_at(tensor.data_ptr(), length * tensor.element_size())
+            else:
+                first = tensor.reshape(-1)[:length].to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
             weights.append((name, tuple(tensor.shape), tensor.dtype, first))
     return tuple(weights)
 
@@ -157,7 +162,7 @@ def _weights_digest(weights: tuple | None, prefix: str, config_sha: str, fp32_mo
         key = name[len(prefix) + 1 :] if prefix and name.startswith(prefix + ".") else name
         dtype = (torch.float32 if name.startswith(planned) else torch.float16) if stored.is_floating_point else stored
         headers.append(f"{key}:{shape}:{dtype};")
-        samples.setdefault(dtype, []).append(_sample(first, dtype))
+        samples.setdefault(dtype, []).append(_sample(first, stored, dtype))
     digest = hashlib.sha256("".join(headers).encode())
     for dtype in sorted(samples, key=str):  # by the dtype counted, whatever the dtype a weight is stored in
         digest.update(b"".join(samples[dtype]))
