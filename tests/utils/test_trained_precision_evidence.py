@@ -976,6 +976,32 @@ class BindingTest(unittest.TestCase):
             model.model.layers[0].mlp.up_proj.weight.view(-1)[first] += 1.0  # a sampled value
         self.assertNotEqual(binding_digest(model), before)
 
+    def test_each_expert_of_a_fused_moe_weight_is_sampled(self):  # review 62c H1
+        from transformers import MixtralConfig, MixtralForCausalLM
+
+        config = MixtralConfig(
+            vocab_size=64,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+        )
+        torch.manual_seed(0)
+        model = MixtralForCausalLM(config)
+        fused = next(t for name, t in model.named_parameters() if "experts" in name and t.dim() == 3)
+        before = binding_digest(model)
+        with torch.no_grad():
+            fused[3].view(-1)[3] += 1.0  # the last expert's fourth value: past the fused tensor's first 512 values
+        self.assertGreater(fused[3].numel() * 3, 512)
+        self.assertNotEqual(binding_digest(model), before)
+        with torch.no_grad():
+            fused[3].view(-1)[3] -= 1.0
+            fused[3].view(-1)[-1] += 1.0  # past the expert's own first 512 values: outside the sample, as documented
+        self.assertEqual(binding_digest(model), before)
+
     def test_a_subject_digests_once_and_a_new_check_sees_an_edit_through_data(self):
         from transformers.trained_precision.facts import binding
 

@@ -17,18 +17,18 @@ what it was made on, written by its producer beside it and checked by [`binding_
 
 A binding records a digest ([`binding_digest`]) of
 
-- the name, shape and dtype of every weight, and its first [`SAMPLED_VALUES`] values (floating values as fp16, or
-  fp32 in an fp16 plan's modules, so a model and its fp16 cast give one digest);
+- the name, shape and dtype of every weight and its first [`SAMPLED_VALUES`] values, of each slice where it stacks
+  others (three dimensions or more: a MoE's experts), as fp16 (fp32 in an fp16 plan's modules: one digest for a
+  model and its fp16 cast);
 - the config's fields that change what the forward computes: the whole config (and its sub-configs) less the
   precision record, the evidence and bookkeeping ([`UNBOUND_FIELDS`]), so an edit of `config.json` such as Granite's
   `logits_scaling` or a `layer_norm_eps` breaks it;
 
 and the longest input the evidence saw and the kind of device it ran on.
 
-The sample lies on the page of each weight a lazy safetensors load already touched. It catches a fine-tune, another
-checkpoint, a changed name, shape, dtype or config field, and an edit of a sampled value; not an edit past a weight's
-first `SAMPLED_VALUES`, nor weights swapped for others with the same first values. Static evidence only decides
-whether a load warns: in fp16 the check in the forward catches a real overflow whatever the evidence says.
+It catches a fine-tune, another checkpoint, a changed name, shape, dtype or config field, and an edit of a sampled
+value; not an edit past the sample, nor weights swapped for others with the same first values. Static evidence only
+decides whether a load warns: in fp16 the check in the forward catches a real overflow whatever the evidence says.
 
 A load or cast reads the weights once ([`WeightsSubject`]); no digest is kept on the model: an in-place edit through
 `tensor.data` (PEFT's `merge_and_unload`) moves no version counter.
@@ -51,8 +51,7 @@ from ..vocabulary import FIELDS, FP16_PLAN_FIELD, REFERENCE_FIELD, RUN_FIELD
 #: the evidence again): version 1 (no `version` field: a digest of every value, or a sample without the config) and
 #: version 2 (1,024 values per weight, in two runs from an offset that moved per weight).
 BINDING_VERSION = 3
-#: Values per weight the digest covers: its first ones (flattened), on the page a lazy safetensors load already touched
-#: (a run elsewhere in each weight costs a page fault per weight: 11% of a lazy 7B load for two such runs).
+#: Values per weight (per stacked slice) the digest covers: its first, on a page a lazy load touched (not a fault each).
 SAMPLED_VALUES = 512
 #: The binding's `run` for a measured fp16 plan and for a publisher's reference runtime (a training run's is its
 #: `compute`: `"pure"` or `"amp"`).
@@ -130,8 +129,8 @@ def _sample(first: bytes, stored, dtype) -> bytes:
 
 
 def read_weights(named_parameters: Iterable) -> tuple | None:
-    """`(name, shape, dtype, first values)` of each of `named_parameters`: its first [`SAMPLED_VALUES`] values as bytes
-    (read in place from a contiguous CPU weight); `None` where one is not here (offloaded, a DTensor or ZeRO-3 shard)."""
+    """`(name, shape, dtype, sample bytes)` of each of `named_parameters` (read in place from a contiguous CPU weight);
+    `None` where one is not here (offloaded, a DTensor or ZeRO-3 shard)."""
     import torch
 
     plain, weights = (torch.nn.Parameter, torch.Tensor), []
@@ -141,11 +140,14 @@ def read_weights(named_parameters: Iterable) -> tuple | None:
                 return None
             if type(tensor) not in plain and type(tensor.data) is not torch.Tensor:
                 return None
-            length = min(tensor.numel(), SAMPLED_VALUES)
+            slices = tensor.shape[0] if tensor.dim() > 2 and tensor.numel() else 1  # a slice per stacked expert
+            step, size = tensor.numel() // slices, tensor.element_size()
             if tensor.device.type == "cpu" and tensor.is_contiguous():
-                first = ctypes.string_at(tensor.data_ptr(), length * tensor.element_size())
+                at, length = tensor.data_ptr(), min(step, SAMPLED_VALUES) * size
+                first = b"".join(ctypes.string_at(at + i * step * size, length) for i in range(slices))
             else:
-                first = tensor.reshape(-1)[:length].to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
+                rows = tensor.reshape(slices, step)[:, :SAMPLED_VALUES]
+                first = rows.to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
             weights.append((name, tuple(tensor.shape), tensor.dtype, first))
     return tuple(weights)
 
