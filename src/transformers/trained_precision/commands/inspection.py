@@ -39,7 +39,7 @@ from ..facts.binding import backend_family, weights_subject
 from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from ..facts.registry import lookup
-from ..facts.resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
+from ..facts.resolver import ModelSnapshot, decide_fp16_plan, resolve_trained_precision
 from ..facts.risk import FP16_MAX, OVERFLOW
 from ..facts.storage import (
     MAX_HEADER_BYTES,
@@ -377,11 +377,12 @@ _REGISTRY_KEYS = ("model_id", "precision", "source", "confidence", "note", "refe
 
 
 def _verdict_lines(verdicts: dict[str, Verdict], asked: str | None, details: bool = True) -> list[str]:
-    """One line per verdict (the asked one marked), with the reasons and the fix of one that is not safe."""
+    """One line per verdict (the asked one marked), with the reasons and the fix of one that is not safe (without
+    `details`, of the asked one only)."""
     lines = []
     for name, verdict in verdicts.items():
         lines.append(f"  {name}: {verdict.summary}{'  <- asked' if name == asked else ''}")
-        if details and verdict.status != SAFE:
+        if (details or name == asked) and verdict.status != SAFE:
             lines.extend(f"      {reason}" for reason in verdict.reasons)
             lines.extend([f"      fix: {verdict.fix}"] if verdict.fix else [])
     return lines
@@ -546,21 +547,34 @@ def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
     return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
 
 
-def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubModelReport]:
-    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does."""
+def build_sub_model_reports(config: dict[str, Any], name: str, plans=None, subject=None) -> dict[str, SubModelReport]:
+    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does: with the
+    weights `subject` and its stored fp16 plan's outcome (`plans`, per key: see [`_verified_fp16_plans`])."""
     reports = {}
-    subs = dict(sub_config_items(config))
-    for key, info in resolve_sub_models(config, name).items():
+    for key, sub in sub_config_items(config):
+        info, verdicts = _info_and_verdicts(sub, name, (plans or {}).get(key), subject)
         reports[key] = SubModelReport(
             key=key,
-            model_type=subs[key].get("model_type"),
-            declared=_declared_precision(subs[key])[0],
+            model_type=sub.get("model_type"),
+            declared=_declared_precision(sub)[0],
             effective=info.precision,
             provenance=info.provenance,
             pretraining=info.pretraining,
-            verdicts=build_verdicts(info),
+            verdicts=verdicts,
         )
     return reports
+
+
+def _info_and_verdicts(config: dict, name: str, plan: dict | str | None, subject, audit: Any = None) -> tuple:
+    """A (sub-)config's resolved precision and verdicts, with what its stored fp16 `plan` came to: evidence once
+    verified, as a load verifies it, else why not among the fp16 verdict's reasons."""
+    info = resolve_trained_precision(config, name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject)
+    verdicts = build_verdicts(info, audit)
+    if isinstance(plan, str) and verdicts[FP16].status != SAFE:
+        verdicts[FP16].reasons.append(plan)
+    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
+        _condition_on_backend(verdicts[FP16], plan["validated_on"]["backend"], subject)
+    return info, verdicts
 
 
 def inspect_checkpoint(
@@ -586,20 +600,13 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    stored = read_fp16_plan(config)
+    stored = {key: plan for key, sub in [("", config), *sub_config_items(config)] if (plan := read_fp16_plan(sub))}
     # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
     model = _mapped_model(resolved.directory, storage) if stored or bound_evidence_pending(config) else None
     subject = None if model is None or isinstance(model, str) else weights_subject(model)
-    plan = _verified_fp16_plan(model, subject, stored["validated_on"]["backend"]) if stored is not None else None
-    info = resolve_trained_precision(
-        config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
-    )
+    plans = _verified_fp16_plans(model, subject, stored) if stored else {}
     measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
-    verdicts = build_verdicts(info, measured)
-    if isinstance(plan, str) and verdicts[FP16].status != SAFE:  # evidence only once verified, as a load verifies it
-        verdicts[FP16].reasons.append(plan)
-    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
-        _condition_on_backend(verdicts[FP16], stored["validated_on"]["backend"], subject)
+    info, verdicts = _info_and_verdicts(config, resolved.name, plans.get(""), subject, measured)
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -618,7 +625,7 @@ def inspect_checkpoint(
         audit=measured,
         pretraining=info.pretraining,
         provenance=info.provenance if snapshot is None else f"{info.provenance} (cached as {snapshot.cached_as})",
-        sub_models=build_sub_model_reports(config, resolved.name),
+        sub_models=build_sub_model_reports(config, resolved.name, plans, subject),
     )
 
 
@@ -645,19 +652,27 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
     return problem or model
 
 
-def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
-    """The stored plan if it is evidence for the mapped `model` on the device it was measured on (the report cannot know
-    the runtime), else why not."""
+def _verified_fp16_plans(model, subject, stored: dict[str, dict]) -> dict[str, dict | str]:
+    """Per sub-config key of the `stored` plans ("": the model's own), the plan if the load's decision makes it evidence
+    for the mapped `model` on the device it was measured on (the report cannot know the runtime), else why not."""
     if isinstance(model, str):
-        return (
+        return dict.fromkeys(
+            stored,
             f"the stored fp16 plan is unverified here: {model}, so it clears nothing; loading with `dtype=torch.float16` "
-            "checks it against the weights (their fingerprint) and applies it."
+            "checks it against the weights (their fingerprint) and applies it.",
         )
     import torch
 
-    subject = dataclasses.replace(subject, backend=measured_on or subject.backend)
-    decision = decide_fp16_plan(model, torch.float16, subject=subject)
-    return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
+    snapshot, found = ModelSnapshot(model), {}
+    for backend in {plan["validated_on"]["backend"] for plan in stored.values()}:
+        on = dataclasses.replace(subject, backend=backend or subject.backend)
+        decision = decide_fp16_plan(snapshot, torch.float16, subject=on)
+        for key in (key for key, plan in stored.items() if plan["validated_on"]["backend"] == backend):
+            problem = decision.problems.get(
+                key, "a load applies no plan to this sub-config (no sub-model is built from it)"
+            )
+            found[key] = decision.evidence.get(key) or f"its stored fp16 plan is no evidence here: {problem}."
+    return found
 
 
 def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) -> None:
