@@ -266,8 +266,7 @@ class _Report:
         return EXIT_SAFE if runtime is None else _EXIT_CODES[self.status(runtime)]
 
     def _asked(self, asked: str | None) -> dict[str, Any]:
-        status = None if asked is None else self.status(asked)
-        basis = None if asked is None else self.basis(asked)
+        status, basis = (None, None) if asked is None else (self.status(asked), self.basis(asked))
         return {"asked_dtype": asked, "status": status, "basis": basis, "exit_code": self.exit_code(asked)}
 
 
@@ -377,8 +376,7 @@ _REGISTRY_KEYS = ("model_id", "precision", "source", "confidence", "note", "refe
 
 
 def _verdict_lines(verdicts: dict[str, Verdict], asked: str | None, details: bool = True) -> list[str]:
-    """One line per verdict (the asked one marked), with the reasons and the fix of one that is not safe (without
-    `details`, of the asked one only)."""
+    """One line per verdict (the asked one marked), with the reasons and fix of one not safe (no `details`: if asked)."""
     lines = []
     for name, verdict in verdicts.items():
         lines.append(f"  {name}: {verdict.summary}{'  <- asked' if name == asked else ''}")
@@ -547,27 +545,21 @@ def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
     return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
 
 
-def build_sub_model_reports(config: dict[str, Any], name: str, plans=None, subject=None) -> dict[str, SubModelReport]:
-    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does: with the
-    weights `subject` and its stored fp16 plan's outcome (`plans`, per key: see [`_verified_fp16_plans`])."""
+def build_sub_model_reports(config: dict[str, Any], name: str, plans: dict, subject) -> dict[str, SubModelReport]:
+    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does (with the
+    weights `subject` and, per key, what its stored fp16 plan came to: `plans`)."""
     reports = {}
     for key, sub in sub_config_items(config):
-        info, verdicts = _info_and_verdicts(sub, name, (plans or {}).get(key), subject)
+        info, verdicts = _info_and_verdicts(sub, name, plans.get(key), subject)
+        declared = _declared_precision(sub)[0]
         reports[key] = SubModelReport(
-            key=key,
-            model_type=sub.get("model_type"),
-            declared=_declared_precision(sub)[0],
-            effective=info.precision,
-            provenance=info.provenance,
-            pretraining=info.pretraining,
-            verdicts=verdicts,
+            key, sub.get("model_type"), declared, info.precision, info.provenance, info.pretraining, verdicts
         )
     return reports
 
 
 def _info_and_verdicts(config: dict, name: str, plan: dict | str | None, subject, audit: Any = None) -> tuple:
-    """A (sub-)config's resolved precision and verdicts, with what its stored fp16 `plan` came to: evidence once
-    verified, as a load verifies it, else why not among the fp16 verdict's reasons."""
+    """A (sub-)config's precision and verdicts; its stored fp16 `plan` is evidence once verified, else a reason why not."""
     info = resolve_trained_precision(config, name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject)
     verdicts = build_verdicts(info, audit)
     if isinstance(plan, str) and verdicts[FP16].status != SAFE:
@@ -664,14 +656,11 @@ def _verified_fp16_plans(model, subject, stored: dict[str, dict]) -> dict[str, d
     import torch
 
     snapshot, found = ModelSnapshot(model), {}
-    for backend in {plan["validated_on"]["backend"] for plan in stored.values()}:
-        on = dataclasses.replace(subject, backend=backend or subject.backend)
+    for key, plan in stored.items():  # each on the device it was measured on
+        on = dataclasses.replace(subject, backend=plan["validated_on"]["backend"] or subject.backend)
         decision = decide_fp16_plan(snapshot, torch.float16, subject=on)
-        for key in (key for key, plan in stored.items() if plan["validated_on"]["backend"] == backend):
-            problem = decision.problems.get(
-                key, "a load applies no plan to this sub-config (no sub-model is built from it)"
-            )
-            found[key] = decision.evidence.get(key) or f"its stored fp16 plan is no evidence here: {problem}."
+        problem = decision.problems.get(key, "no sub-model is built from its sub-config, so a load applies none")
+        found[key] = decision.evidence.get(key) or f"its stored fp16 plan is no evidence here: {problem}."
     return found
 
 
@@ -777,9 +766,8 @@ def is_adapter_directory(path: str | os.PathLike) -> bool:
     from ..record.adapter import ADAPTER_CONFIG_NAME
 
     path = os.path.expanduser(os.fspath(path))
-    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG_NAME)) and not os.path.exists(
-        os.path.join(path, CONFIG_NAME)
-    )
+    adapter, full = (os.path.join(path, name) for name in (ADAPTER_CONFIG_NAME, CONFIG_NAME))
+    return os.path.isfile(adapter) and not os.path.exists(full)
 
 
 @dataclasses.dataclass
@@ -827,10 +815,8 @@ class AdapterReport(_Report):
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
         asked = None if runtime is None else runtime_name(runtime)
         lines = [f"Adapter: {self.checkpoint} ({self.peft_type or 'PEFT'})"]
-        if self.record is None:
-            lines.append("  run: no training record (saved without the Trainer, or before records existed)")
-        else:
-            lines.append(f"  run: {self.record.describe()}")
+        run = "no training record (saved without the Trainer, or before records existed)"
+        lines.append(f"  run: {run if self.record is None else self.record.describe()}")
         lines.append(f"Base: {self.base_name_or_path or 'not named in adapter_config.json'}")
         if self.base is not None:
             lines.append(
@@ -873,8 +859,7 @@ def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> Ad
             base_report = inspect_checkpoint(base_name, cache_dir=cache_dir)
         except CheckpointInspectionError as e:
             base_error = str(e)
-            # not readable here: the registry still knows a Hub id
-            base_info = resolve_trained_precision({}, base_name)
+            base_info = resolve_trained_precision({}, base_name)  # not readable here: the registry knows a Hub id
         else:
             # the base's config as its own report read it (a local directory, a cache snapshot, a downloaded file)
             resolved = _resolve(base_name, cache_dir=cache_dir)
