@@ -210,23 +210,25 @@ class CompositeFp16PlanReportTest(TestCasePlus):
     """A plan stored in a sub-config is verified by the report as a load verifies it, and said for that sub-model."""
 
     def saved_llava(self):
-        """A tiny bf16-trained Llava with the plan `transformers precision plan --write` stores (in each sub-config)."""
+        """A tiny Llava whose model and text model are bf16-trained (its vision tower fp16), with a valid fp16 plan stored
+        as `transformers precision plan --write` stores it: the whole plan in its config, the text model's part in
+        `text_config`."""
         from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-        from transformers.trained_precision.plan.fp16_plan_search import search_fp16_plan, write_fp16_plan
+        from transformers.trained_precision.facts.resolver import plan_fingerprint, sub_models
 
         small = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
         text = LlamaConfig(vocab_size=64, num_key_value_heads=1, max_position_embeddings=64, **small)
-        vision = CLIPVisionConfig(image_size=32, patch_size=8, projection_dim=16, **small)
-        config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=63)
-        for item in (config, config.text_config, config.vision_config):
-            item.trained_precision = "bf16"
+        vision = CLIPVisionConfig(image_size=32, patch_size=8, projection_dim=16, trained_precision="fp16", **small)
+        config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=63, trained_precision="bf16")
+        config.text_config.trained_precision = "bf16"
         torch.manual_seed(0)
-        model = LlavaForConditionalGeneration(config).eval()
-        result = search_fp16_plan(model)
-        self.assertTrue(result.passed, result.format())
+        model = LlavaForConditionalGeneration(config)
+        model.config.fp16_plan = stored_plan(model, ())
+        owner = next(owner for key, _, owner in sub_models(model) if key == "text_config")
+        part = {**model.config.fp16_plan, "validation": {**model.config.fp16_plan["validation"], "modules": []}}
+        model.config.text_config.fp16_plan = {**part, "fingerprint": plan_fingerprint(owner, part)}
         path = os.path.join(self.get_auto_remove_tmp_dir(), "llava")
         model.save_pretrained(path)
-        write_fp16_plan(os.path.join(path, "config.json"), result.to_config_dict(), result.parts)
         return path, LlavaForConditionalGeneration
 
     def test_a_sub_config_plan_is_verified_as_the_load_verifies_it(self):
