@@ -203,3 +203,54 @@ class StoredFp16PlanReportTest(TestCasePlus):
             self.assertEqual(verdict.status, "risky")
             self.assertTrue(any("unverified here" in r and why in r for r in verdict.reasons), verdict.reasons)
             path = self.saved()
+
+
+@require_torch
+class CompositeFp16PlanReportTest(TestCasePlus):
+    """A plan stored in a sub-config is verified by the report as a load verifies it, and said for that sub-model."""
+
+    def saved_llava(self):
+        """A tiny Llava whose model and text model are bf16-trained (its vision tower fp16), with a valid fp16 plan stored
+        as `transformers precision plan --write` stores it: the whole plan in its config, the text model's part in
+        `text_config`."""
+        from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+        from transformers.trained_precision.facts.resolver import plan_fingerprint, sub_models
+
+        small = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+        text = LlamaConfig(vocab_size=64, num_key_value_heads=1, max_position_embeddings=64, **small)
+        vision = CLIPVisionConfig(image_size=32, patch_size=8, projection_dim=16, trained_precision="fp16", **small)
+        config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=63, trained_precision="bf16")
+        config.text_config.trained_precision = "bf16"
+        torch.manual_seed(0)
+        model = LlavaForConditionalGeneration(config)
+        model.config.fp16_plan = stored_plan(model, ())
+        owner = next(owner for key, _, owner in sub_models(model) if key == "text_config")
+        part = {**model.config.fp16_plan, "validation": {**model.config.fp16_plan["validation"], "modules": []}}
+        model.config.text_config.fp16_plan = {**part, "fingerprint": plan_fingerprint(owner, part)}
+        path = os.path.join(self.get_auto_remove_tmp_dir(), "llava")
+        model.save_pretrained(path)
+        return path, LlavaForConditionalGeneration
+
+    def test_a_sub_config_plan_is_verified_as_the_load_verifies_it(self):
+        from safetensors.torch import load_file, save_file
+
+        path, model_class = self.saved_llava()
+        report = inspect_checkpoint(path)
+        self.assertIn("fp16_plan", report.sub_models["text_config"].verdicts["fp16"].evidence["source"])
+        self.assertEqual((report.status("fp16"), report.exit_code("fp16")), ("safe", 0))
+        self.assertIn("text_config (llama): trained in bf16 (config)\n  fp32: safe", report.format("fp16"))
+        model_class.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")  # the load clears it
+
+        # one of the first values of the text model's first weight: the load and the report refuse the plan
+        weights = load_file(os.path.join(path, "model.safetensors"))
+        first = next(name for name in weights if "language_model.model." in name)  # not the head: the text model
+        weights[first].view(-1)[3] += 0.5
+        save_file(weights, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        report = inspect_checkpoint(path)
+        verdict = report.sub_models["text_config"].verdicts["fp16"]
+        self.assertEqual((verdict.status, report.exit_code("fp16")), ("risky", 1))
+        stale = "its stored fp16 plan is no evidence here: its digest does not match these weights"
+        self.assertTrue(any(stale in reason for reason in verdict.reasons), verdict.reasons)
+        self.assertIn(stale, report.format("fp16").split("Sub-model text_config")[1])  # said for that sub-model
+        with self.assertRaisesRegex(TrainedPrecisionRiskError, "no evidence here: its digest does not match"):
+            model_class.from_pretrained(path, dtype=torch.float16, trained_precision_check="error")

@@ -39,7 +39,7 @@ from ..facts.binding import backend_family, weights_subject
 from ..facts.evidence import bound_evidence_pending, read_fp16_plan
 from ..facts.hub_ids import cache_snapshot_of, find_cached_snapshot, parse_hub_id
 from ..facts.registry import lookup
-from ..facts.resolver import decide_fp16_plan, resolve_sub_models, resolve_trained_precision
+from ..facts.resolver import ModelSnapshot, decide_fp16_plan, resolve_trained_precision
 from ..facts.risk import FP16_MAX, OVERFLOW
 from ..facts.storage import (
     MAX_HEADER_BYTES,
@@ -266,8 +266,7 @@ class _Report:
         return EXIT_SAFE if runtime is None else _EXIT_CODES[self.status(runtime)]
 
     def _asked(self, asked: str | None) -> dict[str, Any]:
-        status = None if asked is None else self.status(asked)
-        basis = None if asked is None else self.basis(asked)
+        status, basis = (None, None) if asked is None else (self.status(asked), self.basis(asked))
         return {"asked_dtype": asked, "status": status, "basis": basis, "exit_code": self.exit_code(asked)}
 
 
@@ -377,11 +376,11 @@ _REGISTRY_KEYS = ("model_id", "precision", "source", "confidence", "note", "refe
 
 
 def _verdict_lines(verdicts: dict[str, Verdict], asked: str | None, details: bool = True) -> list[str]:
-    """One line per verdict (the asked one marked), with the reasons and the fix of one that is not safe."""
+    """One line per verdict (the asked one marked), with the reasons and fix of one not safe (no `details`: if asked)."""
     lines = []
     for name, verdict in verdicts.items():
         lines.append(f"  {name}: {verdict.summary}{'  <- asked' if name == asked else ''}")
-        if details and verdict.status != SAFE:
+        if (details or name == asked) and verdict.status != SAFE:
             lines.extend(f"      {reason}" for reason in verdict.reasons)
             lines.extend([f"      fix: {verdict.fix}"] if verdict.fix else [])
     return lines
@@ -546,21 +545,28 @@ def build_verdicts(info: Any, audit: Any = None) -> dict[str, Verdict]:
     return {runtime: _rule_verdict(runtime, info, audit) for runtime in RUNTIME_PRECISIONS}
 
 
-def build_sub_model_reports(config: dict[str, Any], name: str) -> dict[str, SubModelReport]:
-    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does."""
+def build_sub_model_reports(config: dict[str, Any], name: str, plans: dict, subject) -> dict[str, SubModelReport]:
+    """One [`SubModelReport`] per sub-config of a composite model's `config.json`, resolved as the loader does (with the
+    weights `subject` and, per key, what its stored fp16 plan came to: `plans`)."""
     reports = {}
-    subs = dict(sub_config_items(config))
-    for key, info in resolve_sub_models(config, name).items():
+    for key, sub in sub_config_items(config):
+        info, verdicts = _info_and_verdicts(sub, name, plans.get(key), subject)
+        declared = _declared_precision(sub)[0]
         reports[key] = SubModelReport(
-            key=key,
-            model_type=subs[key].get("model_type"),
-            declared=_declared_precision(subs[key])[0],
-            effective=info.precision,
-            provenance=info.provenance,
-            pretraining=info.pretraining,
-            verdicts=build_verdicts(info),
+            key, sub.get("model_type"), declared, info.precision, info.provenance, info.pretraining, verdicts
         )
     return reports
+
+
+def _info_and_verdicts(config: dict, name: str, plan: dict | str | None, subject, audit: Any = None) -> tuple:
+    """A (sub-)config's precision and verdicts; its stored fp16 `plan` is evidence once verified, else a reason why not."""
+    info = resolve_trained_precision(config, name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject)
+    verdicts = build_verdicts(info, audit)
+    if isinstance(plan, str) and verdicts[FP16].status != SAFE:
+        verdicts[FP16].reasons.append(plan)
+    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
+        _condition_on_backend(verdicts[FP16], plan["validated_on"]["backend"], subject)
+    return info, verdicts
 
 
 def inspect_checkpoint(
@@ -586,20 +592,13 @@ def inspect_checkpoint(
     config = _read_config(resolved)
     declared, declared_raw = _declared_precision(config, resolved.config_path)
     storage = resolved.remote_storage or read_storage(resolved.directory, max_header_bytes=max_header_bytes)
-    stored = read_fp16_plan(config)
+    stored = {key: plan for key, sub in [("", config), *sub_config_items(config)] if (plan := read_fp16_plan(sub))}
     # bound evidence (a plan, a run, a copy's reference) is checked on the weights, mapped as the load checks them
     model = _mapped_model(resolved.directory, storage) if stored or bound_evidence_pending(config) else None
     subject = None if model is None or isinstance(model, str) else weights_subject(model)
-    plan = _verified_fp16_plan(model, subject, stored["validated_on"]["backend"]) if stored is not None else None
-    info = resolve_trained_precision(
-        config, resolved.name, fp16_plan=plan if isinstance(plan, dict) else None, subject=subject
-    )
+    plans = _verified_fp16_plans(model, subject, stored) if stored else {}
     measured = _run_audit(resolved, storage, download, allow_pickle, cache_dir, audit_kwargs) if audit else None
-    verdicts = build_verdicts(info, measured)
-    if isinstance(plan, str) and verdicts[FP16].status != SAFE:  # evidence only once verified, as a load verifies it
-        verdicts[FP16].reasons.append(plan)
-    elif isinstance(plan, dict) and verdicts[FP16].status == SAFE:
-        _condition_on_backend(verdicts[FP16], stored["validated_on"]["backend"], subject)
+    info, verdicts = _info_and_verdicts(config, resolved.name, plans.get(""), subject, measured)
     architectures = config.get("architectures") or []
     snapshot = cache_snapshot_of(resolved.directory) if resolved.directory else None
     return CheckpointReport(
@@ -618,7 +617,7 @@ def inspect_checkpoint(
         audit=measured,
         pretraining=info.pretraining,
         provenance=info.provenance if snapshot is None else f"{info.provenance} (cached as {snapshot.cached_as})",
-        sub_models=build_sub_model_reports(config, resolved.name),
+        sub_models=build_sub_model_reports(config, resolved.name, plans, subject),
     )
 
 
@@ -645,19 +644,24 @@ def _mapped_model(directory: str | None, storage: StorageSummary):
     return problem or model
 
 
-def _verified_fp16_plan(model, subject, measured_on: str | None) -> dict | str:
-    """The stored plan if it is evidence for the mapped `model` on the device it was measured on (the report cannot know
-    the runtime), else why not."""
+def _verified_fp16_plans(model, subject, stored: dict[str, dict]) -> dict[str, dict | str]:
+    """Per sub-config key of the `stored` plans ("": the model's own), the plan if the load's decision makes it evidence
+    for the mapped `model` on the device it was measured on (the report cannot know the runtime), else why not."""
     if isinstance(model, str):
-        return (
+        return dict.fromkeys(
+            stored,
             f"the stored fp16 plan is unverified here: {model}, so it clears nothing; loading with `dtype=torch.float16` "
-            "checks it against the weights (their fingerprint) and applies it."
+            "checks it against the weights (their fingerprint) and applies it.",
         )
     import torch
 
-    subject = dataclasses.replace(subject, backend=measured_on or subject.backend)
-    decision = decide_fp16_plan(model, torch.float16, subject=subject)
-    return decision.evidence.get("") or f"its stored fp16 plan is no evidence here: {decision.problems.get('')}."
+    snapshot, found = ModelSnapshot(model), {}
+    for key, plan in stored.items():  # each on the device it was measured on
+        on = dataclasses.replace(subject, backend=plan["validated_on"]["backend"] or subject.backend)
+        decision = decide_fp16_plan(snapshot, torch.float16, subject=on)
+        problem = decision.problems.get(key, "no sub-model is built from its sub-config, so a load applies none")
+        found[key] = decision.evidence.get(key) or f"its stored fp16 plan is no evidence here: {problem}."
+    return found
 
 
 def _condition_on_backend(verdict: Verdict, measured_on: str | None, subject) -> None:
@@ -762,9 +766,8 @@ def is_adapter_directory(path: str | os.PathLike) -> bool:
     from ..record.adapter import ADAPTER_CONFIG_NAME
 
     path = os.path.expanduser(os.fspath(path))
-    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG_NAME)) and not os.path.exists(
-        os.path.join(path, CONFIG_NAME)
-    )
+    adapter, full = (os.path.join(path, name) for name in (ADAPTER_CONFIG_NAME, CONFIG_NAME))
+    return os.path.isfile(adapter) and not os.path.exists(full)
 
 
 @dataclasses.dataclass
@@ -812,10 +815,8 @@ class AdapterReport(_Report):
     def format(self, runtime: Any = None, top_k: int = 10) -> str:
         asked = None if runtime is None else runtime_name(runtime)
         lines = [f"Adapter: {self.checkpoint} ({self.peft_type or 'PEFT'})"]
-        if self.record is None:
-            lines.append("  run: no training record (saved without the Trainer, or before records existed)")
-        else:
-            lines.append(f"  run: {self.record.describe()}")
+        run = "no training record (saved without the Trainer, or before records existed)"
+        lines.append(f"  run: {run if self.record is None else self.record.describe()}")
         lines.append(f"Base: {self.base_name_or_path or 'not named in adapter_config.json'}")
         if self.base is not None:
             lines.append(
@@ -858,8 +859,7 @@ def inspect_adapter(path: str | os.PathLike, cache_dir: str | None = None) -> Ad
             base_report = inspect_checkpoint(base_name, cache_dir=cache_dir)
         except CheckpointInspectionError as e:
             base_error = str(e)
-            # not readable here: the registry still knows a Hub id
-            base_info = resolve_trained_precision({}, base_name)
+            base_info = resolve_trained_precision({}, base_name)  # not readable here: the registry knows a Hub id
         else:
             # the base's config as its own report read it (a local directory, a cache snapshot, a downloaded file)
             resolved = _resolve(base_name, cache_dir=cache_dir)
