@@ -307,19 +307,48 @@ def _cpu_ops():
         library = os.path.join(directory, name + ".so")
         if os.path.exists(library) and not _whole_library(library):
             os.remove(library)  # ninja links it again
-        with _ninja_of_this_environment():
+        with _ninja_of_this_environment(), _build_lock(directory):
             torch.utils.cpp_extension.verify_ninja_availability()
+            if not os.path.exists(library):
+                logger.info("torchao_cpu_adam: building the C++ update once for this machine (about 10-30 s)")
             torch.utils.cpp_extension.load(
                 name, [_SOURCE], extra_cflags=flags, extra_ldflags=[f for f in flags if f == "-fopenmp"],
                 build_directory=directory, is_python_module=False, verbose=False,
             )  # fmt: skip
     except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as error:
         logger.warning(
-            f"torchao_cpu_adam: the C++ update could not be built or loaded ({str(error)[-800:]}); the compiled "
-            "torch update runs instead, several times slower"
+            f"torchao_cpu_adam: the C++ update could not be built or loaded ({_build_error(error)}); the compiled "
+            "torch update runs instead, several times slower, and it needs a C++ compiler too: install one (g++) or "
+            "set `CXX` to a compiler's path, and `pip install ninja`"
         )
         return None
     return getattr(torch.ops, _OP_NAMESPACE)
+
+
+@contextlib.contextmanager
+def _build_lock(directory: str):
+    """
+    Held around torch's build: an `flock`, which the system releases when its process dies, whereas torch's own
+    `lock` file stays behind a build that was killed and makes every later build wait forever (pytorch#189245). Under
+    this lock, torch's `lock` file can only be such a leftover, and is removed.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: torch's lock alone
+        yield
+        return
+    with open(os.path.join(directory, "build.flock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, "lock"))
+        yield
+
+
+def _build_error(error: BaseException) -> str:
+    """The lines of a failed build that say why (the compiler's errors), not ninja's command lines."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    told = [line for line in lines if "error:" in line.lower() or "not found" in line.lower()]
+    return " / ".join((told or lines)[-4:])[-600:]
 
 
 def _op_scalars(lr, step, hparams, seed) -> dict:
