@@ -200,7 +200,7 @@ class UpdateTest(TestCasePlus):
             f.truncate(1000)
         self.assertFalse(torchao_cpu_adam._whole_library(library))
         # torch's lock file, as a build killed mid-way leaves it: torch alone would wait for it forever
-        open(os.path.join(os.path.dirname(library), "lock"), "w").close()
+        open(os.path.join(os.path.dirname(library), "lock"), "w", encoding="utf-8").close()
         subprocess.run([sys.executable, "-c", check], check=True, env=env, timeout=600)
         self.assertGreater(os.path.getsize(library), 1000)
         self.assertTrue(torchao_cpu_adam._whole_library(library))

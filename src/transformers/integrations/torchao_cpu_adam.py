@@ -337,7 +337,7 @@ def _build_lock(directory: str):
     except ImportError:  # not POSIX: torch's lock alone
         yield
         return
-    with open(os.path.join(directory, "build.flock"), "w") as handle:
+    with open(os.path.join(directory, "build.flock"), "w", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(directory, "lock"))
