@@ -468,12 +468,6 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
     return True
 
 
-def resolve_sub_models(config: Any, name_or_path: str | os.PathLike | None = None) -> dict[str, TrainedPrecisionInfo]:
-    """One [`TrainedPrecisionInfo`] per sub-model of a composite model, resolved with the outer model's name."""
-    name_or_path = name_or_path or _name_of(config)
-    return {key: resolve_trained_precision(sub, name_or_path) for key, sub in sub_config_items(config)}
-
-
 def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSubject | None) -> bool:
     """
     Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it wrote,
@@ -880,6 +874,5 @@ __all__ = [
     "persist_registry_precision",
     "pretraining_recorded_unknown",
     "records_nothing",
-    "resolve_sub_models",
     "resolve_trained_precision",
 ]
