@@ -30,7 +30,7 @@ from unittest import mock
 
 from parameterized import parameterized
 
-from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_peft, require_torch
+from transformers.testing_utils import CaptureLogger, LoggingLevel, TestCasePlus, require_torch
 from transformers.trained_precision.commands import cli
 from transformers.trained_precision.configuration import sub_config_items
 from transformers.trained_precision.facts.binding import (
@@ -878,80 +878,6 @@ class RealWorldCasesTest(TestCasePlus):
             model.float().to(torch.float16)
         self.assertIn(f"registry: {LLAMA2}, {lookup(LLAMA2).citation}", cl.out)
         self.assertNotIn("from its config", cl.out)
-
-    # ---------------------------------------------------------------------------------------------------------------
-    # a model loaded by its Hub id, then changed in memory (review 62c H2)
-
-    def hub_load(self, dtype=None):
-        """The Llama 2 snapshot loaded by its Hub id in error mode, in fp32 unless `dtype` says otherwise."""
-        return AutoModelForCausalLM.from_pretrained(
-            LLAMA2, cache_dir=self.cache, dtype=dtype or torch.float32, trained_precision_check="error"
-        )
-
-    def assert_fp16_cast_raises(self, model, why):
-        """`.half()` raises in error mode before casting, saying why the publisher's runtime is no evidence and what
-        to do."""
-        reset_warning_cache()
-        before = model.dtype
-        with self.assertRaises(TrainedPrecisionRiskError) as raised:
-            model.half()
-        self.assertEqual(model.dtype, before)
-        message = str(raised.exception)
-        self.assertIn(
-            f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here: {why}", message
-        )
-        self.assertIn(f"load '{LLAMA2}' again", message)
-        self.assertIn("Cast it with `.to(torch.bfloat16)` or `.float()` instead", message)
-
-    def test_a_hub_id_load_keeps_the_publisher_evidence_while_its_weights_are_unchanged(self):
-        for dtype in (torch.float16, torch.float32):
-            with self.subTest(dtype=dtype):
-                model = self.hub_load(dtype)  # no error at the load
-                reset_warning_cache()
-                model.float().half()  # nor at its casts: these are the weights the load bound
-                self.assertEqual(model.dtype, torch.float16)
-                self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))
-
-    def test_a_hub_id_load_fine_tuned_in_memory_is_judged_by_its_training(self):
-        model = self.hub_load()
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.add_(torch.randn_like(parameter) * 0.01)  # every weight moves, as in a fine-tune
-        self.assert_fp16_cast_raises(model, "its digest does not match these weights")
-
-    def test_a_hub_id_load_rounded_to_bf16_stays_judged_by_its_training(self):
-        # the persisted reference is dropped with the rounding (at the cast or at the load): the name alone no longer
-        # stands for the publisher's weights
-        for name, rounded in (
-            ("cast", lambda: self.hub_load().bfloat16()),
-            ("load", lambda: self.hub_load(torch.bfloat16)),
-        ):
-            with self.subTest(name):
-                model = rounded()
-                self.assertIsNone(vars(model.config).get(REFERENCE_FIELD))
-                self.assert_fp16_cast_raises(
-                    model, "it was dropped when the weights were rounded, quantized or trained"
-                )
-                model.float()
-                self.assert_fp16_cast_raises(model, "it was dropped")
-
-    @require_peft
-    def test_a_peft_adapter_on_a_hub_id_load_keeps_the_evidence_of_its_base_weights(self):
-        from peft import LoraConfig, get_peft_model
-
-        for changed in (False, True):
-            with self.subTest(base_changed=changed):
-                model = self.hub_load()
-                if changed:
-                    with torch.no_grad():
-                        model.model.layers[0].mlp.up_proj.weight.add_(1.0)
-                get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
-                if changed:
-                    self.assert_fp16_cast_raises(model, "its digest does not match these weights")
-                else:
-                    reset_warning_cache()
-                    model.half()
-                    self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))
 
 
 class MalformedConfigTest(TestCasePlus):
