@@ -56,6 +56,7 @@ if is_torch_available():
     )
     from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
     from transformers.trained_precision.guard.sentinel import cleared_by
+    from transformers.trained_precision.record.stamp import stamp_trained_precision
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
@@ -355,12 +356,18 @@ class PublisherReferenceTest(TestCasePlus):
                 parameter.add_(torch.randn_like(parameter) * 0.01)  # every weight moves, as in a fine-tune
         self.assert_fp16_cast_raises(model, "its digest does not match these weights")
 
-    def test_weights_rounded_to_bf16_stay_judged_by_their_training(self):
-        # the reference the load persisted is dropped with the rounding (at a cast or at the load): the name alone no
-        # longer stands for the publisher's weights, however the model is cast afterwards
-        for name, rounded in (("cast", lambda: self.load().bfloat16()), ("load", lambda: self.load(torch.bfloat16))):
+    def test_weights_rounded_or_trained_stay_judged_by_their_training(self):
+        # the reference the load persisted is dropped with the rounding (at a cast or at the load) or by a training
+        # run's stamp: the name alone no longer stands for the publisher's weights, however the model is cast afterwards
+        def trained():
+            model = self.load()
+            stamp_trained_precision(model, "bf16", check=False)  # what a bf16 Trainer run leaves
+            return model
+
+        changes = {"cast": lambda: self.load().bfloat16(), "load": lambda: self.load(torch.bfloat16), "run": trained}
+        for name, changed in changes.items():
             with self.subTest(name):
-                model = rounded()
+                model = changed()
                 self.assertIsNone(vars(model.config).get(REFERENCE_FIELD))
                 self.assert_fp16_cast_raises(
                     model, "it was dropped when the weights were rounded, quantized or trained"

@@ -335,8 +335,9 @@ def resolve_trained_precision(
     if row is None and config is not None:
         row, found["copied_from"] = _copied_reference_row(config, precision)
         found["row"] = row
-    if row is not None and config is not None:  # `{}`: the reference a load by the Hub id persisted is gone
-        found["reference"] = read_reference_record(config) or ({} if persisted_from is not None else None)
+    if row is not None and config is not None:  # `{}`: the reference a load persisted with the precision is gone
+        gone = persisted_from is not None and precision != UNKNOWN
+        found["reference"] = read_reference_record(config) or ({} if gone else None)
     # the plan verified on this path: the plan's own evidence, and a finished run that rested on it, use it
     found["plan"] = fp16_plan
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
