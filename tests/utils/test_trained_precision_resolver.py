@@ -14,7 +14,7 @@
 """
 One answer on every path for every way of naming a model: a fake Hub cache holds tiny checkpoints under legacy and
 canonical ids, and the same table of id forms drives the loader, `transformers precision` (report and `set`) and a
-saved copy.
+saved copy. A model loaded by its Hub id keeps its publisher's runtime only while its weights are the ones it loaded.
 """
 
 import contextlib
@@ -26,7 +26,7 @@ from unittest import mock
 
 from parameterized import parameterized
 
-from transformers.testing_utils import CaptureLogger, TestCasePlus, require_torch
+from transformers.testing_utils import CaptureLogger, TestCasePlus, require_peft, require_torch
 from transformers.trained_precision.commands import cli
 from transformers.trained_precision.facts.hub_ids import (
     LEGACY_HUB_IDS,
@@ -39,13 +39,24 @@ from transformers.trained_precision.facts.hub_ids import (
 from transformers.trained_precision.facts.registry import lookup
 from transformers.trained_precision.facts.resolver import resolve_trained_precision
 from transformers.trained_precision.facts.risk import assess_lineage_risk
+from transformers.trained_precision.vocabulary import REFERENCE_FIELD
 from transformers.utils import is_torch_available, logging
 
 
 if is_torch_available():
     import torch
 
-    from transformers import AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        LlamaConfig,
+        LlamaForCausalLM,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
+    from transformers.trained_precision.guard.check import TrainedPrecisionRiskError, reset_warning_cache
+    from transformers.trained_precision.guard.sentinel import cleared_by
+    from transformers.trained_precision.record.stamp import stamp_trained_precision
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
@@ -268,3 +279,116 @@ class IdFormsTest(TestCasePlus):
                 cli.main(["t5-small", "--dtype", "fp16"])
         self.assertEqual(ctx.exception.code, 1)
         self.assertIn("fp16: RISKY", out.getvalue())
+
+
+LLAMA2 = "meta-llama/Llama-2-7b-hf"  # a registry row: trained in bf16, stored in fp16, its publisher runs it in fp16
+
+
+@require_torch
+class PublisherReferenceTest(TestCasePlus):
+    """
+    Review 62c H2: a registry model loaded by its Hub id, then changed in memory (a fine-tune, a bf16 round trip), is
+    no longer the publisher's: its cast to fp16 is judged by its training, as a `save_pretrained` copy of it is.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        import tempfile
+
+        cls.root = tempfile.mkdtemp(prefix="hub_cache_")
+        repo = os.path.join(cls.root, "models--meta-llama--Llama-2-7b-hf")
+        os.makedirs(os.path.join(repo, "refs"))
+        with open(os.path.join(repo, "refs", "main"), "w", encoding="utf-8") as f:
+            f.write(REVISION)
+        torch.manual_seed(0)
+        config = LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=32,
+        )
+        LlamaForCausalLM(config).half().save_pretrained(os.path.join(repo, "snapshots", REVISION))
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+
+        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
+
+    def load(self, dtype=None):
+        """The snapshot loaded by its Hub id in error mode, in fp32 unless `dtype` says otherwise."""
+        return AutoModelForCausalLM.from_pretrained(
+            LLAMA2, cache_dir=self.root, dtype=dtype or torch.float32, trained_precision_check="error"
+        )
+
+    def assert_fp16_cast_raises(self, model, why):
+        """`.half()` raises before casting, saying why the publisher's runtime is no evidence and what to do."""
+        reset_warning_cache()
+        before = model.dtype
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            model.half()
+        self.assertEqual(model.dtype, before)
+        message = str(raised.exception)
+        self.assertIn(
+            f"The publisher reference in `{REFERENCE_FIELD}` ('{LLAMA2}') is no evidence here: {why}", message
+        )
+        self.assertIn(f"load '{LLAMA2}' again", message)
+        self.assertIn("Cast it with `.to(torch.bfloat16)` or `.float()` instead", message)
+
+    def test_unchanged_weights_keep_the_publisher_runtime(self):
+        for dtype in (torch.float16, torch.float32):
+            with self.subTest(dtype=dtype):
+                model = self.load(dtype)  # no error at the load
+                reset_warning_cache()
+                model.float().half()  # nor at its casts: these are the weights the load bound
+                self.assertEqual(model.dtype, torch.float16)
+                self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))
+
+    def test_weights_changed_in_memory_are_judged_by_their_training(self):
+        model = self.load()
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(torch.randn_like(parameter) * 0.01)  # every weight moves, as in a fine-tune
+        self.assert_fp16_cast_raises(model, "its digest does not match these weights")
+
+    def test_weights_rounded_or_trained_stay_judged_by_their_training(self):
+        # the reference the load persisted is dropped with the rounding (at a cast or at the load) or by a training
+        # run's stamp: the name alone no longer stands for the publisher's weights, however the model is cast afterwards
+        def trained():
+            model = self.load()
+            stamp_trained_precision(model, "bf16", check=False)  # what a bf16 Trainer run leaves
+            return model
+
+        changes = {"cast": lambda: self.load().bfloat16(), "load": lambda: self.load(torch.bfloat16), "run": trained}
+        for name, changed in changes.items():
+            with self.subTest(name):
+                model = changed()
+                self.assertIsNone(vars(model.config).get(REFERENCE_FIELD))
+                self.assert_fp16_cast_raises(
+                    model, "it was dropped when the weights were rounded, quantized or trained"
+                )
+                model.float()
+                self.assert_fp16_cast_raises(model, "it was dropped")
+
+    @require_peft
+    def test_a_peft_adapter_keeps_the_evidence_of_unchanged_base_weights(self):
+        from peft import LoraConfig, get_peft_model
+
+        for changed in (False, True):
+            with self.subTest(base_changed=changed):
+                model = self.load()
+                if changed:
+                    with torch.no_grad():
+                        model.model.layers[0].mlp.up_proj.weight.add_(1.0)
+                get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))  # wraps them in place
+                if changed:
+                    self.assert_fp16_cast_raises(model, "its digest does not match these weights")
+                else:
+                    reset_warning_cache()
+                    model.half()
+                    self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))

@@ -98,10 +98,8 @@ CAST = "cast"
 
 
 def config_precision(config: Any, field: str = FIELD) -> str:
-    """
-    A config's canonical value for `field` (`"trained_precision"` or `"pretraining_precision"`), from a
-    `PreTrainedConfig` or a `config.json` dict; `"unknown"` when it is absent or not a valid value.
-    """
+    """A config's canonical value for `field` (`"trained_precision"` or `"pretraining_precision"`), from a
+    `PreTrainedConfig` or a `config.json` dict; `"unknown"` when it is absent or not a valid value."""
     if isinstance(config, Mapping):
         value = config.get(field)
     else:
@@ -203,11 +201,7 @@ class TrainedPrecisionInfo:
         return bool(self.lineage) and self.lineage[0] != UNKNOWN
 
     def assess(
-        self,
-        runtime: Any,
-        model_class: Any = None,
-        import_classes: bool = True,
-        compute: str = RUN_PURE,
+        self, runtime: Any, model_class: Any = None, import_classes: bool = True, compute: str = RUN_PURE
     ) -> Assessment:
         """
         The [`Assessment`] of running at `runtime`: the oldest stage's prior, the evidence (bound evidence that does
@@ -218,16 +212,11 @@ class TrainedPrecisionInfo:
         prior = assess_lineage_risk(self.lineage, runtime)
         if prior is None:
             return Assessment(runtime)
-        found = {"entry": self.row, "run": self.run, "copied_from": self.copied_from}
-        dropped = []
+        found, dropped = {"entry": self.row, "run": self.run, "copied_from": self.copied_from}, []
+        trained = self.precision if self.source == SOURCE_CONFIG else UNKNOWN
         while True:  # at most twice per kind: evidence that is not bound to this model is dropped, then look again
             evidence = find_evidence(
-                runtime,
-                plan=self.plan,
-                trained=self.precision if self.source == SOURCE_CONFIG else UNKNOWN,
-                compute=compute,
-                hub_id=self.hub_id,
-                **found,
+                runtime, plan=self.plan, trained=trained, compute=compute, hub_id=self.hub_id, **found
             )
             problem = self._unbound(evidence, found)
             if problem is None:
@@ -240,22 +229,29 @@ class TrainedPrecisionInfo:
         return Assessment(runtime, prior, mitigation=mitigation, dropped=dropped)
 
     def _unbound(self, evidence: Evidence | None, found: dict) -> str | None:
-        """Why `evidence` (a finished run, a copy's reference) is not bound to [`subject`], after removing it."""
+        """Why `evidence` (a finished run, a publisher reference the config records) is not bound to [`subject`], after
+        removing it. A model loaded by its Hub id is checked once its reference is bound and its weights read (less a
+        PEFT adapter's layers); its `reference` is `{}` once the one its load persisted was dropped."""
         if evidence is None:
             return None
+        subject, copied = self.subject, found["copied_from"]
         if evidence.kind == FINISHED_RUN:
-            binding, runs = self.run.binding, (self.run.compute,)
+            binding, runs, key = self.run.binding, (self.run.compute,), "run"
             what = f"The finished run in {self.run_source or f'`{RUN_FIELD}`'}"
             recreate = "train it again with this version"
-            key = "run"
-        elif evidence.kind == REFERENCE_RUNTIME and found["copied_from"]:
-            binding, runs = (self.reference or {}).get("binding"), (BOUND_PUBLISHER,)
-            what = f"The publisher reference in `{REFERENCE_FIELD}` ('{found['copied_from']}')"
-            recreate = f"load '{found['copied_from']}' itself and save it again"
-            key = "entry"
+        elif evidence.kind == REFERENCE_RUNTIME and self.reference is not None:
+            binding, runs, key = self.reference.get("binding"), (BOUND_PUBLISHER,), "entry"
+            what = f"The publisher reference in `{REFERENCE_FIELD}` ('{copied or self.hub_id}')"
+            recreate = f"load '{copied}' itself and save it again" if copied else f"load '{self.hub_id}' again"
+            if not copied and self.reference and (binding is None or subject is None):
+                return None  # a Hub id's own weights: not read yet (its load), or not here to check
+            subject = subject if copied else _without_adapters(subject)
         else:
             return None
-        problem = binding_problem(binding, self.subject, runs=runs, recreate=recreate)
+        if key == "entry" and self.reference == {}:
+            problem = f"it was dropped when the weights were rounded, quantized or trained: {recreate}"
+        else:
+            problem = binding_problem(binding, subject, runs=runs, recreate=recreate)
         if problem is None:
             return None
         found[key] = None
@@ -284,6 +280,20 @@ class TrainedPrecisionInfo:
         if self.source == SOURCE_REGISTRY and self.entry is not None:
             return f"registry: {self.entry.model_id}, {self.entry.citation}"
         return "by an unknown source"
+
+
+def _without_adapters(subject: WeightsSubject | None) -> WeightsSubject | None:
+    """`subject` as its base model was loaded: the layers a PEFT adapter adds beside each `base_layer` left out."""
+    weights = subject.weights if subject is not None else None
+    wrapped = tuple({name.split(".base_layer.")[0] + "." for name, *_ in weights or () if ".base_layer." in name})
+    if not wrapped:
+        return subject
+    weights = tuple(
+        (name.replace(".base_layer.", ".", 1), *rest)
+        for name, *rest in weights
+        if ".base_layer." in name or not name.startswith(wrapped)
+    )
+    return dataclasses.replace(subject, weights=weights, _digests={})
 
 
 def _name_of(config: Any) -> Any:
@@ -325,7 +335,9 @@ def resolve_trained_precision(
     if row is None and config is not None:
         row, found["copied_from"] = _copied_reference_row(config, precision)
         found["row"] = row
-        found["reference"] = read_reference_record(config) if row is not None else None
+    if row is not None and config is not None:  # `{}`: the reference a load persisted with the precision is gone
+        gone = persisted_from is not None and precision != UNKNOWN
+        found["reference"] = read_reference_record(config) or ({} if gone else None)
     # the plan verified on this path: the plan's own evidence, and a finished run that rested on it, use it
     found["plan"] = fp16_plan
     if persisted_from is not None and precision == normalize_precision(persisted_from.precision):
@@ -424,10 +436,8 @@ def _name_has_registry_row(name: str, cwd: str) -> bool:
 
 
 def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | None, str | None]:
-    """
-    For a `save_pretrained` copy of a Hub checkpoint: the registry row its `trained_precision_reference` names, while
-    that row documents the same reference runtime and the precision is still the row's; else `(None, None)`.
-    """
+    """For a `save_pretrained` copy of a Hub checkpoint: the registry row its `trained_precision_reference` names,
+    while that row documents the same reference runtime and the precision is still the row's; else `(None, None)`."""
     record = read_reference_record(config)
     if record is None:
         return None, None
@@ -444,11 +454,9 @@ def _copied_reference_row(config: Any, precision: str) -> tuple[RegistryEntry | 
 
 
 def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -> bool:
-    """
-    Removes a persisted publisher reference (`trained_precision_reference`) from a loaded config when its weights stop
-    being the publisher's: rounded (bf16 from fp16 weights; fp32 holds both exactly) or quantized. Returns whether it
-    changed the config.
-    """
+    """Removes a persisted publisher reference (`trained_precision_reference`) from a loaded config when its weights
+    stop being the publisher's: rounded (bf16 from fp16 weights; fp32 holds both exactly) or quantized. Returns whether
+    it changed the config."""
     if config is None or isinstance(config, Mapping):
         return False
     record = vars(config).get(REFERENCE_FIELD)
@@ -469,11 +477,9 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
 
 
 def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSubject | None) -> bool:
-    """
-    Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it wrote,
-    or `None`) to its weights as read (`subject`), so that a `save_pretrained` copy keeps it only while its weights are
-    the publisher's (a copy's reference is never bound again). Returns whether it bound one.
-    """
+    """Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it
+    wrote, or `None`) to its weights as read (`subject`), so that a `save_pretrained` copy keeps it only while its
+    weights are the publisher's (a copy's reference is never bound again). Returns whether it bound one."""
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
     if not isinstance(record, dict) or "binding" in record or persisted_row is None or subject is None:
         return False
@@ -484,10 +490,8 @@ def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSu
 
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
-    """
-    Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it (a fine-tuned
-    copy of T5 still knows it was trained in bf16). Returns whether the config was changed.
-    """
+    """Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it (a
+    fine-tuned copy of T5 still knows it was trained in bf16). Returns whether the config was changed."""
     if info.source != SOURCE_REGISTRY or config is None or isinstance(config, Mapping):
         return False
     if config_precision(config, FIELD) != UNKNOWN:
@@ -496,13 +500,11 @@ def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
     entry = info.entry
     written = f"`{FIELD}={info.precision!r}`"
     if entry.reference_runtime is not None and entry.reference_source and info.hub_id:
-        # the publisher's reference runtime holds for the publisher's weights: an unchanged copy keeps it, a
-        # fine-tune drops it (the Trainer stamp removes the field)
+        # for the publisher's weights only: bound to them once loaded (`bind_persisted_reference`)
         reference = {"model_id": info.hub_id, "runtime": entry.reference_runtime}
         if entry.stored_dtype is not None:
             reference["stored_dtype"] = entry.stored_dtype
         setattr(config, REFERENCE_FIELD, reference)
-        # bound to the weights once they are loaded (`bind_persisted_reference`)
         written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
     logger.info(
         f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
@@ -516,10 +518,8 @@ PLAN_DISABLED = "_fp16_plan_disabled"
 
 
 def resolve_plan_modules(model, names: list[str]) -> list[str] | None:
-    """
-    The plan's module names as named in `model` (another head of the checkpoint adds or strips the
-    `base_model_prefix`), or `None` when some of them name no module of it.
-    """
+    """The plan's module names as named in `model` (another head of the checkpoint adds or strips the
+    `base_model_prefix`), or `None` when some of them name no module of it."""
     return _resolved(names, {name for name, _ in model.named_modules()}, getattr(model, "base_model_prefix", "") or "")
 
 
@@ -559,11 +559,9 @@ def sub_models(model) -> list[tuple[str, str, Any]]:
 
 
 def plan_fingerprint(model, plan: dict, fp32_modules: list[str] | None = None, bound: str | None = None) -> str | None:
-    """
-    The `fingerprint` a plan stores: the binding digest of `model` with the plan's modules in fp32 (`fp32_modules`, as
-    named in `model`; or that digest, `bound`, without a `model`) and the plan's own content, so that new weights, a
-    config edit, another checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded.
-    """
+    """The `fingerprint` a plan stores: the binding digest of `model` with the plan's modules in fp32 (`fp32_modules`,
+    as named in `model`; or that digest, `bound`, without a `model`) and the plan's own content, so that new weights, a
+    config edit, another checkpoint and a hand edit of the plan all change it. `None` when a weight is offloaded."""
     if model is not None:
         bound = binding_digest(model, plan["modules"] if fp32_modules is None else fp32_modules)
     if bound is None:
