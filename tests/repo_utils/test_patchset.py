@@ -177,7 +177,7 @@ class TreeTest(PatchsetTestBase):
         )
         built = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
         ours = {f"transformers/{p.relative_to(self.repo / 'src' / 'transformers').as_posix()}"
-                for p in (self.repo / "src" / "transformers").rglob("*.py")}  # fmt: skip
+                for p in (self.repo / "src" / "transformers").rglob("*") if p.suffix in (".py", ".cpp")}  # fmt: skip
         self.assertEqual(built, set(upstream.files) | ours | {"transformers/_fork_patchset.py"})
         changed = {rel for rel in upstream.files if (out / rel).read_bytes() != upstream.read(rel)}
         patched = set(patchset.patched_files(upstream, patchset.read_series(self.repo / "patches"),
