@@ -129,22 +129,27 @@ class SentinelEvidenceTest(TestCasePlus):
 
 @require_torch
 class SentinelPublisherEvidenceTest(TestCasePlus):
-    """A model built from a config whose Hub id the registry's publisher runs in fp16: the sentinel names that."""
+    """A model built from a config named by a Hub id whose publisher runs it in fp16 has random weights: that runtime
+    clears neither its construction nor a cast, so the sentinel names no evidence (issue 62)."""
 
-    def test_from_config_and_a_cast_hand_the_sentinel_the_publishers_evidence(self):
+    def test_from_config_and_a_cast_are_not_cleared_by_the_publishers_name(self):
         from transformers import AutoModelForCausalLM, LlamaConfig
 
         config = LlamaConfig(
             vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
         )
         config.name_or_path = "meta-llama/Llama-2-7b-hf"  # a registry row: trained in bf16, its publisher runs fp16
-        publisher = "its publisher runs 'meta-llama/Llama-2-7b-hf' in fp16"
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)  # judged on the config alone
-        self.assertIn(publisher, cleared_by(model))
-        model.float()
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError):
+            AutoModelForCausalLM.from_config(config, dtype=torch.float16, trained_precision_check="error")
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)  # warn mode: built, and warned
         self.assertIsNone(cleared_by(model))
-        model.half()  # judged by the cast's check
-        self.assertIn(publisher, cleared_by(model))
+        model.float()
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError):
+            AutoModelForCausalLM.from_config(config, dtype=torch.float32, trained_precision_check="error").half()
+        model.half()  # judged by the cast's check: not the publisher's weights either
+        self.assertIsNone(cleared_by(model))
 
 
 if __name__ == "__main__":

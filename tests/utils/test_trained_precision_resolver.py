@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import unittest
 from unittest import mock
 
@@ -47,6 +48,7 @@ if is_torch_available():
     import torch
 
     from transformers import (
+        AutoConfig,
         AutoModelForCausalLM,
         AutoModelForSeq2SeqLM,
         LlamaConfig,
@@ -374,6 +376,48 @@ class PublisherReferenceTest(TestCasePlus):
                 )
                 model.float()
                 self.assert_fp16_cast_raises(model, "it was dropped")
+
+    def test_a_model_built_from_its_config_is_not_the_publishers(self):
+        # random weights named by the Hub id: no load of it bound them, so the name alone clears nothing
+        config = AutoConfig.from_pretrained(LLAMA2, cache_dir=self.root)  # its dtype: fp16, as the checkpoint's
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError):  # built in fp16
+            AutoModelForCausalLM.from_config(config, trained_precision_check="error")
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, trained_precision_check="error")
+        self.assertIsNone(vars(model.config).get(REFERENCE_FIELD))
+        reset_warning_cache()
+        with self.assertRaises(TrainedPrecisionRiskError) as raised:
+            model.half()
+        self.assertEqual(model.dtype, torch.float32)
+        message = str(raised.exception)
+        self.assertIn(f"The publisher reference of the registry ('{LLAMA2}') is no evidence here", message)
+        self.assertIn("no load of it bound these weights (built from its config, or trained since)", message)
+        self.assertIn(f"load '{LLAMA2}' again", message)
+
+    def test_a_config_that_states_its_precision_binds_the_publisher_reference(self):
+        # the checkpoint's own config.json states `trained_precision`: its load still binds the publisher reference
+        snapshot = os.path.join(self.root, "models--meta-llama--Llama-2-7b-hf", "snapshots", REVISION)
+        stated = os.path.join(self.root, "stated")
+        shutil.copytree(snapshot, stated)
+        with open(os.path.join(snapshot, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        try:
+            with open(os.path.join(snapshot, "config.json"), "w", encoding="utf-8") as f:
+                json.dump({**config, "trained_precision": "bf16"}, f)
+            for dtype in (torch.float16, torch.float32):
+                with self.subTest(dtype=dtype):
+                    model = self.load(dtype)
+                    self.assertIn("binding", vars(model.config)[REFERENCE_FIELD])
+                    reset_warning_cache()
+                    model.float().half()  # unchanged: cleared
+                    self.assertIn(f"its publisher runs '{LLAMA2}' in fp16", cleared_by(model))
+            model = self.load()
+            with torch.no_grad():
+                model.model.layers[0].mlp.up_proj.weight.add_(1.0)
+            self.assert_fp16_cast_raises(model, "its digest does not match these weights")
+        finally:
+            shutil.rmtree(snapshot)
+            shutil.move(stated, snapshot)
 
     @require_peft
     def test_a_peft_adapter_keeps_the_evidence_of_unchanged_base_weights(self):

@@ -230,8 +230,8 @@ class TrainedPrecisionInfo:
 
     def _unbound(self, evidence: Evidence | None, found: dict) -> str | None:
         """Why `evidence` (a finished run, a publisher reference the config records) is not bound to [`subject`], after
-        removing it. A model loaded by its Hub id is checked once its reference is bound and its weights read (less a
-        PEFT adapter's layers); its `reference` is `{}` once the one its load persisted was dropped."""
+        removing it. A Hub id's own reference holds for the weights its load bound (less a PEFT adapter's layers): `{}`
+        once the one its load persisted was dropped, `None` (with weights here) when no load of it wrote one."""
         if evidence is None:
             return None
         subject, copied = self.subject, found["copied_from"]
@@ -239,9 +239,10 @@ class TrainedPrecisionInfo:
             binding, runs, key = self.run.binding, (self.run.compute,), "run"
             what = f"The finished run in {self.run_source or f'`{RUN_FIELD}`'}"
             recreate = "train it again with this version"
-        elif evidence.kind == REFERENCE_RUNTIME and self.reference is not None:
-            binding, runs, key = self.reference.get("binding"), (BOUND_PUBLISHER,), "entry"
-            what = f"The publisher reference in `{REFERENCE_FIELD}` ('{copied or self.hub_id}')"
+        elif evidence.kind == REFERENCE_RUNTIME and (self.reference is not None or subject is not None):
+            binding, runs, key = (self.reference or {}).get("binding"), (BOUND_PUBLISHER,), "entry"
+            where = f"in `{REFERENCE_FIELD}`" if self.reference is not None else "of the registry"
+            what = f"The publisher reference {where} ('{copied or self.hub_id}')"
             recreate = f"load '{copied}' itself and save it again" if copied else f"load '{self.hub_id}' again"
             if not copied and self.reference and (binding is None or subject is None):
                 return None  # a Hub id's own weights: not read yet (its load), or not here to check
@@ -250,6 +251,8 @@ class TrainedPrecisionInfo:
             return None
         if key == "entry" and self.reference == {}:
             problem = f"it was dropped when the weights were rounded, quantized or trained: {recreate}"
+        elif key == "entry" and self.reference is None:  # built from its config, or its reference removed since
+            problem = f"no load of it bound these weights (built from its config, or trained since): {recreate}"
         else:
             problem = binding_problem(binding, subject, runs=runs, recreate=recreate)
         if problem is None:
@@ -477,11 +480,13 @@ def forget_changed_reference(config: Any, dtype: Any, quantized: bool = False) -
 
 
 def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSubject | None) -> bool:
-    """Binds the publisher reference that loading a model persisted into its `config` (`persisted_row`: the row it
-    wrote, or `None`) to its weights as read (`subject`), so that a `save_pretrained` copy keeps it only while its
-    weights are the publisher's (a copy's reference is never bound again). Returns whether it bound one."""
+    """Binds the publisher reference a load by its Hub id persisted into its `config` (`persisted_row`: the row whose
+    precision it wrote, if any) to its weights as read (`subject`), so that a copy keeps it only while its weights
+    are the publisher's (a copy's reference is never bound again). Returns whether it bound one."""
     record = vars(config).get(REFERENCE_FIELD) if config is not None else None
-    if not isinstance(record, dict) or "binding" in record or persisted_row is None or subject is None:
+    if not isinstance(record, dict) or "binding" in record or subject is None:
+        return False
+    if persisted_row is None and record.get("model_id") != hub_id_for(getattr(config, "name_or_path", None)):
         return False
     digest = subject.digest()
     if digest is not None:  # any length, any backend
@@ -490,27 +495,26 @@ def bind_persisted_reference(config: Any, persisted_row: Any, subject: WeightsSu
 
 
 def persist_registry_precision(config: Any, info: TrainedPrecisionInfo) -> bool:
-    """Writes a precision the registry supplied into the loaded config, so that `save_pretrained` keeps it (a
-    fine-tuned copy of T5 still knows it was trained in bf16). Returns whether the config was changed."""
-    if info.source != SOURCE_REGISTRY or config is None or isinstance(config, Mapping):
+    """Writes a precision the registry supplied (a fine-tuned T5 still knows it was trained in bf16) and its Hub id's
+    publisher reference (also where the config states its precision) into a loaded config; `True` for the first."""
+    entry = info.entry if info.source == SOURCE_REGISTRY else info.row
+    if entry is None or config is None or isinstance(config, Mapping) or info.copied_from:
         return False
-    if config_precision(config, FIELD) != UNKNOWN:
-        return False
-    setattr(config, FIELD, info.precision)
-    entry = info.entry
-    written = f"`{FIELD}={info.precision!r}`"
+    if precision := info.source == SOURCE_REGISTRY and config_precision(config, FIELD) == UNKNOWN:
+        setattr(config, FIELD, info.precision)
+    written = [f"`{FIELD}={info.precision!r}`"] * precision
     if entry.reference_runtime is not None and entry.reference_source and info.hub_id:
-        # for the publisher's weights only: bound to them once loaded (`bind_persisted_reference`)
         reference = {"model_id": info.hub_id, "runtime": entry.reference_runtime}
         if entry.stored_dtype is not None:
             reference["stored_dtype"] = entry.stored_dtype
-        setattr(config, REFERENCE_FIELD, reference)
-        written += f" and `{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)"
-    logger.info(
-        f"Set {written} on the config of '{info.hub_id}' from the trained-precision registry row "
-        f"'{entry.model_id}' ({entry.citation}); `save_pretrained` will write it."
-    )
-    return True
+        setattr(config, REFERENCE_FIELD, reference)  # for the publisher's weights only: `bind_persisted_reference`
+        written.append(f"`{REFERENCE_FIELD}` (its publisher's {entry.reference_runtime} runtime)")
+    if written:  # the Hub id's publisher reference, also when its config states its own precision
+        logger.info(
+            f"Set {' and '.join(written)} on the config of '{info.hub_id}' from the trained-precision registry row "
+            f"'{entry.model_id}' ({entry.citation}); `save_pretrained` will write it."
+        )
+    return precision
 
 
 #: The attribute of a model loaded with `use_fp16_plan=False`: later casts ignore the plan too.
@@ -717,7 +721,8 @@ class ModelSnapshot:
             for c in [owner.config]
         ]
         planned = {key for key, _, _, fields in owners if read_fp16_plan(fields) is not None}
-        parts, bound = [], bool(planned) or bound_evidence_pending(config)
+        row = lookup(hub_id_for(self.name))  # its publisher's runtime holds for the weights its load bound only
+        parts, bound = [], bool(planned) or bound_evidence_pending(config) or bool(row and row.reference_runtime)
         for key, prefix, owner, fields in owners:
             subject = weights_subject(owner) if key in planned or (bound and not key) else None
             names = frozenset(name for name, _ in owner.named_modules())
@@ -786,6 +791,8 @@ def _part_facts(
     info = resolve_trained_precision(
         config, call.model_name, persisted_from=call.registry_row, fp16_plan=verified, subject=subject
     )
+    if call.action == FROM_CONFIG and not info.copied_from:  # random weights: no publisher ran them
+        info = dataclasses.replace(info, row=None)
     persisted = None
     if call.action in (LOAD, FROM_CONFIG) and not call.sub_model and not in_scope:
         persisted = call.action == LOAD and persist_registry_precision(config, info) and info.entry
@@ -822,6 +829,8 @@ def config_cleared_phrase(config: Any, row: Any, model_class: Any, fp16_plans: M
         info = resolve_trained_precision(sub, name, persisted_from=None if key else row, fp16_plan=fp16_plans.get(key))
         if info.precision == UNKNOWN:
             continue
+        if not (key or info.copied_from) and info.reference is None:  # built, not loaded by its Hub id
+            info = dataclasses.replace(info, row=None)
         assessment = info.assess(FP16, model_class=None if key else model_class)
         if assessment.overridden:
             found.append((f"(its {key} sub-model) " if key else "") + assessment.evidence.describe())
